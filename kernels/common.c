@@ -1,0 +1,28 @@
+/* Backend-independent helpers, and the CUDA entry points of a build without CUDA. */
+#include "kernels.h"
+
+#include <stddef.h>
+
+#include "config.h" /* autoconf: ZINF_HAVE_CUDA */
+
+size_t zinf_dtype_size(zinf_dtype dt) { return dt == ZINF_F32 ? 4 : 2; }
+
+const char *zinf_dtype_name(zinf_dtype dt)
+{
+    switch (dt) {
+    case ZINF_F32: return "fp32";
+    case ZINF_BF16: return "bf16";
+    case ZINF_F16: return "fp16";
+    }
+    return "?";
+}
+
+#ifndef ZINF_HAVE_CUDA
+int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt)
+{
+    (void)be; (void)device; (void)cdt;
+    return -1004; /* ZINF_ENOTSUP; the caller words the message */
+}
+void zinf_backend_cuda_free(zinf_backend *be) { (void)be; }
+int zinf_backend_cuda_count(void) { return 0; }
+#endif

@@ -1,0 +1,127 @@
+/* kernels: the compute backend interface. src/ is written once against this header; each backend
+ * (cpu/ is the fp32 reference, cuda/ the GPU one) fills a zinf_backend with its memory, streams,
+ * copies and operations. Plain C, no MPI, no CUDA types.
+ *
+ * Conventions for the operations:
+ *  - Tensors are row-major. "act" pointers hold the backend's compute dtype (be->cdt: fp32 on the
+ *    CPU backend, bf16/fp16 on CUDA); pointers typed float * are always fp32 (statistics, losses,
+ *    master weights, optimizer states, gradient accumulators).
+ *  - Every backward operation ACCUMULATES (+=) into all of its gradient outputs, input gradients
+ *    and parameter gradients alike; callers zero what must start at zero. That makes the tied
+ *    embedding, the residual stream and gradient accumulation one rule.
+ *  - Operations run in order on the backend's compute stream; results are visible to the host
+ *    after zinf_be_sync() (the CPU backend is synchronous).
+ */
+#ifndef ZINF_KERNELS_H
+#define ZINF_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { ZINF_F32 = 0, ZINF_BF16 = 1, ZINF_F16 = 2 } zinf_dtype;
+
+/* Where a buffer lives. */
+typedef enum {
+    ZINF_PLACE_DEVICE = 0, /* the backend's compute memory (host memory on the CPU backend) */
+    ZINF_PLACE_PINNED = 1, /* page-locked host memory (ordinary host memory on the CPU backend) */
+    ZINF_PLACE_HOST = 2    /* ordinary pageable host memory */
+} zinf_place;
+
+typedef struct zinf_stream zinf_stream; /* opaque; NULL means the compute stream */
+typedef struct zinf_event zinf_event;   /* opaque */
+
+typedef struct zinf_adamw_args {
+    float lr, beta1, beta2, eps, weight_decay;
+    float bias_correction1;  /* 1 - beta1^t */
+    float bias_correction2;  /* 1 - beta2^t */
+    float grad_scale;        /* gradients are multiplied by this first (1/loss_scale * clip) */
+    int adam_w_mode;         /* 1: decoupled decay (AdamW); 0: L2 added to the gradient (Adam) */
+} zinf_adamw_args;
+
+typedef struct zinf_backend zinf_backend;
+
+struct zinf_backend {
+    const char *name; /* "cpu", "cuda" */
+    zinf_dtype cdt;   /* compute dtype of activations and 16-bit parameter copies */
+    void *impl;       /* backend-private state */
+
+    /* memory */
+    void *(*alloc)(zinf_backend *be, zinf_place place, size_t bytes); /* zeroed; NULL on failure */
+    void (*free)(zinf_backend *be, zinf_place place, void *p);
+    /* dst/src may be in any place; with a stream the copy is asynchronous on it */
+    int (*copy)(zinf_backend *be, void *dst, const void *src, size_t bytes, zinf_stream *s);
+    int (*memset0)(zinf_backend *be, void *dst, size_t bytes, zinf_stream *s);
+
+    /* streams and events (the CPU backend's are synchronous and cost nothing) */
+    zinf_stream *(*stream_new)(zinf_backend *be);
+    void (*stream_free)(zinf_backend *be, zinf_stream *s);
+    int (*stream_sync)(zinf_backend *be, zinf_stream *s);
+    zinf_event *(*event_new)(zinf_backend *be);
+    void (*event_free)(zinf_backend *be, zinf_event *e);
+    int (*event_record)(zinf_backend *be, zinf_event *e, zinf_stream *s);
+    int (*stream_wait)(zinf_backend *be, zinf_stream *s, zinf_event *e);
+    int (*sync)(zinf_backend *be); /* everything issued so far has finished */
+
+    /* ---- operations; B batch, T time, C channels, NH heads, N = B*T rows ---- */
+    /* out[N,C] = wte[tok] + wpe[t] */
+    void (*encoder_fwd)(zinf_backend *be, void *out, const int32_t *tok, const void *wte,
+                        const void *wpe, int B, int T, int C);
+    void (*encoder_bwd)(zinf_backend *be, void *dwte, void *dwpe, const void *dout,
+                        const int32_t *tok, int B, int T, int C);
+    /* out = (x - mean) * rstd * w + b over the last dimension C; eps 1e-5 */
+    void (*layernorm_fwd)(zinf_backend *be, void *out, float *mean, float *rstd, const void *x,
+                          const void *w, const void *b, int64_t N, int C);
+    void (*layernorm_bwd)(zinf_backend *be, void *dx, void *dw, void *db, const void *dout,
+                          const void *x, const void *w, const float *mean, const float *rstd,
+                          int64_t N, int C);
+    /* out[N,OC] = x[N,K] @ w[OC,K]^T (+ bias[OC] when bias != NULL) */
+    void (*matmul_fwd)(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
+                       int64_t N, int K, int OC);
+    /* dx[N,K] += dout @ w; dw[OC,K] += dout^T @ x; dbias[OC] += sum_n dout (dx, dbias may be NULL) */
+    void (*matmul_bwd)(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
+                       const void *x, const void *w, int64_t N, int K, int OC);
+    /* causal self-attention; qkv[B,T,3C] packs q|k|v, head h uses channels h*C/NH..; scale
+     * 1/sqrt(C/NH); out[B,T,C]; lse[B,NH,T] keeps each row's log-sum-exp for the backward,
+     * which recomputes the scores (the T x T matrix is never stored) */
+    void (*attention_fwd)(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T,
+                          int C, int NH);
+    void (*attention_bwd)(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
+                          const void *out, const float *lse, int B, int T, int C, int NH);
+    /* GELU, tanh approximation */
+    void (*gelu_fwd)(zinf_backend *be, void *out, const void *x, int64_t n);
+    void (*gelu_bwd)(zinf_backend *be, void *dx, const void *x, const void *dout, int64_t n);
+    /* out = a + b */
+    void (*add)(zinf_backend *be, void *out, const void *a, const void *b, int64_t n);
+    /* Softmax cross-entropy over the first V of Vp columns. losses[i] = -log p[i][tgt[i]], 0 when
+     * tgt[i] < 0 (ignored). When dloss != 0, logits is overwritten with its gradient
+     * (p - onehot) * dloss (0 for ignored rows and padded columns). */
+    void (*xent)(zinf_backend *be, float *losses, void *logits, const int32_t *tgt, int64_t N,
+                 int V, int Vp, float dloss);
+
+    /* ---- fp32 vector work for the optimizer and gradient handling ---- */
+    /* AdamW over n elements of fp32 master p with gradient g and states m, v; when p16 != NULL
+     * the updated parameter is also written there in the compute dtype. */
+    void (*adamw)(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v,
+                  int64_t n, const zinf_adamw_args *a);
+    double (*sumsq)(zinf_backend *be, const float *x, int64_t n); /* NaN/Inf propagate */
+    void (*scale)(zinf_backend *be, float *x, int64_t n, float s);
+    void (*axpy)(zinf_backend *be, float *y, const float *x, int64_t n, float a); /* y += a x */
+    /* conversions between the compute dtype and fp32 (a copy when cdt is fp32) */
+    void (*to_f32)(zinf_backend *be, float *dst, const void *src, int64_t n);
+    void (*from_f32)(zinf_backend *be, void *dst, const float *src, int64_t n);
+};
+
+size_t zinf_dtype_size(zinf_dtype dt);
+const char *zinf_dtype_name(zinf_dtype dt);
+
+/* The CPU backend (fp32, OpenMP, CBLAS). Returns 0 or a negative status. */
+int zinf_backend_cpu_init(zinf_backend *be);
+void zinf_backend_cpu_free(zinf_backend *be);
+
+/* The CUDA backend, when built (ZINF_HAVE_CUDA). device: CUDA ordinal; cdt: compute dtype. */
+int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt);
+void zinf_backend_cuda_free(zinf_backend *be);
+/* Number of visible CUDA devices; 0 when none or not built. */
+int zinf_backend_cuda_count(void);
+
+#endif

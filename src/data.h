@@ -1,0 +1,49 @@
+/* data: token shards in llm.c's format (256 x int32 header: magic 20240520, version 1 with uint16
+ * tokens, or version 2 with uint32 tokens; header[2] = token count), memory-mapped, cut into
+ * sequences of T+1 tokens, shuffled per epoch from the seed. The global batch of step s is the
+ * same set of sequences whatever the world size and micro-batch split; rank r reads its slice. */
+#ifndef ZINF_DATA_H
+#define ZINF_DATA_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define ZINF_DATA_MAGIC 20240520
+#define ZINF_DATA_HEADER_INTS 256
+
+typedef struct zinf_data zinf_data;
+
+/* Open every file matching the glob pattern (sorted by name), validate headers and every token
+ * (< vocab_size), and index sequences of T+1 tokens (windows start every T tokens within a shard).
+ * shuffle: permute sequences each epoch from seed (train); 0 keeps file order (validation).
+ * Errors name the file and, for a bad token, its index. */
+int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, uint64_t seed,
+                   int shuffle);
+void zinf_data_close(zinf_data *d);
+
+int64_t zinf_data_num_sequences(const zinf_data *d);
+int64_t zinf_data_num_tokens(const zinf_data *d);
+int zinf_data_num_files(const zinf_data *d);
+
+/* Sequences are numbered along an endless stream: position p is sequence perm_e[p mod N] of
+ * epoch e = p / N. Fill inp[count*T] and tgt[count*T] (tgt = inp shifted by one) with the
+ * sequences at stream positions first .. first+count-1. */
+int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int32_t *tgt);
+
+/* Stream position of sequence j (0 <= j < global_batch) of optimizer step `step`, and the first
+ * position of the slice that rank `rank` of `world` reads at micro-step `micro` of
+ * `grad_accum` with `micro_batch` sequences: global layout j = (micro*world + rank)*micro_batch. */
+int64_t zinf_data_slice_start(int64_t step, int64_t global_batch, int micro, int rank, int world,
+                              int64_t micro_batch);
+
+/* `zinf data`: turn a text file into byte-level shards (vocabulary 256, uint16 tokens).
+ * Writes <prefix>_train_NNNNNN.bin and, when val_fraction > 0, <prefix>_val_000000.bin holding the
+ * last val_fraction of the bytes. shard_tokens bounds the tokens per train shard. Reports to out. */
+int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
+                         int64_t shard_tokens, FILE *out);
+
+/* Write one shard (version 1 when every token < 65536, else version 2) atomically:
+ * tmp file, fsync, rename. */
+int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n);
+
+#endif
