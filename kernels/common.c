@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-#include "config.h" /* autoconf: ZINF_HAVE_CUDA */
+#include "zinf-build.h" /* autoconf: ZINF_HAVE_CUDA */
 
 size_t zinf_dtype_size(zinf_dtype dt) { return dt == ZINF_F32 ? 4 : 2; }
 

@@ -165,6 +165,10 @@ typedef struct zinf_config {
     int64_t logging_steps, eval_steps, save_steps;
 
     int n_warnings;             /* how many warnings resolution printed */
+
+    /* added after the first layout; keep new fields at the end */
+    int ckpt_tag_validation;    /* checkpoint.tag_validation: 0 Ignore, 1 Warn (default), 2 Fail */
+    bool torch_adam;            /* optimizer.params.torch_adam (same maths as the fused Adam) */
 } zinf_config;
 
 /* Parse JSON text (comments allowed) into cfg with every default applied, fill "auto" and absent
@@ -179,6 +183,11 @@ int zinf_config_load(zinf_config *cfg, const char *path, const zinf_flags *flags
                      FILE *warn);
 /* The config used when --config is not given: the embedded default (stage 0, AdamW from flags). */
 int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_size, FILE *warn);
+/* Once the trainer knows the number of optimizer steps (from --max_steps, or epochs x dataset):
+ * fill scheduler values that were "auto" or came from the flags and need it (total_num_steps,
+ * warmup_num_steps from --warmup_ratio when --warmup_steps was not given), then re-check them.
+ * Before this call such values are -1. */
+int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags);
 /* Print the resolved config as DeepSpeed JSON (every key zinf knows, with its resolved value). */
 void zinf_config_print(const zinf_config *cfg, FILE *out);
 

@@ -38,7 +38,14 @@ int zinf_err_prefix(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    snprintf(errbuf, sizeof errbuf, "%s: %s", pre, old);
+    size_t n = strlen(pre);
+    if (n > sizeof errbuf - 3) n = sizeof errbuf - 3;
+    memcpy(errbuf, pre, n);
+    memcpy(errbuf + n, ": ", 2);
+    size_t room = sizeof errbuf - n - 3, ol = strlen(old);
+    if (ol > room) ol = room;
+    memcpy(errbuf + n + 2, old, ol);
+    errbuf[n + 2 + ol] = 0;
     return code;
 }
 

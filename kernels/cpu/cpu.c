@@ -1,0 +1,477 @@
+/* cpu: the reference backend. fp32 everywhere, OpenMP over independent rows, CBLAS (OpenBLAS) for
+ * the matmuls. Memory of every place is ordinary host memory; streams and events are dummy handles
+ * because every operation has finished when it returns.
+ *
+ * Determinism: every reduction that feeds a parameter gradient or a norm runs in a fixed order
+ * that does not depend on the thread count (parallel over output channels, rows sequential
+ * inside; sumsq over a fixed number of chunks). No atomics anywhere. */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many elements an OpenMP team costs more than it saves. */
+#define PAR_MIN 4096
+/* Channels per task in the channel-parallel reductions: 32 floats = two cache lines, so tasks
+ * never write the same line. */
+#define CH_BLOCK 32
+/* sumsq splits its input into this many chunks whatever the thread count. */
+#define SUMSQ_CHUNKS 256
+
+#define NBLOCKS(n, b) (((n) + (b) - 1) / (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* ---------------------------------------------------------------- memory, streams, events */
+
+static void *cpu_alloc(zinf_backend *be, zinf_place place, size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cpu_free(zinf_backend *be, zinf_place place, void *p) { free(p); }
+
+static int cpu_copy(zinf_backend *be, void *dst, const void *src, size_t bytes, zinf_stream *s)
+{
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_memset0(zinf_backend *be, void *dst, size_t bytes, zinf_stream *s)
+{
+    if (bytes) memset(dst, 0, bytes);
+    return 0;
+}
+
+/* Streams and events only need to be distinct from NULL; nothing is ever queued on them. */
+static char dummy_stream, dummy_event;
+
+static zinf_stream *cpu_stream_new(zinf_backend *be) { return (zinf_stream *)&dummy_stream; }
+static void cpu_stream_free(zinf_backend *be, zinf_stream *s) {}
+static int cpu_stream_sync(zinf_backend *be, zinf_stream *s) { return 0; }
+static zinf_event *cpu_event_new(zinf_backend *be) { return (zinf_event *)&dummy_event; }
+static void cpu_event_free(zinf_backend *be, zinf_event *e) {}
+static int cpu_event_record(zinf_backend *be, zinf_event *e, zinf_stream *s) { return 0; }
+static int cpu_stream_wait(zinf_backend *be, zinf_stream *s, zinf_event *e) { return 0; }
+static int cpu_sync(zinf_backend *be) { return 0; }
+
+/* ---------------------------------------------------------------- encoder */
+
+static void cpu_encoder_fwd(zinf_backend *be, void *out_, const int32_t *tok, const void *wte_,
+                            const void *wpe_, int B, int T, int C)
+{
+    float *out = out_;
+    const float *wte = wte_, *wpe = wpe_;
+    int64_t N = (int64_t)B * T;
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *e = wte + (int64_t)tok[n] * C, *p = wpe + (n % T) * C;
+        float *o = out + n * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+static void cpu_encoder_bwd(zinf_backend *be, void *dwte_, void *dwpe_, const void *dout_,
+                            const int32_t *tok, int B, int T, int C)
+{
+    float *dwte = dwte_, *dwpe = dwpe_;
+    const float *dout = dout_;
+    int64_t N = (int64_t)B * T;
+    /* Tokens repeat, so rows of dwte receive several contributions: split the work over channel
+     * blocks and walk the tokens in order inside each, which fixes the summation order. The
+     * position gradient sums over the batch in order b = 0..B-1 the same way. */
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int cb = 0; cb < NBLOCKS(C, CH_BLOCK); cb++) {
+        int c0 = cb * CH_BLOCK, c1 = MIN(C, c0 + CH_BLOCK);
+        for (int64_t n = 0; n < N; n++) {
+            const float *d = dout + n * C;
+            float *gte = dwte + (int64_t)tok[n] * C, *gpe = dwpe + (n % T) * C;
+            for (int c = c0; c < c1; c++) {
+                gte[c] += d[c];
+                gpe[c] += d[c];
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+static void cpu_layernorm_fwd(zinf_backend *be, void *out_, float *mean, float *rstd,
+                              const void *x_, const void *w_, const void *b_, int64_t N, int C)
+{
+    float *out = out_;
+    const float *x = x_, *w = w_, *b = b_;
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * C;
+        double s = 0, ss = 0;
+        for (int c = 0; c < C; c++) s += xr[c];
+        double m = s / C;
+        for (int c = 0; c < C; c++) ss += (xr[c] - m) * (xr[c] - m);
+        float r = (float)(1.0 / sqrt(ss / C + 1e-5)); /* biased variance, as PyTorch */
+        float *o = out + n * C;
+        for (int c = 0; c < C; c++) o[c] = ((xr[c] - (float)m) * r) * w[c] + b[c];
+        mean[n] = (float)m;
+        rstd[n] = r;
+    }
+}
+
+static void cpu_layernorm_bwd(zinf_backend *be, void *dx_, void *dw_, void *db_, const void *dout_,
+                              const void *x_, const void *w_, const float *mean, const float *rstd,
+                              int64_t N, int C)
+{
+    float *dx = dx_, *dw = dw_, *db = db_;
+    const float *dout = dout_, *x = x_, *w = w_;
+    /* input gradient: rows are independent */
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * C, *dr = dout + n * C;
+        float m = mean[n], r = rstd[n];
+        double sg = 0, sgn = 0; /* sums of dnorm and dnorm * norm */
+        for (int c = 0; c < C; c++) {
+            float g = dr[c] * w[c];
+            sg += g;
+            sgn += g * ((xr[c] - m) * r);
+        }
+        float mg = (float)(sg / C), mgn = (float)(sgn / C);
+        float *dxr = dx + n * C;
+        for (int c = 0; c < C; c++) {
+            float norm = (xr[c] - m) * r;
+            dxr[c] += (dr[c] * w[c] - mg - norm * mgn) * r;
+        }
+    }
+    /* parameter gradients: a reduction over rows, parallel over channel blocks only */
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int cb = 0; cb < NBLOCKS(C, CH_BLOCK); cb++) {
+        int c0 = cb * CH_BLOCK, c1 = MIN(C, c0 + CH_BLOCK);
+        float aw[CH_BLOCK] = {0}, ab[CH_BLOCK] = {0};
+        for (int64_t n = 0; n < N; n++) {
+            const float *xr = x + n * C, *dr = dout + n * C;
+            float m = mean[n], r = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                aw[c - c0] += dr[c] * ((xr[c] - m) * r);
+                ab[c - c0] += dr[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            dw[c] += aw[c - c0];
+            db[c] += ab[c - c0];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+/* CBLAS takes int dimensions; the model's N = B*T and channel counts fit comfortably. */
+static void cpu_matmul_fwd(zinf_backend *be, void *out_, const void *x, const void *w,
+                           const void *bias_, int64_t N, int K, int OC)
+{
+    float *out = out_;
+    const float *bias = bias_;
+    float beta = 0.0f;
+    if (bias) { /* start from the bias and let the GEMM add onto it */
+#pragma omp parallel for if (N * OC > PAR_MIN)
+        for (int64_t n = 0; n < N; n++) memcpy(out + n * OC, bias, (size_t)OC * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, K, 1.0f, x, K, w, K, beta,
+                out, OC);
+}
+
+static void cpu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias_, const void *dout_,
+                           const void *x, const void *w, int64_t N, int K, int OC)
+{
+    const float *dout = dout_;
+    float *dbias = dbias_;
+    if (dx) /* dx[N,K] += dout[N,OC] @ w[OC,K] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, K, OC, 1.0f, dout, OC, w,
+                    K, 1.0f, dx, K);
+    /* dw[OC,K] += dout^T @ x[N,K] */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, K, (int)N, 1.0f, dout, OC, x, K, 1.0f,
+                dw, K);
+    if (dbias) {
+#pragma omp parallel for if (N * OC > PAR_MIN)
+        for (int ob = 0; ob < NBLOCKS(OC, CH_BLOCK); ob++) {
+            int o0 = ob * CH_BLOCK, o1 = MIN(OC, o0 + CH_BLOCK);
+            float acc[CH_BLOCK] = {0};
+            for (int64_t n = 0; n < N; n++)
+                for (int o = o0; o < o1; o++) acc[o - o0] += dout[n * OC + o];
+            for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* a . b with eight independent partial sums, which the compiler can keep in vector registers
+ * (a single running sum cannot be vectorized without reassociating); the order is fixed. */
+static inline float dotf(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    int e = 0;
+    for (; e + 8 <= n; e += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[e + l] * b[e + l];
+    for (; e < n; e++) acc[0] += a[e] * b[e];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* The scaled causal scores of one query against keys 0..n-1 of the same (b, h):
+ * s[j] = scale * q . k_j, where k_j = k0 + j * stride. Forward and backward both call this, so
+ * the backward recomputes bit-identical scores and gets p = exp(s - lse) from them. */
+static void attn_scores(float *s, const float *q, const float *k0, int n, int hs, int64_t stride,
+                        float scale)
+{
+    for (int j = 0; j < n; j++) s[j] = dotf(q, k0 + j * stride, hs) * scale;
+}
+
+/* Rows are processed one at a time with a scratch row of T scores (a VLA: T is small, and it
+ * saves an allocation that could fail inside a void operation). */
+static void cpu_attention_fwd(zinf_backend *be, void *out_, float *lse, const void *qkv_, int B,
+                              int T, int C, int NH)
+{
+    float *out = out_;
+    const float *qkv = qkv_;
+    int hs = C / NH;
+    int64_t C3 = 3 * (int64_t)C;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(3) if ((int64_t)B * NH * T * T * hs > PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                float s[T], acc[hs];
+                const float *base = qkv + (int64_t)b * T * C3 + h * hs;
+                const float *q = base + i * C3, *k0 = base + C, *v0 = base + 2 * C;
+                attn_scores(s, q, k0, i + 1, hs, C3, scale);
+                float mx = -INFINITY;
+                for (int j = 0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
+                double sum = 0; /* unnormalized weights exp(s - max), normalized at the end */
+                for (int j = 0; j <= i; j++) sum += s[j] = expf(s[j] - mx);
+                for (int e = 0; e < hs; e++) acc[e] = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *v = v0 + j * C3;
+                    for (int e = 0; e < hs; e++) acc[e] += s[j] * v[e];
+                }
+                float inv = (float)(1.0 / sum);
+                float *o = out + ((int64_t)b * T + i) * C + h * hs;
+                for (int e = 0; e < hs; e++) o[e] = acc[e] * inv;
+                lse[((int64_t)b * NH + h) * T + i] = mx + (float)log(sum);
+            }
+}
+
+/* dk_j and dv_j collect contributions from every query row i >= j, so each (b, h) is one task
+ * and its rows run in order: the sums have a fixed order and tasks write disjoint channels. */
+static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, const void *qkv_,
+                              const void *out_, const float *lse, int B, int T, int C, int NH)
+{
+    float *dqkv = dqkv_;
+    const float *dout = dout_, *qkv = qkv_, *out = out_;
+    int hs = C / NH;
+    int64_t C3 = 3 * (int64_t)C;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) if ((int64_t)B * NH * T * T * hs > PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            float s[T], dq[hs];
+            const float *base = qkv + (int64_t)b * T * C3 + h * hs;
+            float *dbase = dqkv + (int64_t)b * T * C3 + h * hs;
+            const float *lrow = lse + ((int64_t)b * NH + h) * T;
+            for (int i = 0; i < T; i++) {
+                const float *q = base + i * C3;
+                const float *dor = dout + ((int64_t)b * T + i) * C + h * hs;
+                const float *orow = out + ((int64_t)b * T + i) * C + h * hs;
+                float D = dotf(dor, orow, hs); /* = sum_j p_ij dp_ij */
+                attn_scores(s, q, base + C, i + 1, hs, C3, scale);
+                for (int e = 0; e < hs; e++) dq[e] = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *k = base + C + j * C3, *v = base + 2 * C + j * C3;
+                    float *dk = dbase + C + j * C3, *dv = dbase + 2 * C + j * C3;
+                    float p = expf(s[j] - lrow[i]);
+                    float ds = p * (dotf(dor, v, hs) - D) * scale; /* includes the score scale */
+                    for (int e = 0; e < hs; e++) {
+                        dq[e] += ds * k[e];
+                        dk[e] += ds * q[e];
+                        dv[e] += p * dor[e];
+                    }
+                }
+                float *dqr = dbase + i * C3;
+                for (int e = 0; e < hs; e++) dqr[e] += dq[e];
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+static void cpu_gelu_fwd(zinf_backend *be, void *out_, const void *x_, int64_t n)
+{
+    float *out = out_;
+    const float *x = x_;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
+    }
+}
+
+static void cpu_gelu_bwd(zinf_backend *be, void *dx_, const void *x_, const void *dout_, int64_t n)
+{
+    float *dx = dx_;
+    const float *x = x_, *dout = dout_;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
+        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+}
+
+static void cpu_add(zinf_backend *be, void *out_, const void *a_, const void *b_, int64_t n)
+{
+    float *out = out_;
+    const float *a = a_, *b = b_;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+static void cpu_xent(zinf_backend *be, float *losses, void *logits_, const int32_t *tgt, int64_t N,
+                     int V, int Vp, float dloss)
+{
+    float *logits = logits_;
+#pragma omp parallel for if (N * Vp > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        float *x = logits + n * Vp;
+        int t = tgt[n]; /* < 0: ignored; otherwise the caller guarantees t < V */
+        if (t < 0) {
+            losses[n] = 0.0f;
+            if (dloss != 0.0f) memset(x, 0, (size_t)Vp * sizeof(float));
+            continue;
+        }
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
+        double sum = 0;
+        for (int j = 0; j < V; j++) sum += exp((double)x[j] - mx);
+        double logsum = log(sum);
+        losses[n] = (float)(logsum - ((double)x[t] - mx));
+        if (dloss != 0.0f) {
+            for (int j = 0; j < V; j++) {
+                double p = exp((double)x[j] - mx - logsum);
+                x[j] = (float)((p - (j == t)) * dloss);
+            }
+            for (int j = V; j < Vp; j++) x[j] = 0.0f;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- optimizer and vectors */
+
+static void cpu_adamw(zinf_backend *be, float *p, void *p16_, const float *g, float *m, float *v,
+                      int64_t n, const zinf_adamw_args *a)
+{
+    float *p16 = p16_; /* the compute dtype is fp32 here */
+    float b1 = a->beta1, b2 = a->beta2, lr = a->lr, wd = a->weight_decay;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i] * a->grad_scale, pi = p[i];
+        if (!a->adam_w_mode) gi += wd * pi; /* Adam: L2 penalty in the gradient */
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        if (a->adam_w_mode) pi *= 1.0f - lr * wd; /* AdamW: decoupled decay, applied first */
+        pi -= lr * (mi / a->bias_correction1) / (sqrtf(vi / a->bias_correction2) + a->eps);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi;
+        if (p16) p16[i] = pi;
+    }
+}
+
+/* A fixed number of chunks, each summed in double, then the chunk sums added in order: the result
+ * is the same bits whatever the thread count. NaN and Inf propagate through the sums. */
+static double cpu_sumsq(zinf_backend *be, const float *x, int64_t n)
+{
+    double part[SUMSQ_CHUNKS];
+    int64_t len = NBLOCKS(n, SUMSQ_CHUNKS);
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int k = 0; k < SUMSQ_CHUNKS; k++) {
+        int64_t i0 = k * len, i1 = MIN(n, i0 + len);
+        double s = 0;
+        for (int64_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
+        part[k] = s;
+    }
+    double s = 0;
+    for (int k = 0; k < SUMSQ_CHUNKS; k++) s += part[k];
+    return s;
+}
+
+static void cpu_scale(zinf_backend *be, float *x, int64_t n, float s)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void cpu_axpy(zinf_backend *be, float *y, const float *x, int64_t n, float a)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void cpu_to_f32(zinf_backend *be, float *dst, const void *src, int64_t n)
+{
+    if (n > 0 && dst != src) memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void cpu_from_f32(zinf_backend *be, void *dst, const float *src, int64_t n)
+{
+    if (n > 0 && dst != src) memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* ---------------------------------------------------------------- init */
+
+int zinf_backend_cpu_init(zinf_backend *be)
+{
+    *be = (zinf_backend){
+        .name = "cpu",
+        .cdt = ZINF_F32,
+        .impl = NULL,
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .copy = cpu_copy,
+        .memset0 = cpu_memset0,
+        .stream_new = cpu_stream_new,
+        .stream_free = cpu_stream_free,
+        .stream_sync = cpu_stream_sync,
+        .event_new = cpu_event_new,
+        .event_free = cpu_event_free,
+        .event_record = cpu_event_record,
+        .stream_wait = cpu_stream_wait,
+        .sync = cpu_sync,
+        .encoder_fwd = cpu_encoder_fwd,
+        .encoder_bwd = cpu_encoder_bwd,
+        .layernorm_fwd = cpu_layernorm_fwd,
+        .layernorm_bwd = cpu_layernorm_bwd,
+        .matmul_fwd = cpu_matmul_fwd,
+        .matmul_bwd = cpu_matmul_bwd,
+        .attention_fwd = cpu_attention_fwd,
+        .attention_bwd = cpu_attention_bwd,
+        .gelu_fwd = cpu_gelu_fwd,
+        .gelu_bwd = cpu_gelu_bwd,
+        .add = cpu_add,
+        .xent = cpu_xent,
+        .adamw = cpu_adamw,
+        .sumsq = cpu_sumsq,
+        .scale = cpu_scale,
+        .axpy = cpu_axpy,
+        .to_f32 = cpu_to_f32,
+        .from_f32 = cpu_from_f32,
+    };
+    return 0;
+}
+
+void zinf_backend_cpu_free(zinf_backend *be) { memset(be, 0, sizeof *be); }

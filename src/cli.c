@@ -1,0 +1,307 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h" /* zinf_config */
+#include "data.h"
+#include "err.h"
+#include "model.h"
+#include "train.h"
+
+#include "zinf-build.h" /* autoconf: PACKAGE_VERSION */
+
+typedef enum { F_STR, F_INT, F_DBL, F_BOOL, F_U64 } ftype;
+typedef struct flag {
+    const char *name; /* without the dashes */
+    ftype type;
+    void *ptr;
+    bool *set;        /* may be NULL */
+    const char *help;
+} flag;
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+static int parse_value(const char *cmd, const flag *f, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case F_STR: *(const char **)f->ptr = v; break;
+    case F_INT: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || !*v || *end) {
+            /* 1e3-style integers, as in the configs */
+            double dv = strtod(v, &end);
+            if (!*v || *end || dv != (double)(long long)dv)
+                return zinf_err("%s: --%s expects an integer, got '%s'", cmd, f->name, v);
+            x = (long long)dv;
+        }
+        *(int64_t *)f->ptr = x;
+        break;
+    }
+    case F_U64: {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || !*v || *end || *v == '-') return zinf_err("%s: --%s expects a non-negative integer, got '%s'", cmd, f->name, v);
+        *(uint64_t *)f->ptr = x;
+        break;
+    }
+    case F_DBL: {
+        double x = strtod(v, &end);
+        if (errno || !*v || *end) return zinf_err("%s: --%s expects a number, got '%s'", cmd, f->name, v);
+        *(double *)f->ptr = x;
+        break;
+    }
+    case F_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1")) *(bool *)f->ptr = true;
+        else if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "0")) *(bool *)f->ptr = false;
+        else return zinf_err("%s: --%s expects true or false, got '%s'", cmd, f->name, v);
+        break;
+    }
+    if (f->set) *f->set = true;
+    return 0;
+}
+
+/* Parse argv[first..] against the table; positional arguments go to pos (up to maxpos). */
+static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, int first,
+                       const char **pos, int maxpos, int *npos)
+{
+    *npos = 0;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2]) {
+            if (*npos >= maxpos) return zinf_err("%s: unexpected argument '%s'", cmd, a);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        char name[128];
+        const char *eq = strchr(a + 2, '=');
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (nl >= sizeof name) nl = sizeof name - 1;
+        memcpy(name, a + 2, nl);
+        name[nl] = 0;
+        for (char *p = name; *p; p++) if (*p == '-') *p = '_'; /* --max-steps == --max_steps */
+        const flag *f = NULL;
+        for (const flag *t = tab; t->name; t++) if (!strcmp(t->name, name)) { f = t; break; }
+        if (!f) {
+            const flag *best = NULL;
+            int bd = 99;
+            for (const flag *t = tab; t->name; t++) {
+                int d = edit_distance(name, t->name);
+                if (d < bd) { bd = d; best = t; }
+            }
+            if (best && bd <= 3) return zinf_err("%s: unknown flag --%s (did you mean --%s?)", cmd, name, best->name);
+            return zinf_err("%s: unknown flag --%s (see zinf %s --help)", cmd, name, cmd);
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v && f->type == F_BOOL) {
+            /* --bf16 alone, or --bf16 true|false */
+            if (i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false") ||
+                                 !strcmp(argv[i + 1], "True") || !strcmp(argv[i + 1], "False")))
+                v = argv[++i];
+            else v = "true";
+        }
+        if (!v) {
+            if (i + 1 >= argc) return zinf_err("%s: --%s needs a value", cmd, f->name);
+            v = argv[++i];
+        }
+        ZINF_TRY(parse_value(cmd, f, v));
+    }
+    return 0;
+}
+
+static void print_flags(FILE *out, const flag *tab)
+{
+    for (const flag *t = tab; t->name; t++) {
+        const char *arg = t->type == F_BOOL ? "" : t->type == F_STR ? " S" : " N";
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", t->name, arg);
+        fprintf(out, "  %-34s %s\n", left, t->help);
+    }
+}
+
+/* ---------------------------------------------------------------- train -------------------- */
+#define FLAGS_HF(fl)                                                                                          \
+    {"per_device_train_batch_size", F_INT, &(fl)->per_device_train_batch_size, &(fl)->per_device_train_batch_size_set, \
+     "micro-batch per rank (fills train_micro_batch_size_per_gpu)"},                                           \
+    {"gradient_accumulation_steps", F_INT, &(fl)->gradient_accumulation_steps, &(fl)->gradient_accumulation_steps_set, \
+     "micro-steps per optimizer step"},                                                                        \
+    {"learning_rate", F_DBL, &(fl)->learning_rate, &(fl)->learning_rate_set, "peak learning rate (default 5e-5)"}, \
+    {"weight_decay", F_DBL, &(fl)->weight_decay, &(fl)->weight_decay_set, "AdamW weight decay (default 0)"},    \
+    {"adam_beta1", F_DBL, &(fl)->adam_beta1, &(fl)->adam_beta1_set, "Adam beta1 (default 0.9)"},               \
+    {"adam_beta2", F_DBL, &(fl)->adam_beta2, &(fl)->adam_beta2_set, "Adam beta2 (default 0.999)"},             \
+    {"adam_epsilon", F_DBL, &(fl)->adam_epsilon, &(fl)->adam_epsilon_set, "Adam epsilon (default 1e-8)"},      \
+    {"max_grad_norm", F_DBL, &(fl)->max_grad_norm, &(fl)->max_grad_norm_set, "gradient clipping norm (fills \"auto\"; default 1.0)"}, \
+    {"warmup_steps", F_INT, &(fl)->warmup_steps, &(fl)->warmup_steps_set, "scheduler warmup steps (fills \"auto\")"}, \
+    {"warmup_ratio", F_DBL, &(fl)->warmup_ratio, &(fl)->warmup_ratio_set, "warmup as a fraction of all steps, when --warmup_steps is not given"}, \
+    {"num_train_epochs", F_DBL, &(fl)->num_train_epochs, &(fl)->num_train_epochs_set, "epochs when --max_steps is not given (default 3)"}, \
+    {"max_steps", F_INT, &(fl)->max_steps, &(fl)->max_steps_set, "optimizer steps to run (overrides epochs)"}, \
+    {"max_length", F_INT, &(fl)->max_length, &(fl)->max_length_set, "sequence length T (default: the model's n_positions)"}, \
+    {"bf16", F_BOOL, &(fl)->bf16, &(fl)->bf16_set, "bf16 mixed precision (fills bf16.enabled \"auto\")"},      \
+    {"fp16", F_BOOL, &(fl)->fp16, &(fl)->fp16_set, "fp16 mixed precision (fills fp16.enabled \"auto\")"},      \
+    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps (default steps_per_print)"}, \
+    {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
+    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps (checkpoints arrive in a later release)"}
+
+static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *help)
+{
+    zinf_train_opts o;
+    zinf_train_opts_defaults(&o);
+    zinf_flags *fl = &o.flags;
+    bool h = false;
+    const flag tab[] = {
+        {"config", F_STR, &o.config_path, NULL, "DeepSpeed JSON config (// comments allowed); default: stage 0, values from the flags"},
+        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling)"},
+        {"model", F_STR, &o.model, NULL, "preset or HF config.json-style file (default test-mini)"},
+        {"data", F_STR, &o.data, NULL, "glob of training token shards"},
+        {"val", F_STR, &o.val, NULL, "glob of validation token shards"},
+        {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/); default zinf-out"},
+        {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
+        {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
+        {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
+        {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},
+        {"max_new_tokens", F_INT, &o.max_new_tokens, NULL, "tokens generated per prompt at most (default 16)"},
+        {"per_rank_logs", F_BOOL, &o.per_rank_logs, NULL, "every rank also writes <out>/logs/rank<R>.log"},
+        FLAGS_HF(fl),
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    int npos;
+    ZINF_TRY(zinf_comm_agree(comm, parse_flags("train", tab, argc, argv, first, NULL, 0, &npos)));
+    if (h) {
+        *help = true;
+        if (comm->rank == 0) {
+            printf("usage: mpirun -np N zinf train --data GLOB [--config ds.json] [--model M] [flags]\n\n"
+                   "Train a GPT-2 model with a DeepSpeed config. Presets: %s.\n\nflags:\n",
+                   zinf_model_presets());
+            print_flags(stdout, tab);
+        }
+        return 0;
+    }
+    return zinf_train_run(comm, &o);
+}
+
+static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *help)
+{
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    zinf_flags *fl = &f;
+    const char *model = NULL;
+    int64_t hidden = 0;
+    bool h = false;
+    const flag tab[] = {
+        {"model", F_STR, &model, NULL, "model whose hidden size fills the size \"auto\"s"},
+        {"hidden_size", F_INT, &hidden, NULL, "hidden size for the size \"auto\"s, without a model"},
+        FLAGS_HF(fl),
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    const char *pos[2];
+    int npos;
+    ZINF_TRY(zinf_comm_agree(comm, parse_flags("config", tab, argc, argv, first, pos, 2, &npos)));
+    if (h || npos < 1 || strcmp(pos[0], "show") != 0) {
+        if (!h)
+            return zinf_comm_agree(comm, zinf_err("config: usage: zinf config show [FILE] [flags] "
+                                                  "(see zinf config --help)"));
+        *help = true;
+        if (comm->rank == 0) {
+            printf("usage: [mpirun -np N] zinf config show [FILE] [flags]\n\n"
+                   "Print the fully resolved DeepSpeed config: defaults, \"auto\" values from the flags,\n"
+                   "and batch sizes for this world size (N ranks under mpirun). Without FILE, the\n"
+                   "embedded default.\n\nflags:\n");
+            print_flags(stdout, tab);
+        }
+        return 0;
+    }
+    if (hidden > 0) f.hidden_size = hidden;
+    zinf_config cfg;
+    ZINF_TRY(zinf_train_resolve_config(comm, npos > 1 ? pos[1] : NULL, model, &f, &cfg));
+    if (comm->rank == 0) zinf_config_print(&cfg, stdout);
+    return 0;
+}
+
+static int cmd_data(int argc, char **argv, int first, bool *help)
+{
+    const char *input = NULL, *prefix = NULL;
+    double valf = 0;
+    int64_t shard = 0;
+    bool h = false;
+    const flag tab[] = {
+        {"input", F_STR, &input, NULL, "text file to tokenise (bytes are tokens, vocabulary 256)"},
+        {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
+        {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
+        {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    int npos;
+    ZINF_TRY(parse_flags("data", tab, argc, argv, first, NULL, 0, &npos));
+    if (h) {
+        *help = true;
+        printf("usage: zinf data --input FILE --out PREFIX [--val_fraction F] [--shard_tokens N]\n\n"
+               "Turn a text file into byte-level token shards (llm.c format).\n\nflags:\n");
+        print_flags(stdout, tab);
+        return 0;
+    }
+    if (!input || !prefix) return zinf_err("data: --input and --out are required");
+    return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zinf COMMAND [flags]        (under mpirun/srun for more than one rank)\n\n"
+            "commands:\n"
+            "  train          train a GPT-2 model with a DeepSpeed config (zinf train --help)\n"
+            "  config show    print the resolved DeepSpeed config (zinf config --help)\n"
+            "  data           make byte-level token shards from a text file (zinf data --help)\n\n"
+            "  --help         this text\n"
+            "  --version      the version\n\n"
+            "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1).\n");
+}
+
+int zinf_cli_main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "--version")) {
+        printf("zinf %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    bool help = false;
+    if (!strcmp(cmd, "data")) {
+        int rc = cmd_data(argc, argv, 2, &help);
+        if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
+        return 0;
+    }
+    if (strcmp(cmd, "train") && strcmp(cmd, "config")) {
+        fprintf(stderr, "zinf: error: unknown command '%s' (see zinf --help)\n", cmd);
+        return 2;
+    }
+    zinf_comm comm;
+    if (zinf_comm_init(&comm, &argc, &argv)) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
+    int rc = !strcmp(cmd, "train") ? cmd_train(&comm, argc, argv, 2, &help) : cmd_config(&comm, argc, argv, 2, &help);
+    /* every error that reaches here was printed once: agreed on (zinf_comm_agree) or by the
+     * failing rank itself */
+    zinf_comm_finalize(&comm);
+    return rc ? 1 : 0;
+}

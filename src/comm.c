@@ -1,0 +1,113 @@
+#include "comm.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+#define CHUNK ((int64_t)1 << 28)
+
+static int mpi_fail(int code, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, s, &len);
+    return zinf_errc(ZINF_ECOMM, "%s failed: %s", what, s);
+}
+
+int zinf_comm_init(zinf_comm *c, int *argc, char ***argv)
+{
+    memset(c, 0, sizeof *c);
+    int provided = 0;
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init_thread");
+    c->world = MPI_COMM_WORLD;
+    /* errors come back as codes, so they can be reported with the rank and the collective */
+    MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->world, &c->rank);
+    MPI_Comm_size(c->world, &c->size);
+    MPI_Comm local;
+    MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &c->local_rank);
+    MPI_Comm_size(local, &c->local_size);
+    MPI_Comm_free(&local);
+    int leader = c->local_rank == 0;
+    MPI_Allreduce(&leader, &c->nnodes, 1, MPI_INT, MPI_SUM, c->world);
+    return 0;
+}
+
+void zinf_comm_finalize(zinf_comm *c)
+{
+    (void)c;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+}
+
+_Noreturn void zinf_comm_abort(zinf_comm *c, const char *msg)
+{
+    if (c && c->size > 1) fprintf(stderr, "zinf: error: rank %d: %s\n", c->rank, msg);
+    else fprintf(stderr, "zinf: error: %s\n", msg);
+    fflush(stderr);
+    MPI_Abort(c ? c->world : MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+int zinf_comm_agree(zinf_comm *c, int rc)
+{
+    int mine = rc < 0 ? c->rank : c->size, first = c->size;
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world) != MPI_SUCCESS)
+        zinf_comm_abort(c, "MPI_Allreduce failed while agreeing on an error");
+    if (first == c->size) return 0;
+    int code = rc;
+    MPI_Bcast(&code, 1, MPI_INT, first, c->world);
+    if (c->rank == first) {
+        fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
+        fflush(stderr);
+    }
+    return code;
+}
+
+static int allreduce(zinf_comm *c, void *buf, int64_t n, MPI_Datatype t, size_t es, MPI_Op op,
+                     const char *what)
+{
+    for (int64_t off = 0; off < n; off += CHUNK) {
+        int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * (int64_t)es, cnt, t, op, c->world);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, what);
+    }
+    return 0;
+}
+
+int zinf_comm_allreduce_sum_f32(zinf_comm *c, float *buf, int64_t n)
+{
+    return allreduce(c, buf, n, MPI_FLOAT, 4, MPI_SUM, "all-reduce (sum, fp32)");
+}
+
+int zinf_comm_allreduce_sum_f64(zinf_comm *c, double *buf, int64_t n)
+{
+    return allreduce(c, buf, n, MPI_DOUBLE, 8, MPI_SUM, "all-reduce (sum, fp64)");
+}
+
+int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n)
+{
+    return allreduce(c, buf, n, MPI_DOUBLE, 8, MPI_MAX, "all-reduce (max, fp64)");
+}
+
+int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root)
+{
+    for (size_t off = 0; off < bytes; off += (size_t)CHUNK) {
+        int cnt = (int)(bytes - off < (size_t)CHUNK ? bytes - off : (size_t)CHUNK);
+        int rc = MPI_Bcast((char *)buf + off, cnt, MPI_BYTE, root, c->world);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+    }
+    return 0;
+}
+
+int zinf_comm_barrier(zinf_comm *c)
+{
+    int rc = MPI_Barrier(c->world);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "barrier");
+}

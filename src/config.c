@@ -1,0 +1,1265 @@
+/* config: DeepSpeed JSON -> one typed, validated zinf_config.
+ *
+ * One table per JSON object (KEYS_TOP, KEYS_ZERO, ...) says, for every key zinf knows: its type,
+ * where it lives in zinf_config, its default, whether "auto" is allowed and what fills it, and
+ * which command-line flag it must agree with. The same tables drive parsing, defaults, the
+ * unknown-key warnings (with the nearest known key) and `zinf config show`. What no table can say
+ * (the batch rule, stage/offload combinations, defaults that depend on another key) is in
+ * resolve(), one rule per paragraph.
+ *
+ * Defaults follow DeepSpeed's code, read in deepspeedai/DeepSpeed (master) and microsoft/DeepSpeed:
+ * runtime/constants.py, runtime/config.py, runtime/zero/config.py, runtime/zero/offload_config.py,
+ * runtime/precision_config.py, runtime/lr_schedules.py, runtime/swap_tensor/{constants,aio_config}.py,
+ * runtime/activation_checkpointing/config.py, comm/{config,constants}.py,
+ * profiling/{config,constants}.py, ops/adam/fused_adam.py. Where the issue text or DeepSpeed's
+ * documentation disagrees with that code, the code wins:
+ *
+ *  - gradient_clipping: 0.0 (off) in the code (GRADIENT_CLIPPING_DEFAULT = 0.); the issue text
+ *    says 1.0 (1.0 is HF's --max_grad_norm default, which reaches DeepSpeed only through "auto").
+ *  - offload_param.pin_memory / offload_optimizer.pin_memory: False in offload_config.py; the
+ *    issue text says true.
+ *  - overlap_comm: Optional, None -> (stage == 3) by the overlap_comm_valid validator; the docs
+ *    still say false.
+ *  - stage3_prefetch_bucket_size: pp_int(5e7) in zero/config.py; the docs say 5e8.
+ *  - sub_group_size: 1e9 in zero/config.py; the ZERO_FORMAT docstring says 1e12.
+ *  - steps_per_print: STEPS_PER_PRINT_DEFAULT is None (never print) in current constants.py and
+ *    10 in older releases and the docs; zinf keeps 10 (it also seeds logging_steps).
+ *  - WarmupLR.warmup_max_lr: None -> the optimizer's lr in the code; the docstring and the docs
+ *    say 0.001 (WarmupDecayLR still passes 0.001 explicitly).
+ *  - WarmupCosineLR: warmup_min_ratio 0.0, cos_min_ratio 0.0001 in the constructor; the argparse
+ *    helper in the same file says 0.01 for both.
+ *  - OneCycle: cycle_first_step_size 2000, cycle_first_stair_count 0, decay_step_size 0,
+ *    cycle_momentum true in the constructor; the argparse helper says 1000, -1, 1000, false.
+ *  - LRRangeTest.lr_range_test_step_size: 2000 in the constructor; the argparse helper says 1000.
+ *  - flops_profiler.top_modules: 1 (FLOPS_PROFILER_TOP_MODULES_DEFAULT); its FORMAT string and
+ *    the docs say 3.
+ *  - aio: thread_count was renamed intra_op_parallelism (default 1); both names are accepted.
+ *  - Unknown keys inside zero_optimization/offload_* are errors in DeepSpeed (pydantic
+ *    extra="forbid"); zinf warns, as the issue asks.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+#include "err.h"
+
+/* ============================================================================ flags */
+
+void zinf_flags_defaults(zinf_flags *f)
+{
+    /* HF TrainingArguments defaults */
+    memset(f, 0, sizeof *f);
+    f->per_device_train_batch_size = 8;
+    f->gradient_accumulation_steps = 1;
+    f->learning_rate = 5e-5;
+    f->weight_decay = 0.0;
+    f->adam_beta1 = 0.9;
+    f->adam_beta2 = 0.999;
+    f->adam_epsilon = 1e-8;
+    f->max_grad_norm = 1.0;
+    f->warmup_steps = 0;
+    f->warmup_ratio = 0.0;
+    f->num_train_epochs = 3.0;
+    f->max_steps = -1;
+    f->max_length = 0;
+    f->logging_steps = 500;
+    f->eval_steps = 0; /* None: follows logging_steps */
+    f->save_steps = 500;
+}
+
+/* The flags a config key can be tied to ("auto" takes the flag; a given flag must agree). */
+enum { FL_NONE, FL_MICRO, FL_GAS, FL_LR, FL_WD, FL_BETA1, FL_BETA2, FL_EPS, FL_CLIP, FL_FP16,
+       FL_BF16 };
+static const struct flagdef {
+    const char *opt;
+    char kind; /* 'i' int64, 'd' double, 'b' bool */
+    size_t val, set;
+} FLAGS[] = {
+#define FD(id, opt, kind, field) [id] = {opt, kind, offsetof(zinf_flags, field), offsetof(zinf_flags, field##_set)}
+    FD(FL_MICRO, "--per_device_train_batch_size", 'i', per_device_train_batch_size),
+    FD(FL_GAS, "--gradient_accumulation_steps", 'i', gradient_accumulation_steps),
+    FD(FL_LR, "--learning_rate", 'd', learning_rate),
+    FD(FL_WD, "--weight_decay", 'd', weight_decay),
+    FD(FL_BETA1, "--adam_beta1", 'd', adam_beta1),
+    FD(FL_BETA2, "--adam_beta2", 'd', adam_beta2),
+    FD(FL_EPS, "--adam_epsilon", 'd', adam_epsilon),
+    FD(FL_CLIP, "--max_grad_norm", 'd', max_grad_norm),
+    FD(FL_FP16, "--fp16", 'b', fp16),
+    FD(FL_BF16, "--bf16", 'b', bf16),
+#undef FD
+};
+
+static double flag_val(const zinf_flags *f, int id)
+{
+    const char *p = (const char *)f + FLAGS[id].val;
+    switch (FLAGS[id].kind) {
+    case 'i': return (double)*(const int64_t *)p;
+    case 'b': return *(const bool *)p ? 1.0 : 0.0;
+    default: return *(const double *)p;
+    }
+}
+
+static bool flag_given(const zinf_flags *f, int id)
+{
+    return id != FL_NONE && *(const bool *)((const char *)f + FLAGS[id].set);
+}
+
+/* ============================================================================ key tables */
+
+typedef enum {
+    T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_OBJ,
+    T_NOEFFECT /* a DeepSpeed key zinf knows and does not implement: warning (or error, see F_) */
+} ktype;
+
+enum {
+    F_AUTO = 1 << 0,       /* "auto" allowed; filled as `autok` says */
+    F_NULL = 1 << 1,       /* null accepted = unset (int -1, string "", object absent) */
+    F_POS = 1 << 2,        /* int > 0 / number > 0 */
+    F_SIGNED = 1 << 3,     /* int or number may be negative (otherwise >= 0) */
+    F_UNIT = 1 << 4,       /* number in [0, 1] */
+    F_I32 = 1 << 5,        /* the field is an `int`, not int64_t */
+    F_REQ = 1 << 6,        /* required when its block is present */
+    F_FILL = 1 << 7,       /* absent: taken from its flag when the flag was given */
+    F_PRESENT = 1 << 8,    /* T_OBJ: bool at `off2` says whether the block was present */
+    F_ABSENT_AUTO = 1 << 9,/* T_OBJ: an absent block behaves as if every F_AUTO key said "auto" */
+    F_ERR_TRUE = 1 << 10,  /* bool that zinf cannot honour when true: error */
+    F_ERR_ENABLED = 1 << 11, /* T_NOEFFECT block whose "enabled": true changes numerics: error */
+    F_DYNAMIC = 1 << 12,   /* default depends on other keys: see resolve() */
+    F_RANGE = 1 << 13,     /* int within [lo, hi] */
+};
+
+/* how "auto" is filled */
+enum { A_NONE, A_FLAG, A_DERIVE, A_HH, A_HH09, A_10H, A_ZERO, A_STEPS, A_WARMUP };
+
+/* scheduler types as bits, for which scheduler takes which params */
+#define S_(t) (1u << (t))
+#define SW S_(ZINF_SCHED_WARMUP_LR)
+#define SD S_(ZINF_SCHED_WARMUP_DECAY_LR)
+#define SC S_(ZINF_SCHED_WARMUP_COSINE_LR)
+#define SO S_(ZINF_SCHED_ONE_CYCLE)
+#define SR S_(ZINF_SCHED_LR_RANGE_TEST)
+
+typedef struct enumdef {
+    const char *const *names; /* index = stored int value */
+    int n;
+    bool icase;
+    const char *list;         /* for messages */
+} enumdef;
+
+typedef struct keydef keydef;
+typedef struct blockdef {
+    const keydef *keys;
+    size_t n;
+    bool sched_params;        /* keys carry scheduler masks */
+} blockdef;
+
+struct keydef {
+    const char *name;
+    ktype type;
+    unsigned flags;
+    size_t off;               /* field offset (T_OBJ: base added to the sub-table's offsets) */
+    double def, def2;         /* default for bool/num (def2: betas[1]) */
+    int64_t idef;             /* default for int */
+    const char *sdef;         /* default for string/enum (enum: a name) */
+    int autok, flag;
+    const blockdef *sub;      /* T_OBJ */
+    const enumdef *en;        /* T_ENUM */
+    const char *alias;        /* second accepted name */
+    size_t off2;              /* F_PRESENT flag offset */
+    int64_t lo, hi;           /* F_RANGE */
+    unsigned smask, sreq;     /* scheduler params: taken by / required by */
+    const char *note;         /* T_NOEFFECT: what to use instead, when there is something */
+};
+
+#define CO(field) offsetof(zinf_config, field)
+#define OO(field) offsetof(zinf_offload_cfg, field)
+#define NOEFF(nm, ...) {.name = nm, .type = T_NOEFFECT, __VA_ARGS__}
+#define BLOCK(tbl) {tbl, sizeof tbl / sizeof tbl[0], false}
+
+static const char *const OPT_NAMES[] = {"AdamW", "Adam"}; /* = zinf_opt_type */
+static const enumdef EN_OPT = {OPT_NAMES, 2, true, "Adam, AdamW"};
+static const char *const SCHED_NAMES[] = {"", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+                                          "OneCycle", "LRRangeTest"}; /* = zinf_sched_type */
+static const enumdef EN_SCHED = {SCHED_NAMES, 6, false,
+                                 "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest"};
+static const char *const DEV_NAMES[] = {"none", "cpu", "nvme"}; /* = zinf_offload_device */
+static const enumdef EN_DEV = {DEV_NAMES, 3, true, "none, cpu, nvme"};
+static const char *const WTYPE_NAMES[] = {"log", "linear"};
+static const enumdef EN_WTYPE = {WTYPE_NAMES, 2, false, "log, linear"};
+static const char *const TAGV_NAMES[] = {"Ignore", "Warn", "Fail"};
+static const enumdef EN_TAGV = {TAGV_NAMES, 3, true, "Ignore, Warn, Fail"};
+
+/* ---- THE DEFAULTS TABLE: every key, its type, default, "auto" rule and flag ---- */
+
+static const keydef KEYS_FP16[] = {
+    {"enabled", T_BOOL, F_AUTO, CO(fp16), .def = 0, .autok = A_FLAG, .flag = FL_FP16},
+    {"loss_scale", T_NUM, 0, CO(fp16_loss_scale), .def = 0},
+    {"initial_scale_power", T_INT, 0, CO(fp16_initial_scale_power), .idef = 16},
+    {"loss_scale_window", T_INT, 0, CO(fp16_loss_scale_window), .idef = 1000},
+    {"hysteresis", T_INT, 0, CO(fp16_hysteresis), .idef = 2},
+    {"consecutive_hysteresis", T_BOOL, 0, CO(fp16_consecutive_hysteresis), .def = 0},
+    {"min_loss_scale", T_NUM, 0, CO(fp16_min_loss_scale), .def = 1},
+    NOEFF("auto_cast", .flags = F_ERR_TRUE),
+    NOEFF("fp16_master_weights_and_grads", .flags = F_ERR_TRUE),
+    NOEFF("fused_mode"),
+};
+
+static const keydef KEYS_BF16[] = {
+    {"enabled", T_BOOL, F_AUTO, CO(bf16), .def = 0, .autok = A_FLAG, .flag = FL_BF16},
+    NOEFF("immediate_grad_update"),
+    NOEFF("check_grad_overflow"),
+    NOEFF("bf16_master_weights_and_grads", .flags = F_ERR_TRUE),
+    NOEFF("bf16_optimizer_states", .flags = F_ERR_TRUE),
+};
+
+/* DeepSpeed's FusedAdam defaults (ops/adam/fused_adam.py) */
+static const keydef KEYS_OPT_PARAMS[] = {
+    {"lr", T_NUM, F_AUTO, CO(lr), .def = 1e-3, .autok = A_FLAG, .flag = FL_LR},
+    {"betas", T_BETAS, F_AUTO, CO(beta1), .def = 0.9, .def2 = 0.999, .autok = A_FLAG,
+     .flag = FL_BETA1},
+    {"eps", T_NUM, F_AUTO, CO(eps), .def = 1e-8, .autok = A_FLAG, .flag = FL_EPS},
+    {"weight_decay", T_NUM, F_AUTO, CO(weight_decay), .def = 0, .autok = A_FLAG, .flag = FL_WD},
+    {"adam_w_mode", T_BOOL, 0, CO(adam_w_mode), .def = 1}, /* ADAM_W_MODE_DEFAULT */
+    {"bias_correction", T_BOOL, 0, CO(bias_correction), .def = 1},
+    {"torch_adam", T_BOOL, 0, CO(torch_adam), .def = 0},
+    {"amsgrad", T_BOOL, F_ERR_TRUE, (size_t)-1, .def = 0},
+    NOEFF("max_grad_norm", .note = "use the top-level gradient_clipping"),
+};
+static const blockdef B_OPT_PARAMS = BLOCK(KEYS_OPT_PARAMS);
+
+static const keydef KEYS_OPT[] = {
+    {"type", T_ENUM, F_REQ, CO(opt_type), .sdef = "AdamW", .en = &EN_OPT},
+    {"params", T_OBJ, 0, 0, .sub = &B_OPT_PARAMS},
+    NOEFF("legacy_fusion"),
+};
+
+/* lr_schedules.py constructor defaults; masks say which schedule takes the key */
+static const keydef KEYS_SCHED_PARAMS[] = {
+    {"warmup_min_lr", T_NUM, F_AUTO, CO(sched.warmup_min_lr), .def = 0, .autok = A_ZERO,
+     .smask = SW | SD},
+    {"warmup_max_lr", T_NUM, F_AUTO | F_DYNAMIC, CO(sched.warmup_max_lr), .def = NAN,
+     .autok = A_FLAG, .flag = FL_LR, .smask = SW | SD}, /* WarmupLR: optimizer lr; Decay 1e-3 */
+    {"warmup_num_steps", T_INT, F_AUTO, CO(sched.warmup_num_steps), .idef = 1000,
+     .autok = A_WARMUP, .smask = SW | SD | SC},
+    {"warmup_type", T_ENUM, 0, CO(sched.warmup_type_linear), .sdef = "log", .en = &EN_WTYPE,
+     .smask = SW | SD | SC},
+    {"total_num_steps", T_INT, F_AUTO, CO(sched.total_num_steps), .idef = 0, .autok = A_STEPS,
+     .smask = SD | SC, .sreq = SD | SC},
+    {"warmup_min_ratio", T_NUM, 0, CO(sched.warmup_min_ratio), .def = 0, .smask = SC},
+    {"cos_min_ratio", T_NUM, 0, CO(sched.cos_min_ratio), .def = 0.0001, .smask = SC},
+    {"cycle_min_lr", T_NUM, 0, CO(sched.cycle_min_lr), .def = 0, .smask = SO, .sreq = SO},
+    {"cycle_max_lr", T_NUM, 0, CO(sched.cycle_max_lr), .def = 0, .smask = SO, .sreq = SO},
+    {"decay_lr_rate", T_NUM, 0, CO(sched.decay_lr_rate), .def = 0, .smask = SO},
+    {"cycle_first_step_size", T_INT, F_POS, CO(sched.cycle_first_step_size), .idef = 2000,
+     .smask = SO},
+    {"cycle_second_step_size", T_INT, F_NULL | F_POS, CO(sched.cycle_second_step_size),
+     .idef = -1, .smask = SO}, /* None: same as the first */
+    {"cycle_first_stair_count", T_INT, 0, CO(sched.cycle_first_stair_count), .idef = 0,
+     .smask = SO},
+    {"cycle_second_stair_count", T_INT, F_NULL, CO(sched.cycle_second_stair_count), .idef = -1,
+     .smask = SO}, /* None: same as the first */
+    {"decay_step_size", T_INT, 0, CO(sched.decay_step_size), .idef = 0, .smask = SO},
+    {"cycle_momentum", T_BOOL, 0, CO(sched.cycle_momentum), .def = 1, .smask = SO},
+    {"cycle_min_mom", T_NUM, 0, CO(sched.cycle_min_mom), .def = 0.8, .smask = SO},
+    {"cycle_max_mom", T_NUM, 0, CO(sched.cycle_max_mom), .def = 0.9, .smask = SO},
+    {"decay_mom_rate", T_NUM, 0, CO(sched.decay_mom_rate), .def = 0, .smask = SO},
+    {"lr_range_test_min_lr", T_NUM, 0, CO(sched.lr_range_test_min_lr), .def = 1e-3, .smask = SR},
+    {"lr_range_test_step_size", T_INT, F_POS, CO(sched.lr_range_test_step_size), .idef = 2000,
+     .smask = SR},
+    {"lr_range_test_step_rate", T_NUM, 0, CO(sched.lr_range_test_step_rate), .def = 1.0,
+     .smask = SR},
+    {"lr_range_test_staircase", T_BOOL, 0, CO(sched.lr_range_test_staircase), .def = 0,
+     .smask = SR},
+    NOEFF("last_batch_iteration", .note = "resume with --resume instead"),
+};
+static const blockdef B_SCHED_PARAMS = {KEYS_SCHED_PARAMS,
+                                        sizeof KEYS_SCHED_PARAMS / sizeof KEYS_SCHED_PARAMS[0],
+                                        true};
+
+static const keydef KEYS_SCHED[] = {
+    {"type", T_ENUM, F_REQ, CO(sched.type), .sdef = "", .en = &EN_SCHED},
+    {"params", T_OBJ, 0, 0, .sub = &B_SCHED_PARAMS},
+};
+
+static const keydef KEYS_OFF_PARAM[] = {
+    {"device", T_ENUM, 0, OO(device), .sdef = "none", .en = &EN_DEV},
+    {"nvme_path", T_STR, F_NULL, OO(nvme_path), .sdef = ""},
+    {"buffer_count", T_INT, 0, OO(buffer_count), .idef = 5},
+    {"buffer_size", T_INT, 0, OO(buffer_size), .idef = 100000000},
+    {"max_in_cpu", T_INT, 0, OO(max_in_cpu), .idef = 1000000000},
+    {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 0},
+};
+static const blockdef B_OFF_PARAM = BLOCK(KEYS_OFF_PARAM);
+
+static const keydef KEYS_OFF_OPT[] = {
+    {"device", T_ENUM, 0, OO(device), .sdef = "none", .en = &EN_DEV},
+    {"nvme_path", T_STR, F_NULL, OO(nvme_path), .sdef = ""},
+    {"buffer_count", T_INT, 0, OO(buffer_count), .idef = 4},
+    {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 0},
+    {"pipeline_read", T_BOOL, 0, OO(pipeline_read), .def = 0},
+    {"pipeline_write", T_BOOL, 0, OO(pipeline_write), .def = 0},
+    {"fast_init", T_BOOL, 0, OO(fast_init), .def = 0},
+    {"ratio", T_NUM, F_UNIT, OO(ratio), .def = 1.0},
+    NOEFF("super_offload"),
+    NOEFF("convert_grad_on_cpu"),
+    NOEFF("cpuadam_cores_perc"),
+};
+static const blockdef B_OFF_OPT = BLOCK(KEYS_OFF_OPT);
+
+static const keydef KEYS_ZERO[] = {
+    {"stage", T_INT, F_I32 | F_RANGE, CO(zero_stage), .idef = 0, .lo = 0, .hi = 3},
+    {"contiguous_gradients", T_BOOL, 0, CO(contiguous_gradients), .def = 1},
+    {"overlap_comm", T_BOOL, F_DYNAMIC, CO(overlap_comm), .def = 0}, /* stage == 3 */
+    {"reduce_scatter", T_BOOL, 0, CO(reduce_scatter), .def = 1},
+    {"reduce_bucket_size", T_INT, F_AUTO, CO(reduce_bucket_size), .idef = 500000000,
+     .autok = A_HH},
+    {"allgather_bucket_size", T_INT, 0, CO(allgather_bucket_size), .idef = 500000000},
+    {"allgather_partitions", T_BOOL, 0, CO(allgather_partitions), .def = 1},
+    {"sub_group_size", T_INT, 0, CO(sub_group_size), .idef = 1000000000},
+    {"stage3_prefetch_bucket_size", T_INT, F_AUTO, CO(stage3_prefetch_bucket_size),
+     .idef = 50000000, .autok = A_HH09, .alias = "prefetch_bucket_size"},
+    {"stage3_param_persistence_threshold", T_INT, F_AUTO, CO(stage3_param_persistence_threshold),
+     .idef = 100000, .autok = A_10H, .alias = "param_persistence_threshold"},
+    {"stage3_model_persistence_threshold", T_INT, 0, CO(stage3_model_persistence_threshold),
+     .idef = INT64_MAX, .alias = "model_persistence_threshold"},
+    {"stage3_max_live_parameters", T_INT, 0, CO(stage3_max_live_parameters), .idef = 1000000000,
+     .alias = "max_live_parameters"},
+    {"stage3_max_reuse_distance", T_INT, 0, CO(stage3_max_reuse_distance), .idef = 1000000000,
+     .alias = "max_reuse_distance"},
+    {"stage3_gather_16bit_weights_on_model_save", T_BOOL, 0,
+     CO(stage3_gather_16bit_weights_on_model_save), .def = 0,
+     .alias = "stage3_gather_fp16_weights_on_model_save"},
+    {"round_robin_gradients", T_BOOL, 0, CO(round_robin_gradients), .def = 0},
+    {"elastic_checkpoint", T_BOOL, 0, CO(elastic_checkpoint), .def = 0},
+    {"offload_optimizer", T_OBJ, F_NULL, CO(offload_optimizer), .sub = &B_OFF_OPT},
+    {"offload_param", T_OBJ, F_NULL, CO(offload_param), .sub = &B_OFF_PARAM},
+    NOEFF("cpu_offload", .note = "deprecated; use offload_optimizer"),
+    NOEFF("cpu_offload_param", .note = "deprecated; use offload_param"),
+    NOEFF("cpu_offload_use_pin_memory", .note = "deprecated; use offload_*.pin_memory"),
+    NOEFF("load_from_fp32_weights"),
+    NOEFF("ignore_unused_parameters"),
+    NOEFF("legacy_stage1"),
+    NOEFF("use_multi_rank_bucket_allreduce"),
+    NOEFF("zero_hpz_partition_size"),
+    NOEFF("zero_quantized_weights", .flags = F_ERR_TRUE),
+    NOEFF("zero_quantized_nontrainable_weights", .flags = F_ERR_TRUE),
+    NOEFF("zero_quantized_gradients", .flags = F_ERR_TRUE),
+    NOEFF("zeropp_loco_param"),
+    NOEFF("mics_shard_size"),
+    NOEFF("mics_hierarchical_params_gather"),
+    NOEFF("memory_efficient_linear"),
+    NOEFF("pipeline_loading_checkpoint"),
+    NOEFF("override_module_apply"),
+    NOEFF("log_trace_cache_warnings"),
+    NOEFF("enable_sanity_checks"),
+    NOEFF("stage3_module_granularity_threshold"),
+    NOEFF("stage3_use_all_reduce_for_fetch_params"),
+    NOEFF("stage3_allgather_sequential"),
+    NOEFF("stage3_partition_stream_chunk_size"),
+    NOEFF("zenflow"),
+    NOEFF("leaf_module"),
+    NOEFF("save_muon_momentum_buffer_in_memory"),
+};
+
+static const keydef KEYS_AIO[] = {
+    {"block_size", T_INT, F_POS, CO(aio_block_size), .idef = 1048576},
+    {"queue_depth", T_INT, F_POS, CO(aio_queue_depth), .idef = 8},
+    {"intra_op_parallelism", T_INT, F_POS, CO(aio_intra_op_parallelism), .idef = 1,
+     .alias = "thread_count"},
+    {"single_submit", T_BOOL, 0, CO(aio_single_submit), .def = 0},
+    {"overlap_events", T_BOOL, 0, CO(aio_overlap_events), .def = 1},
+    {"use_gds", T_BOOL, 0, CO(aio_use_gds), .def = 0},
+    NOEFF("io_backend"),
+};
+
+static const keydef KEYS_AC[] = {
+    {"partition_activations", T_BOOL, 0, CO(ac_partition_activations), .def = 0},
+    {"contiguous_memory_optimization", T_BOOL, 0, CO(ac_contiguous_memory_optimization),
+     .def = 0},
+    {"cpu_checkpointing", T_BOOL, 0, CO(ac_cpu_checkpointing), .def = 0},
+    {"number_checkpoints", T_INT, F_NULL, CO(ac_number_checkpoints), .idef = -1},
+    {"synchronize_checkpoint_boundary", T_BOOL, 0, CO(ac_synchronize_checkpoint_boundary),
+     .def = 0},
+    {"profile", T_BOOL, 0, CO(ac_profile), .def = 0},
+};
+
+static const keydef KEYS_CKPT[] = {
+    {"tag_validation", T_ENUM, 0, CO(ckpt_tag_validation), .sdef = "Warn", .en = &EN_TAGV},
+    {"load_universal", T_BOOL, 0, CO(ckpt_load_universal), .def = 0},
+    {"use_node_local_storage", T_BOOL, 0, CO(ckpt_use_node_local_storage), .def = 0},
+    NOEFF("parallel_write"),
+    NOEFF("writer"),
+};
+
+static const keydef KEYS_COMMS[] = {
+    {"enabled", T_BOOL, 0, CO(comms_logger_enabled), .def = 0},
+    {"verbose", T_BOOL, 0, CO(comms_logger_verbose), .def = 0},
+    {"prof_all", T_BOOL, 0, CO(comms_logger_prof_all), .def = 1},
+    {"debug", T_BOOL, 0, CO(comms_logger_debug), .def = 0},
+    NOEFF("prof_ops"),
+};
+
+static const keydef KEYS_FLOPS[] = {
+    {"enabled", T_BOOL, 0, CO(flops_profiler_enabled), .def = 0},
+    {"profile_step", T_INT, 0, CO(flops_profiler_profile_step), .idef = 1},
+    {"module_depth", T_INT, F_SIGNED, CO(flops_profiler_module_depth), .idef = -1},
+    {"top_modules", T_INT, 0, CO(flops_profiler_top_modules), .idef = 1},
+    {"detailed", T_BOOL, 0, CO(flops_profiler_detailed), .def = 1},
+    {"output_file", T_STR, F_NULL, CO(flops_profiler_output_file), .sdef = ""},
+    NOEFF("recompute_fwd_factor"),
+};
+
+static const blockdef B_FP16 = BLOCK(KEYS_FP16), B_BF16 = BLOCK(KEYS_BF16),
+                      B_OPT = BLOCK(KEYS_OPT), B_SCHED = BLOCK(KEYS_SCHED),
+                      B_ZERO = BLOCK(KEYS_ZERO), B_AIO = BLOCK(KEYS_AIO), B_AC = BLOCK(KEYS_AC),
+                      B_CKPT = BLOCK(KEYS_CKPT), B_COMMS = BLOCK(KEYS_COMMS),
+                      B_FLOPS = BLOCK(KEYS_FLOPS);
+
+static const keydef KEYS_TOP[] = {
+    /* batch: 0 = not given; resolve() applies the batch rule */
+    {"train_batch_size", T_INT, F_AUTO | F_POS, CO(train_batch_size), .idef = 0,
+     .autok = A_DERIVE},
+    {"train_micro_batch_size_per_gpu", T_INT, F_AUTO | F_POS | F_FILL,
+     CO(train_micro_batch_size_per_gpu), .idef = 0, .autok = A_FLAG, .flag = FL_MICRO},
+    {"gradient_accumulation_steps", T_INT, F_AUTO | F_POS | F_FILL,
+     CO(gradient_accumulation_steps), .idef = 0, .autok = A_FLAG, .flag = FL_GAS},
+    {"gradient_clipping", T_NUM, F_AUTO, CO(gradient_clipping), .def = 0.0, .autok = A_FLAG,
+     .flag = FL_CLIP},
+    {"steps_per_print", T_INT, F_POS, CO(steps_per_print), .idef = 10},
+    {"wall_clock_breakdown", T_BOOL, F_DYNAMIC, CO(wall_clock_breakdown), .def = 0},
+    {"prescale_gradients", T_BOOL, 0, CO(prescale_gradients), .def = 0},
+    {"gradient_predivide_factor", T_NUM, F_POS, CO(gradient_predivide_factor), .def = 1.0},
+    {"sparse_gradients", T_BOOL, 0, CO(sparse_gradients), .def = 0},
+    {"fp16", T_OBJ, 0, 0, .sub = &B_FP16},
+    {"bf16", T_OBJ, 0, 0, .sub = &B_BF16, .alias = "bfloat16"},
+    {"optimizer", T_OBJ, F_PRESENT | F_ABSENT_AUTO, 0, .sub = &B_OPT, .off2 = CO(has_optimizer)},
+    {"scheduler", T_OBJ, 0, 0, .sub = &B_SCHED},
+    {"zero_optimization", T_OBJ, 0, 0, .sub = &B_ZERO},
+    {"aio", T_OBJ, F_NULL, 0, .sub = &B_AIO},
+    {"activation_checkpointing", T_OBJ, F_PRESENT, 0, .sub = &B_AC,
+     .off2 = CO(activation_checkpointing)},
+    {"checkpoint", T_OBJ, 0, 0, .sub = &B_CKPT},
+    {"comms_logger", T_OBJ, 0, 0, .sub = &B_COMMS},
+    {"flops_profiler", T_OBJ, 0, 0, .sub = &B_FLOPS},
+    NOEFF("amp", .flags = F_ERR_ENABLED, .note = "use fp16 or bf16"),
+    NOEFF("torch_autocast", .flags = F_ERR_ENABLED, .note = "use fp16 or bf16"),
+    NOEFF("elasticity", .flags = F_ERR_ENABLED),
+    NOEFF("progressive_layer_drop", .flags = F_ERR_ENABLED),
+    NOEFF("compression"),
+    NOEFF("zero_allow_untested_optimizer"),
+    NOEFF("zero_force_ds_cpu_optimizer"),
+    NOEFF("data_efficiency"),
+    NOEFF("curriculum_learning"),
+    NOEFF("tensorboard"),
+    NOEFF("wandb"),
+    NOEFF("csv_monitor"),
+    NOEFF("comet"),
+    NOEFF("pipeline"),
+    NOEFF("sparse_attention"),
+    NOEFF("communication_data_type"),
+    NOEFF("seq_parallel_communication_data_type"),
+    NOEFF("dump_state"),
+    NOEFF("memory_breakdown"),
+    NOEFF("disable_allgather"),
+    NOEFF("vocabulary_size"),
+    NOEFF("eigenvalue"),
+    NOEFF("quantize_training"),
+    NOEFF("autotuning"),
+    NOEFF("nebula"),
+    NOEFF("data_types"),
+    NOEFF("dataloader_drop_last"),
+    NOEFF("graph_harvesting"),
+    NOEFF("hybrid_engine"),
+    NOEFF("weight_quantization"),
+    NOEFF("compile"),
+    NOEFF("timers"),
+    NOEFF("tensor_parallel"),
+    NOEFF("gradient_allreduce_op"),
+    NOEFF("use_data_before_expert_parallelism"),
+    NOEFF("sequence_parallel_size"),
+};
+static const blockdef B_TOP = BLOCK(KEYS_TOP);
+
+/* Misnamed keys that edit distance would not lead back to the key that was meant. */
+static const struct { const char *path, *meant; } HINTS[] = {
+    {"zero_optimization.offload_gradients", "offload_optimizer"},
+    {"zero_optimization.offload_grads", "offload_optimizer"},
+    {"zero_optimization.offload_optimizer_states", "offload_optimizer"},
+    {"zero_optimization.offload_parameters", "offload_param"},
+    {"max_grad_norm", "gradient_clipping"},
+    {"micro_batch_size", "train_micro_batch_size_per_gpu"},
+    {"optimizer.params.learning_rate", "lr"},
+    {"optimizer.params.beta1", "betas"},
+    {"optimizer.params.beta2", "betas"},
+    {"optimizer.params.epsilon", "eps"},
+};
+
+/* ============================================================================ parse context */
+
+typedef struct ctx {
+    zinf_config *cfg;
+    const zinf_flags *fl;
+    const char *src;
+    FILE *warn;
+} ctx;
+
+static int cerr(const ctx *c, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int cerr(const ctx *c, const char *path, const char *fmt, ...)
+{
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (path && *path) return zinf_err("%s: %s: %s", c->src, path, msg);
+    return zinf_err("%s: %s", c->src, msg);
+}
+
+static void cwarn(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cwarn(ctx *c, const char *fmt, ...)
+{
+    c->cfg->n_warnings++;
+    if (!c->warn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(c->warn, "zinf: warning: %s: ", c->src);
+    vfprintf(c->warn, fmt, ap);
+    fputc('\n', c->warn);
+    va_end(ap);
+}
+
+static void join(char *out, size_t cap, const char *prefix, const char *name)
+{
+    if (prefix && *prefix) snprintf(out, cap, "%s.%s", prefix, name);
+    else snprintf(out, cap, "%s", name);
+}
+
+/* a JSON value as it was written, for messages */
+static const char *shown(const json_t *v, char *buf, size_t cap)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    snprintf(buf, cap, "%s", s ? s : "?");
+    if (s && strlen(s) >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
+    free(s);
+    return buf;
+}
+
+static void *slot_of(const ctx *c, const keydef *k, size_t base)
+{
+    return k->off == (size_t)-1 ? NULL : (char *)c->cfg + base + k->off;
+}
+
+/* write a scalar (given as a double) into the field of k; i selects betas[i] */
+static void slot_set(void *slot, const keydef *k, double v, int i)
+{
+    switch (k->type) {
+    case T_BOOL: *(bool *)slot = v != 0; break;
+    case T_INT:
+        if (k->flags & F_I32) *(int *)slot = (int)v;
+        else *(int64_t *)slot = (int64_t)v;
+        break;
+    case T_BETAS: ((double *)slot)[i] = v; break;
+    default: *(double *)slot = v; break;
+    }
+}
+
+static double slot_get(const void *slot, const keydef *k, int i)
+{
+    switch (k->type) {
+    case T_BOOL: return *(const bool *)slot ? 1 : 0;
+    case T_INT: return k->flags & F_I32 ? *(const int *)slot : (double)*(const int64_t *)slot;
+    case T_ENUM: return *(const int *)slot;
+    case T_BETAS: return ((const double *)slot)[i];
+    default: return *(const double *)slot;
+    }
+}
+
+static int enum_index(const enumdef *e, const char *s)
+{
+    for (int i = 0; i < e->n; i++)
+        if (*e->names[i] && (e->icase ? strcasecmp(s, e->names[i]) : strcmp(s, e->names[i])) == 0)
+            return i;
+    return -1;
+}
+
+static void set_default(const ctx *c, const keydef *k, size_t base)
+{
+    void *slot = slot_of(c, k, base);
+    if (!slot) return;
+    switch (k->type) {
+    case T_INT:
+        if (k->flags & F_I32) *(int *)slot = (int)k->idef;
+        else *(int64_t *)slot = k->idef;
+        break;
+    case T_STR: ((char *)slot)[0] = 0; break;
+    case T_ENUM: *(int *)slot = k->sdef && *k->sdef ? enum_index(k->en, k->sdef) : 0; break;
+    case T_BETAS: ((double *)slot)[0] = k->def, ((double *)slot)[1] = k->def2; break;
+    default: slot_set(slot, k, k->def, 0); break;
+    }
+}
+
+static void fmt_num(char *buf, size_t cap, const keydef *k, double v)
+{
+    if (k->type == T_BOOL) snprintf(buf, cap, "%s", v != 0 ? "true" : "false");
+    else if (k->type == T_INT) snprintf(buf, cap, "%lld", (long long)v);
+    else snprintf(buf, cap, "%.15g", v);
+}
+
+static bool same(double a, double b)
+{
+    return a == b || fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b));
+}
+
+/* A value written in the config must agree with its flag when the flag was given. */
+static int check_flag(const ctx *c, const keydef *k, const void *slot, const char *path)
+{
+    int ncomp = k->type == T_BETAS ? 2 : 1;
+    for (int i = 0; i < ncomp; i++) {
+        int fl = k->flag + i;
+        if (!flag_given(c->fl, fl)) continue;
+        double want = flag_val(c->fl, fl), have = slot_get(slot, k, i);
+        if (same(want, have)) continue;
+        char a[64], b[64], p[300];
+        fmt_num(a, sizeof a, k, have);
+        fmt_num(b, sizeof b, k, want);
+        if (ncomp == 2) snprintf(p, sizeof p, "%s[%d]", path, i);
+        else snprintf(p, sizeof p, "%s", path);
+        return cerr(c, NULL, "%s is %s in the config but %s is %s", p, a, FLAGS[fl].opt, b);
+    }
+    return 0;
+}
+
+/* "auto" (or an absent key of an absent optimizer block): fill as the HF integration does */
+static int fill_auto(const ctx *c, const keydef *k, void *slot, const char *path)
+{
+    int64_t h = c->fl->hidden_size;
+    switch (k->autok) {
+    case A_FLAG:
+        slot_set(slot, k, flag_val(c->fl, k->flag), 0);
+        if (k->type == T_BETAS) slot_set(slot, k, flag_val(c->fl, k->flag + 1), 1);
+        return 0;
+    case A_DERIVE: slot_set(slot, k, 0, 0); return 0; /* the batch rule fills it */
+    case A_ZERO: slot_set(slot, k, 0, 0); return 0;
+    case A_STEPS: slot_set(slot, k, -1, 0); return 0; /* zinf_config_finalize_steps */
+    case A_WARMUP: {
+        bool steps = c->fl->warmup_steps_set && c->fl->warmup_steps > 0;
+        slot_set(slot, k, steps ? (double)c->fl->warmup_steps : -1, 0);
+        return 0;
+    }
+    case A_HH: case A_HH09: case A_10H:
+        if (h <= 0)
+            return cerr(c, path, "\"auto\" needs the model's hidden size, which is not known here");
+        slot_set(slot, k, k->autok == A_HH ? (double)(h * h)
+                          : k->autok == A_HH09 ? (double)(int64_t)(0.9 * (double)h * (double)h)
+                                               : (double)(10 * h), 0);
+        return 0;
+    default: return cerr(c, path, "\"auto\" is not accepted here");
+    }
+}
+
+static const char *expected(const keydef *k, char *buf, size_t cap)
+{
+    switch (k->type) {
+    case T_BOOL: return "true or false";
+    case T_INT:
+        if (k->flags & F_RANGE)
+            snprintf(buf, cap, "an integer %lld-%lld", (long long)k->lo, (long long)k->hi);
+        else
+            snprintf(buf, cap, "%s integer", k->flags & F_POS      ? "a positive"
+                                             : k->flags & F_SIGNED ? "an"
+                                                                   : "a non-negative");
+        return buf;
+    case T_NUM:
+        return k->flags & F_UNIT     ? "a number from 0 to 1"
+               : k->flags & F_POS    ? "a positive number"
+               : k->flags & F_SIGNED ? "a number"
+                                     : "a non-negative number";
+    case T_STR: return "a string";
+    case T_ENUM: snprintf(buf, cap, "one of %s", k->en->list); return buf;
+    case T_BETAS: return "an array of two numbers from 0 to 1";
+    default: return "an object";
+    }
+}
+
+/* Parse one present, non-"auto", non-null value into its field. */
+static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, const char *path)
+{
+    char got[128], exp[96];
+    const char *bad = NULL;
+    switch (k->type) {
+    case T_BOOL:
+        if (!json_is_boolean(v)) goto type_error;
+        if ((k->flags & F_ERR_TRUE) && json_is_true(v))
+            return cerr(c, path, "true is not supported by zinf");
+        if (slot) *(bool *)slot = json_is_true(v);
+        break;
+    case T_INT: {
+        if (!json_is_number(v)) goto type_error;
+        double d = json_number_value(v);
+        if (json_is_integer(v)) d = (double)json_integer_value(v);
+        else if (!(d == floor(d) && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18))
+            goto type_error;
+        int64_t x = json_is_integer(v) ? json_integer_value(v) : (int64_t)d;
+        if ((k->flags & F_RANGE) && (x < k->lo || x > k->hi)) goto type_error;
+        if ((k->flags & F_POS) && x <= 0) goto type_error;
+        if (!(k->flags & (F_SIGNED | F_RANGE)) && x < 0) goto type_error;
+        if (k->flags & F_I32) *(int *)slot = (int)x;
+        else *(int64_t *)slot = x;
+        break;
+    }
+    case T_NUM: {
+        if (!json_is_number(v)) goto type_error;
+        double d = json_number_value(v);
+        if ((k->flags & F_UNIT) && !(d >= 0 && d <= 1)) goto type_error;
+        if ((k->flags & F_POS) && !(d > 0)) goto type_error;
+        if (!(k->flags & F_SIGNED) && !(d >= 0)) goto type_error;
+        *(double *)slot = d;
+        break;
+    }
+    case T_STR: {
+        if (!json_is_string(v)) goto type_error;
+        if (json_string_length(v) >= 1024) return cerr(c, path, "longer than 1023 bytes");
+        memcpy(slot, json_string_value(v), json_string_length(v) + 1);
+        break;
+    }
+    case T_ENUM: {
+        if (!json_is_string(v)) goto type_error;
+        int i = enum_index(k->en, json_string_value(v));
+        if (i < 0)
+            return cerr(c, path, "\"%s\" is not supported (zinf has %s)", json_string_value(v),
+                        k->en->list);
+        *(int *)slot = i;
+        break;
+    }
+    case T_BETAS:
+        if (!json_is_array(v) || json_array_size(v) != 2) goto type_error;
+        for (int i = 0; i < 2; i++) {
+            json_t *e = json_array_get(v, (size_t)i);
+            if (!json_is_number(e)) goto type_error;
+            double d = json_number_value(e);
+            if (!(d >= 0 && d < 1)) goto type_error;
+            ((double *)slot)[i] = d;
+        }
+        break;
+    default: break;
+    }
+    if (k->flag != FL_NONE) return check_flag(c, k, slot, path);
+    return 0;
+type_error:
+    bad = shown(v, got, sizeof got);
+    return cerr(c, path, "expected %s, got %s", expected(k, exp, sizeof exp), bad);
+}
+
+/* ---- nearest known key ---- */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (lb > 127) return (size_t)-1;
+    size_t row[128];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static const char *nearest(const blockdef *b, const char *path, const char *name, unsigned smask)
+{
+    for (size_t i = 0; i < sizeof HINTS / sizeof HINTS[0]; i++)
+        if (strcmp(HINTS[i].path, path) == 0) return HINTS[i].meant;
+    const char *best = NULL;
+    size_t bd = (size_t)-1, len = strlen(name);
+    for (size_t i = 0; i < b->n; i++) {
+        const keydef *k = &b->keys[i];
+        if (k->type == T_NOEFFECT) continue;
+        if (b->sched_params && smask && !(k->smask & smask)) continue;
+        size_t d = edit_distance(name, k->name);
+        if (d < bd) bd = d, best = k->name;
+    }
+    size_t limit = len / 2 > 2 ? len / 2 : 2;
+    return bd <= limit ? best : NULL;
+}
+
+static const keydef *find_key(const blockdef *b, const char *name)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->keys[i].name, name) == 0 ||
+            (b->keys[i].alias && strcmp(b->keys[i].alias, name) == 0))
+            return &b->keys[i];
+    return NULL;
+}
+
+/* A DeepSpeed key zinf knows but does not implement. */
+static int no_effect(ctx *c, const keydef *k, json_t *v, const char *path)
+{
+    bool on = (k->flags & F_ERR_TRUE) && json_is_true(v);
+    if ((k->flags & F_ERR_ENABLED) && json_is_object(v) && json_is_true(json_object_get(v, "enabled")))
+        on = true;
+    if (on)
+        return cerr(c, path, "zinf does not implement this DeepSpeed feature and it changes the "
+                             "training numerics, so it cannot be ignored%s%s",
+                    k->note ? "; " : "", k->note ? k->note : "");
+    cwarn(c, "%s is a DeepSpeed key zinf does not implement; it has no effect%s%s%s", path,
+          k->note ? " (" : "", k->note ? k->note : "", k->note ? ")" : "");
+    return 0;
+}
+
+/* A key the config does not give: its default, or "auto" for an absent optimizer block, or the
+ * flag for the batch keys; a required key is an error; a given flag that cannot reach its key is
+ * a warning. */
+static int absent(ctx *c, const keydef *k, void *slot, const char *path, bool block_present,
+                  bool as_auto, unsigned stype)
+{
+    bool sched_on = stype > S_(ZINF_SCHED_NONE);
+    if (as_auto && (k->flags & F_AUTO)) return fill_auto(c, k, slot, path);
+    if ((k->flags & F_FILL) && flag_given(c->fl, k->flag)) {
+        slot_set(slot, k, flag_val(c->fl, k->flag), 0);
+        return 0;
+    }
+    if ((block_present && (k->flags & F_REQ)) || (k->sreq & stype))
+        return cerr(c, path, "missing%s%s", sched_on ? ", and required by " : "",
+                    sched_on ? SCHED_NAMES[c->cfg->sched.type] : "");
+    if (as_auto || k->flag == FL_NONE || (k->flags & F_DYNAMIC) || stype == S_(ZINF_SCHED_NONE))
+        return 0;
+    int fl = flag_given(c->fl, k->flag) ? k->flag
+             : k->type == T_BETAS && flag_given(c->fl, k->flag + 1) ? k->flag + 1
+                                                                     : FL_NONE;
+    if (fl == FL_NONE) return 0;
+    char d[64];
+    if (k->type == T_BETAS) snprintf(d, sizeof d, "[%g, %g]", k->def, k->def2);
+    else fmt_num(d, sizeof d, k, k->type == T_INT ? (double)k->idef : k->def);
+    cwarn(c, "%s has no effect: %s is not in the config, so DeepSpeed's default %s applies "
+             "(write \"auto\" there to take the flag)",
+          FLAGS[fl].opt, path, d);
+    return 0;
+}
+
+/* Walk one JSON object (NULL = absent) against its key table: defaults, values, "auto",
+ * flags, then warnings for every member the table does not know. */
+static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char *prefix,
+                bool as_auto)
+{
+    char path[320];
+    if (obj && !json_is_object(obj)) {
+        char got[128];
+        return cerr(c, prefix, "expected an object, got %s", shown(obj, got, sizeof got));
+    }
+    unsigned stype = b->sched_params ? S_(c->cfg->sched.type) : 0;
+
+    for (size_t i = 0; i < b->n; i++) {
+        const keydef *k = &b->keys[i];
+        join(path, sizeof path, prefix, k->name);
+        json_t *v = obj ? json_object_get(obj, k->name) : NULL;
+        if (obj && k->alias) {
+            json_t *a = json_object_get(obj, k->alias);
+            if (a && v) {
+                char ap[320];
+                join(ap, sizeof ap, prefix, k->alias);
+                return cerr(c, path, "given twice, also as %s", ap);
+            }
+            if (a) v = a;
+        }
+        if (k->type == T_NOEFFECT) {
+            if (v) ZINF_TRY(no_effect(c, k, v, path));
+            continue;
+        }
+        if (v && json_is_null(v) && (k->flags & F_NULL) && k->type == T_OBJ) v = NULL;
+
+        if (k->type == T_OBJ) {
+            bool present = v != NULL;
+            if (k->flags & F_PRESENT) *(bool *)((char *)c->cfg + k->off2) = present;
+            bool child_auto = !present && (as_auto || (k->flags & F_ABSENT_AUTO));
+            ZINF_TRY(walk(c, k->sub, v, base + k->off, path, child_auto));
+            continue;
+        }
+
+        void *slot = slot_of(c, k, base);
+        set_default(c, k, base);
+        if (b->sched_params && stype > 1 && !(k->smask & stype)) {
+            if (v)
+                cwarn(c, "%s is not a parameter of %s; it has no effect", path,
+                      SCHED_NAMES[c->cfg->sched.type]);
+            continue;
+        }
+        if (!v) {
+            ZINF_TRY(absent(c, k, slot, path, obj != NULL, as_auto, stype));
+            continue;
+        }
+        if (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
+            if (!(k->flags & F_AUTO))
+                return cerr(c, path, "\"auto\" is not accepted for this key (zinf fills \"auto\" "
+                                     "only where the HF integration does)");
+            ZINF_TRY(fill_auto(c, k, slot, path));
+            continue;
+        }
+        if (json_is_null(v) && (k->flags & F_NULL)) {
+            if (k->type == T_INT) slot_set(slot, k, -1, 0);
+            else if (k->type == T_STR) ((char *)slot)[0] = 0;
+            continue;
+        }
+        ZINF_TRY(parse_value(c, k, v, slot, path));
+    }
+
+    if (!obj) return 0;
+    const char *name;
+    json_t *v;
+    json_object_foreach(obj, name, v) {
+        if (find_key(b, name)) continue;
+        join(path, sizeof path, prefix, name);
+        const char *near = nearest(b, path, name, stype > 1 ? stype : 0);
+        char sugg[400] = "";
+        if (near) {
+            char np[320];
+            join(np, sizeof np, prefix, near);
+            snprintf(sugg, sizeof sugg, " (did you mean %s?)", np);
+        }
+        cwarn(c, "unknown key %s%s", path, sugg);
+    }
+    return 0;
+}
+
+/* ============================================================================ resolution */
+
+static int batch_rule(ctx *c)
+{
+    zinf_config *g = c->cfg;
+    int64_t W = g->world_size, tb = g->train_batch_size, mb = g->train_micro_batch_size_per_gpu,
+            ga = g->gradient_accumulation_steps;
+    if (tb && mb && ga) {
+        if (tb != mb * ga * W)
+            return cerr(c, NULL,
+                        "batch sizes do not agree: train_batch_size %lld != "
+                        "train_micro_batch_size_per_gpu %lld x gradient_accumulation_steps %lld x "
+                        "world size %lld (= %lld)",
+                        (long long)tb, (long long)mb, (long long)ga, (long long)W,
+                        (long long)(mb * ga * W));
+    } else if (tb && mb) {
+        if (tb % (mb * W) != 0)
+            return cerr(c, NULL,
+                        "train_batch_size %lld is not divisible by train_micro_batch_size_per_gpu "
+                        "%lld x world size %lld",
+                        (long long)tb, (long long)mb, (long long)W);
+        ga = tb / (mb * W);
+    } else if (tb && ga) {
+        if (tb % (ga * W) != 0)
+            return cerr(c, NULL,
+                        "train_batch_size %lld is not divisible by gradient_accumulation_steps "
+                        "%lld x world size %lld",
+                        (long long)tb, (long long)ga, (long long)W);
+        mb = tb / (ga * W);
+    } else if (mb && ga) {
+        tb = mb * ga * W;
+    } else if (tb) {
+        if (tb % W != 0)
+            return cerr(c, NULL, "train_batch_size %lld is not divisible by world size %lld",
+                        (long long)tb, (long long)W);
+        ga = 1, mb = tb / W;
+    } else if (mb) {
+        ga = 1, tb = mb * W;
+    } else {
+        return cerr(c, NULL,
+                    "neither train_batch_size nor train_micro_batch_size_per_gpu is set: give one "
+                    "in the config, or --per_device_train_batch_size");
+    }
+    g->train_batch_size = tb;
+    g->train_micro_batch_size_per_gpu = mb;
+    g->gradient_accumulation_steps = ga;
+    return 0;
+}
+
+static int check_offload(ctx *c, const zinf_offload_cfg *o, const char *name, bool is_param)
+{
+    int stage = c->cfg->zero_stage;
+    char path[96];
+    snprintf(path, sizeof path, "zero_optimization.%s", name);
+    if (o->device == ZINF_DEV_NONE) return 0;
+    if (is_param && stage < 3)
+        return cerr(c, path, "parameter offload needs stage 3 (stage is %d)", stage);
+    if (!is_param && stage == 0)
+        return cerr(c, path, "optimizer offload needs ZeRO stage 1, 2 or 3 (stage is 0)");
+    if (!is_param && o->device == ZINF_DEV_NVME && stage < 3)
+        return cerr(c, path, "NVMe optimizer offload needs stage 3 (stage is %d)", stage);
+    if (!is_param && o->ratio < 1.0 && stage < 3)
+        return cerr(c, path, "partial offload (ratio %g) needs stage 3 (stage is %d)", o->ratio,
+                    stage);
+    if (o->device == ZINF_DEV_NVME && !o->nvme_path[0])
+        return cerr(c, path, "device \"nvme\" needs nvme_path");
+    return 0;
+}
+
+static int resolve(ctx *c, json_t *root)
+{
+    zinf_config *g = c->cfg;
+    const zinf_flags *f = c->fl;
+
+    /* precision */
+    if (g->fp16 && g->bf16)
+        return cerr(c, NULL, "fp16.enabled and bf16.enabled are both true; choose one");
+
+    /* zero: overlap_comm defaults to (stage == 3), DeepSpeed's overlap_comm_valid */
+    json_t *z = json_object_get(root, "zero_optimization");
+    if (!json_is_object(z) || !json_object_get(z, "overlap_comm")) g->overlap_comm = g->zero_stage == 3;
+    ZINF_TRY(check_offload(c, &g->offload_param, "offload_param", true));
+    ZINF_TRY(check_offload(c, &g->offload_optimizer, "offload_optimizer", false));
+
+    /* optimizer: DeepSpeed's effective_adam_w_mode */
+    g->adam_w_mode = g->opt_type == ZINF_OPT_ADAMW || g->adam_w_mode;
+
+    /* scheduler: WarmupLR's warmup_max_lr None -> the optimizer's lr; WarmupDecayLR 0.001 */
+    if (isnan(g->sched.warmup_max_lr))
+        g->sched.warmup_max_lr = g->sched.type == ZINF_SCHED_WARMUP_LR ? g->lr : 0.001;
+
+    g->ckpt_tag_validation_fail = g->ckpt_tag_validation == 2;
+    /* DeepSpeed: wall_clock_breakdown | flops_profiler.enabled */
+    g->wall_clock_breakdown = g->wall_clock_breakdown || g->flops_profiler_enabled;
+
+    ZINF_TRY(batch_rule(c));
+
+    /* what the training loop takes from the flags */
+    g->max_steps = f->max_steps_set ? f->max_steps : -1;
+    g->num_train_epochs = f->num_train_epochs;
+    g->seq_len = f->max_length;
+    g->logging_steps = f->logging_steps_set ? f->logging_steps : g->steps_per_print;
+    g->eval_steps = f->eval_steps_set ? f->eval_steps : g->logging_steps;
+    g->save_steps = f->save_steps;
+    return 0;
+}
+
+/* ============================================================================ text -> JSON */
+
+/* Replace // and block comments outside strings by spaces, one space per UTF-8 character, keeping
+ * newlines, so jansson's line and column stay those of the file. Returns the new length. */
+static long strip_comments(const char *in, size_t len, char *out, const char *src)
+{
+    size_t o = 0, i = 0;
+    int line = 1;
+    bool str = false;
+    while (i < len) {
+        char ch = in[i];
+        if (str) {
+            out[o++] = in[i++];
+            if (ch == '\\' && i < len) out[o++] = in[i++];
+            else if (ch == '"') str = false;
+            continue;
+        }
+        if (ch != '/' || i + 1 >= len || (in[i + 1] != '/' && in[i + 1] != '*')) {
+            if (ch == '"') str = true;
+            if (ch == '\n') line++;
+            out[o++] = in[i++];
+            continue;
+        }
+        bool block = in[i + 1] == '*';
+        int start = line;
+        bool closed = !block;
+        out[o++] = ' ', out[o++] = ' ';
+        for (i += 2; i < len; i++) {
+            if (!block && in[i] == '\n') break; /* the newline is copied by the outer loop */
+            if (block && in[i] == '*' && i + 1 < len && in[i + 1] == '/') {
+                out[o++] = ' ', out[o++] = ' ';
+                i += 2;
+                closed = true;
+                break;
+            }
+            if (in[i] == '\n') out[o++] = '\n', line++;
+            else if (((unsigned char)in[i] & 0xC0) != 0x80) out[o++] = ' ';
+        }
+        if (!closed) return zinf_err("%s:%d: unterminated /* comment", src, start);
+    }
+    out[o] = 0;
+    return (long)o;
+}
+
+static int load_json(const char *text, size_t len, const char *src, json_t **root)
+{
+    char *buf = malloc(len + 1);
+    if (!buf) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", src);
+    long n = strip_comments(text, len, buf, src);
+    if (n < 0) {
+        free(buf);
+        return (int)n;
+    }
+    json_error_t je;
+    *root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    free(buf);
+    if (!*root) {
+        if (strstr(je.text, "duplicate"))
+            return zinf_err("%s:%d:%d: a key is given twice in one object: %s", src, je.line,
+                            je.column, je.text);
+        return zinf_err("%s:%d:%d: malformed JSON: %s", src, je.line, je.column, je.text);
+    }
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        return zinf_err("%s: the top level must be a JSON object", src);
+    }
+    return 0;
+}
+
+/* ============================================================================ API */
+
+int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char *source_name,
+                      const zinf_flags *flags, int world_size, FILE *warn)
+{
+    zinf_flags deflt;
+    if (!flags) {
+        zinf_flags_defaults(&deflt);
+        flags = &deflt;
+    }
+    const char *src = source_name && *source_name ? source_name : "(config)";
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->path, sizeof cfg->path, "%s", source_name ? source_name : "");
+    cfg->world_size = world_size;
+    if (world_size < 1) return zinf_err("%s: world size %d is not positive", src, world_size);
+
+    json_t *root = NULL;
+    ZINF_TRY(load_json(text, len, src, &root));
+    ctx c = {cfg, flags, src, warn};
+    int rc = walk(&c, &B_TOP, root, 0, "", false);
+    if (rc == 0) rc = resolve(&c, root);
+    json_decref(root);
+    if (rc == 0 && flags->total_steps > 0)
+        rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags);
+    return rc;
+}
+
+int zinf_config_load(zinf_config *cfg, const char *path, const zinf_flags *flags, int world_size,
+                     FILE *warn)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return zinf_errc(-errno, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                return zinf_errc(ZINF_ENOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, cap - len, fp);
+        len += n;
+        if (n == 0) break;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        free(buf);
+        return zinf_errc(ZINF_EIO, "%s: read failed", path);
+    }
+    int rc = zinf_config_parse(cfg, buf, len, path, flags, world_size, warn);
+    free(buf);
+    return rc;
+}
+
+static const char DEFAULT_CONFIG[] =
+    "{\"train_micro_batch_size_per_gpu\": \"auto\", \"gradient_accumulation_steps\": \"auto\", "
+    "\"train_batch_size\": \"auto\", \"gradient_clipping\": \"auto\", "
+    "\"zero_optimization\": {\"stage\": 0}}";
+
+int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_size, FILE *warn)
+{
+    int rc = zinf_config_parse(cfg, DEFAULT_CONFIG, sizeof DEFAULT_CONFIG - 1,
+                               "(built-in default config)", flags, world_size, warn);
+    cfg->path[0] = 0;
+    return rc;
+}
+
+int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags)
+{
+    const char *src = cfg->path[0] ? cfg->path : "(built-in default config)";
+    if (total_steps < 1)
+        return zinf_err("%s: the number of optimizer steps is %lld; it must be positive", src,
+                        (long long)total_steps);
+    zinf_sched_cfg *s = &cfg->sched;
+    cfg->max_steps = total_steps;
+    if (s->total_num_steps < 0) s->total_num_steps = total_steps;
+    if (s->warmup_num_steps < 0) {
+        /* HF TrainingArguments.get_warmup_steps */
+        bool steps = flags && flags->warmup_steps_set && flags->warmup_steps > 0;
+        double ratio = flags ? flags->warmup_ratio : 0.0;
+        s->warmup_num_steps = steps ? flags->warmup_steps : (int64_t)ceil((double)total_steps * ratio);
+    }
+    if ((s->type == ZINF_SCHED_WARMUP_DECAY_LR || s->type == ZINF_SCHED_WARMUP_COSINE_LR) &&
+        s->total_num_steps < s->warmup_num_steps)
+        return zinf_err("%s: scheduler.params.total_num_steps %lld is less than warmup_num_steps "
+                        "%lld",
+                        src, (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+    return 0;
+}
+
+/* ============================================================================ print */
+
+static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
+{
+    json_t *o = json_object();
+    unsigned stype = b->sched_params ? S_(g->sched.type) : 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const keydef *k = &b->keys[i];
+        if (k->type == T_NOEFFECT || k->off == (size_t)-1) continue;
+        if (b->sched_params && !(k->smask & stype)) continue;
+        const void *slot = (const char *)g + base + k->off;
+        json_t *v = NULL;
+        switch (k->type) {
+        case T_BOOL: v = json_boolean(*(const bool *)slot); break;
+        case T_INT: {
+            int64_t x = k->flags & F_I32 ? *(const int *)slot : *(const int64_t *)slot;
+            v = (k->flags & F_NULL) && x < 0 ? json_null() : json_integer(x);
+            break;
+        }
+        case T_NUM: v = json_real(*(const double *)slot); break;
+        case T_STR: v = *(const char *)slot ? json_string(slot) : json_null(); break;
+        case T_ENUM: {
+            int x = *(const int *)slot;
+            v = x >= 0 && x < k->en->n && *k->en->names[x] ? json_string(k->en->names[x])
+                                                           : json_null();
+            break;
+        }
+        case T_BETAS:
+            v = json_pack("[ff]", ((const double *)slot)[0], ((const double *)slot)[1]);
+            break;
+        case T_OBJ: v = emit(g, k->sub, base + k->off); break;
+        default: break;
+        }
+        if (v) json_object_set_new(o, k->name, v);
+    }
+    return o;
+}
+
+void zinf_config_print(const zinf_config *cfg, FILE *out)
+{
+    json_t *o = emit(cfg, &B_TOP, 0);
+    json_t *z = json_pack("{s:s?, s:i, s:b, s:b, s:I, s:f, s:I, s:I, s:I, s:I, s:i}",
+                          "source", cfg->path[0] ? cfg->path : NULL, "world_size", cfg->world_size,
+                          "has_optimizer", cfg->has_optimizer, "adam_w_mode_effective",
+                          cfg->adam_w_mode, "max_steps", (json_int_t)cfg->max_steps,
+                          "num_train_epochs", cfg->num_train_epochs, "seq_len",
+                          (json_int_t)cfg->seq_len, "logging_steps", (json_int_t)cfg->logging_steps,
+                          "eval_steps", (json_int_t)cfg->eval_steps, "save_steps",
+                          (json_int_t)cfg->save_steps, "warnings", cfg->n_warnings);
+    if (z) json_object_set_new(o, "zinf", z);
+    json_dumpf(o, out, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    fputc('\n', out);
+    json_decref(o);
+}

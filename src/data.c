@@ -1,0 +1,503 @@
+/* data: token shards, sequence indexing, the epoch shuffle and the per-rank batch layout.
+ *
+ * Shard file format (llm.c's, extended): a header of 256 little-endian int32 (1024 bytes) with
+ * h[0] = 20240520 (magic), h[1] = version (1: uint16 tokens, 2: uint32 tokens), h[2] = number of
+ * tokens n; then exactly n tokens. Nothing may follow them.
+ *
+ * Sequences: in a shard of n tokens, sequence i covers tokens [i*T, i*T+T] (T+1 tokens: the first
+ * T are inputs, the last T targets), i = 0 .. (n-1)/T - 1. Sequences never span two shards. They
+ * are numbered globally in file-name order, then by i.
+ *
+ * Stream: the training loop reads an endless stream of sequences. Position p belongs to epoch
+ * e = p / N (N sequences in all) and reads sequence perm_e[p % N]. perm_e is a Fisher-Yates
+ * shuffle driven by xoshiro256** whose state is filled by splitmix64 seeded with
+ * seed ^ (e * 0x9E3779B97F4A7C15): for i = N-1 down to 1 swap perm[i] with perm[j], j uniform in
+ * [0, i] (draws below 2^64 mod (i+1) are rejected, then j = draw mod (i+1)). Without shuffle
+ * perm_e is the identity. A position therefore names one sequence for a given (data, T, seed),
+ * which makes the stream position the whole of the data loader's training state. */
+#define _GNU_SOURCE
+#include "data.h"
+
+#include "err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER_BYTES ((int64_t)ZINF_DATA_HEADER_INTS * 4)
+
+/* One memory-mapped shard. */
+typedef struct {
+    char *path;
+    void *map;         /* the whole file, PROT_READ, MAP_SHARED */
+    size_t map_len;
+    int64_t ntok;      /* tokens after the header */
+    int tokbytes;      /* 2 (version 1) or 4 (version 2) */
+    int64_t seq_first; /* global number of this shard's first sequence */
+    int64_t nseq;      /* (ntok - 1) / T, or 0 when ntok < T + 1 */
+} shard;
+
+struct zinf_data {
+    shard *files;
+    int nfiles;
+    int T;
+    int64_t nseq, ntok;
+    uint64_t seed;
+    int shuffle;
+    int64_t *perm;      /* permutation of the cached epoch (shuffle only) */
+    int64_t perm_epoch; /* which epoch perm holds; -1 = none yet */
+};
+
+/* ---------------------------------------------------------------- PRNG for the epoch shuffle */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256** (Blackman & Vigna). */
+static uint64_t xoshiro_next(uint64_t s[4])
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform integer in [0, bound) without modulo bias (reject the short top range). */
+static uint64_t uniform_below(uint64_t s[4], uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound; /* 2^64 mod bound */
+    for (;;) {
+        uint64_t r = xoshiro_next(s);
+        if (r >= threshold) return r % bound;
+    }
+}
+
+/* perm[0..n) := the permutation of epoch e for this seed. */
+static void epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t e)
+{
+    uint64_t sm = seed ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull), s[4];
+    for (int k = 0; k < 4; k++) s[k] = splitmix64(&sm);
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)uniform_below(s, (uint64_t)i + 1);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static uint32_t token_at(const shard *f, int64_t i)
+{
+    const unsigned char *base = (const unsigned char *)f->map + HEADER_BYTES;
+    if (f->tokbytes == 2) return ((const uint16_t *)base)[i];
+    return ((const uint32_t *)base)[i];
+}
+
+/* Map one shard and check its header, size and tokens. On error nothing stays mapped. */
+static int shard_open(shard *f, const char *path, int vocab_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return zinf_errc(-errno, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return zinf_errc(-e, "%s: cannot stat: %s", path, strerror(e));
+    }
+    int64_t size = (int64_t)st.st_size;
+    if (size < HEADER_BYTES) {
+        close(fd);
+        return zinf_err("%s: truncated: %lld bytes, shorter than the %lld-byte header", path,
+                        (long long)size, (long long)HEADER_BYTES);
+    }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    int map_errno = errno;
+    close(fd); /* the mapping keeps the file alive */
+    if (map == MAP_FAILED)
+        return zinf_errc(-map_errno, "%s: mmap failed: %s", path, strerror(map_errno));
+
+    const int32_t *h = (const int32_t *)map;
+    int rc = 0;
+    int64_t ntok = h[2];
+    int tokbytes = h[1] == 1 ? 2 : h[1] == 2 ? 4 : 0;
+    if (h[0] != ZINF_DATA_MAGIC) {
+        rc = zinf_err("%s: bad magic %d (expected %d): not a token shard", path, h[0],
+                      ZINF_DATA_MAGIC);
+    } else if (!tokbytes) {
+        rc = zinf_err("%s: unknown version %d (expected 1 for uint16 tokens or 2 for uint32)",
+                      path, h[1]);
+    } else if (ntok < 0) {
+        rc = zinf_err("%s: negative token count %lld in the header", path, (long long)ntok);
+    } else {
+        int64_t want = HEADER_BYTES + ntok * tokbytes;
+        if (size < want)
+            rc = zinf_err("%s: truncated: header says %lld tokens, so %lld bytes expected, file "
+                          "has %lld",
+                          path, (long long)ntok, (long long)want, (long long)size);
+        else if (size > want)
+            rc = zinf_err("%s: %lld bytes, expected %lld for the %lld tokens in the header "
+                          "(%lld bytes of trailing data)",
+                          path, (long long)size, (long long)want, (long long)ntok,
+                          (long long)(size - want));
+    }
+    if (rc < 0) {
+        munmap(map, (size_t)size);
+        return rc;
+    }
+
+    f->map = map;
+    f->map_len = (size_t)size;
+    f->ntok = ntok;
+    f->tokbytes = tokbytes;
+    /* Every token must index the embedding table; uint16 tokens need no check when vocab > 65535. */
+    if (!(tokbytes == 2 && vocab_size > 65535)) {
+        for (int64_t i = 0; i < ntok; i++) {
+            uint32_t t = token_at(f, i);
+            if (t >= (uint32_t)vocab_size) {
+                munmap(map, (size_t)size);
+                f->map = NULL;
+                return zinf_err("%s: token %u at index %lld is >= vocab size %d", path, t,
+                                (long long)i, vocab_size);
+            }
+        }
+    }
+    f->path = strdup(path);
+    if (!f->path) {
+        munmap(map, (size_t)size);
+        f->map = NULL;
+        return zinf_errc(ZINF_ENOMEM, "%s: out of memory", path);
+    }
+    return 0;
+}
+
+void zinf_data_close(zinf_data *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->nfiles; i++) {
+        if (d->files[i].map) munmap(d->files[i].map, d->files[i].map_len);
+        free(d->files[i].path);
+    }
+    free(d->files);
+    free(d->perm);
+    free(d);
+}
+
+int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, uint64_t seed,
+                   int shuffle)
+{
+    *out = NULL;
+    if (T < 1) return zinf_err("data: sequence length T = %d must be >= 1", T);
+    if (vocab_size < 1) return zinf_err("data: vocab size %d must be >= 1", vocab_size);
+
+    glob_t g;
+    int grc = glob(pattern, 0, NULL, &g); /* glob sorts the names */
+    if (grc == GLOB_NOMATCH) return zinf_err("no files match '%s'", pattern);
+    if (grc != 0) {
+        globfree(&g);
+        return zinf_errc(ZINF_EIO, "glob '%s' failed (%s)", pattern,
+                         grc == GLOB_NOSPACE ? "out of memory" : "read error");
+    }
+
+    int rc = 0;
+    zinf_data *d = calloc(1, sizeof *d);
+    if (d) d->files = calloc(g.gl_pathc, sizeof *d->files);
+    if (!d || !d->files) {
+        free(d);
+        globfree(&g);
+        return zinf_errc(ZINF_ENOMEM, "data: out of memory opening '%s'", pattern);
+    }
+    d->T = T;
+    d->seed = seed;
+    d->shuffle = shuffle;
+    d->perm_epoch = -1;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        shard *f = &d->files[d->nfiles];
+        rc = shard_open(f, g.gl_pathv[i], vocab_size);
+        if (rc < 0) break;
+        d->nfiles++;
+        f->seq_first = d->nseq;
+        f->nseq = f->ntok >= (int64_t)T + 1 ? (f->ntok - 1) / T : 0;
+        d->nseq += f->nseq;
+        d->ntok += f->ntok;
+    }
+    globfree(&g);
+    if (rc == 0 && d->nseq == 0)
+        rc = zinf_err("no sequences of T+1 = %d tokens in the files matching '%s' (T = %d)",
+                      T + 1, pattern, T);
+    if (rc == 0 && shuffle) {
+        d->perm = malloc((size_t)d->nseq * sizeof *d->perm);
+        if (!d->perm)
+            rc = zinf_errc(ZINF_ENOMEM, "data: out of memory for a %lld-sequence permutation",
+                           (long long)d->nseq);
+    }
+    if (rc < 0) {
+        zinf_data_close(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+int64_t zinf_data_num_sequences(const zinf_data *d) { return d->nseq; }
+int64_t zinf_data_num_tokens(const zinf_data *d) { return d->ntok; }
+int zinf_data_num_files(const zinf_data *d) { return d->nfiles; }
+
+/* ---------------------------------------------------------------- reading */
+
+/* The shard holding global sequence g: the last shard whose seq_first <= g. A shard without
+ * sequences shares seq_first with the next one (or sits past the end), so it is never chosen. */
+static const shard *shard_of(const zinf_data *d, int64_t g)
+{
+    int lo = 0, hi = d->nfiles - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (d->files[mid].seq_first <= g) lo = mid;
+        else hi = mid - 1;
+    }
+    return &d->files[lo];
+}
+
+int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int32_t *tgt)
+{
+    if (first < 0 || count < 0)
+        return zinf_err("data: bad read of %lld sequences at stream position %lld",
+                        (long long)count, (long long)first);
+    const int T = d->T;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t p = first + k, e = p / d->nseq, q = p % d->nseq, g = q;
+        if (d->shuffle) {
+            /* A read can straddle an epoch boundary: refresh the cache whenever e changes. */
+            if (e != d->perm_epoch) {
+                epoch_permutation(d->perm, d->nseq, d->seed, e);
+                d->perm_epoch = e;
+            }
+            g = d->perm[q];
+        }
+        const shard *f = shard_of(d, g);
+        int64_t t0 = (g - f->seq_first) * T;
+        int32_t *x = inp + k * T, *y = tgt + k * T;
+        for (int i = 0; i < T; i++) {
+            x[i] = (int32_t)token_at(f, t0 + i);
+            y[i] = (int32_t)token_at(f, t0 + i + 1);
+        }
+    }
+    return 0;
+}
+
+/* Step s reads stream positions [s*G, s*G + G). Sequence j of the step goes to micro-step
+ * j / (world*micro_batch), rank (j / micro_batch) % world. Every layout with world*micro_batch*
+ * grad_accum = G covers each j exactly once, so the set a step trains on depends only on s and G,
+ * never on how it is split across ranks and micro-steps. */
+int64_t zinf_data_slice_start(int64_t step, int64_t global_batch, int micro, int rank, int world,
+                              int64_t micro_batch)
+{
+    return step * global_batch + ((int64_t)micro * world + rank) * micro_batch;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+/* write() all of buf, retrying short writes and EINTR. Returns 0 or -errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (w == 0) return -EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* fsync the directory holding path so the rename itself is durable. */
+static int fsync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy) return -ENOMEM;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(copy);
+    if (fd < 0) return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n)
+{
+    if (n < 0 || n > INT32_MAX)
+        return zinf_err("%s: %lld tokens do not fit a shard (at most %d)", path, (long long)n,
+                        INT32_MAX);
+    int version = 1;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] > 65535) {
+            version = 2;
+            break;
+        }
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", path);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return zinf_errc(-e, "%s: cannot create %s.tmp: %s", path, path, strerror(e));
+    }
+
+    int32_t h[ZINF_DATA_HEADER_INTS] = {0};
+    h[0] = ZINF_DATA_MAGIC;
+    h[1] = version;
+    h[2] = (int32_t)n;
+    int rc = write_all(fd, h, sizeof h);
+    if (rc == 0 && version == 2) {
+        rc = write_all(fd, tokens, (size_t)n * 4);
+    } else if (rc == 0) {
+        /* Narrow to uint16 a chunk at a time. */
+        enum { CHUNK = 1 << 16 };
+        uint16_t *buf = malloc(CHUNK * sizeof *buf);
+        if (!buf) rc = -ENOMEM;
+        for (int64_t i = 0; rc == 0 && i < n; i += CHUNK) {
+            int64_t m = n - i < CHUNK ? n - i : CHUNK;
+            for (int64_t k = 0; k < m; k++) buf[k] = (uint16_t)tokens[i + k];
+            rc = write_all(fd, buf, (size_t)m * 2);
+        }
+        free(buf);
+    }
+    if (rc == 0 && fsync(fd) != 0) rc = -errno;
+    if (close(fd) != 0 && rc == 0) rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+    if (rc < 0) {
+        unlink(tmp);
+        free(tmp);
+        return zinf_errc(rc, "%s: write failed: %s", path, strerror(-rc));
+    }
+    free(tmp);
+    /* The file is complete under its final name; only the rename's durability is in doubt. */
+    rc = fsync_dir(path);
+    if (rc < 0) return zinf_errc(rc, "%s: fsync of the directory failed: %s", path, strerror(-rc));
+    return 0;
+}
+
+/* Read the whole file into a malloc'd buffer. */
+static int slurp(const char *path, unsigned char **buf, int64_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return zinf_errc(-errno, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return zinf_errc(-e, "%s: cannot stat: %s", path, strerror(e));
+    }
+    size_t cap = st.st_size > 0 ? (size_t)st.st_size : 4096, n = 0;
+    unsigned char *b = malloc(cap);
+    for (;;) {
+        if (!b) {
+            close(fd);
+            return zinf_errc(ZINF_ENOMEM, "%s: out of memory reading it", path);
+        }
+        if (n == cap) { /* the file grew, or is a pipe: make room */
+            unsigned char *nb = realloc(b, cap * 2);
+            if (!nb) free(b);
+            b = nb;
+            cap *= 2;
+            continue;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(b);
+            close(fd);
+            return zinf_errc(-e, "%s: read failed: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    *buf = b;
+    *len = (int64_t)n;
+    return 0;
+}
+
+/* Write bytes[0..n) as one shard at path and report it. buf holds at least n uint32. */
+static int write_bytes_shard(const char *path, const unsigned char *bytes, int64_t n,
+                             uint32_t *buf, FILE *out)
+{
+    for (int64_t i = 0; i < n; i++) buf[i] = bytes[i];
+    ZINF_TRY(zinf_data_write_shard(path, buf, n));
+    if (out) fprintf(out, "%s %lld tokens\n", path, (long long)n);
+    return 0;
+}
+
+int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
+                         int64_t shard_tokens, FILE *out)
+{
+    if (!(val_fraction >= 0 && val_fraction < 1))
+        return zinf_err("--val_fraction %g must be in [0, 1)", val_fraction);
+    unsigned char *text;
+    int64_t n;
+    ZINF_TRY(slurp(text_path, &text, &n));
+    if (n == 0) {
+        free(text);
+        return zinf_err("%s: empty input, nothing to tokenize", text_path);
+    }
+    /* The last val_fraction of the bytes (at least one byte when asked for) go to validation. */
+    int64_t nval = (int64_t)((double)n * val_fraction);
+    if (val_fraction > 0 && nval == 0) nval = 1;
+    int64_t ntrain = n - nval;
+    if (ntrain < 1) {
+        free(text);
+        return zinf_err("%s: %lld bytes is too little to split off a validation part", text_path,
+                        (long long)n);
+    }
+    if (shard_tokens <= 0 || shard_tokens > ntrain) shard_tokens = ntrain;
+    if (shard_tokens > INT32_MAX) shard_tokens = INT32_MAX;
+    int64_t bufn = shard_tokens > nval ? shard_tokens : nval;
+    uint32_t *buf = malloc((size_t)bufn * sizeof *buf);
+    char *path = malloc(strlen(prefix) + 32);
+    int rc = 0;
+    if (!buf || !path) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory", text_path);
+    for (int64_t s = 0, off = 0; rc == 0 && off < ntrain; s++, off += shard_tokens) {
+        int64_t m = ntrain - off < shard_tokens ? ntrain - off : shard_tokens;
+        sprintf(path, "%s_train_%06lld.bin", prefix, (long long)s);
+        rc = write_bytes_shard(path, text + off, m, buf, out);
+    }
+    if (rc == 0 && nval > 0) {
+        sprintf(path, "%s_val_000000.bin", prefix);
+        rc = write_bytes_shard(path, text + ntrain, nval, buf, out);
+    }
+    free(path);
+    free(buf);
+    free(text);
+    return rc;
+}

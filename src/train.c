@@ -1,0 +1,611 @@
+/* The training loop (stage 0: replicated states, all-reduced gradients). */
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data.h"
+#include "err.h"
+#include "kernels.h"
+#include "log.h"
+#include "model.h"
+#include "optim.h"
+#include "sched.h"
+
+void zinf_train_opts_defaults(zinf_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "test-mini";
+    o->out = "zinf-out";
+    o->device = "cpu";
+    o->seed = 1234;
+    o->max_new_tokens = 16;
+    zinf_flags_defaults(&o->flags);
+}
+
+/* ---------------------------------------------------------------- config on every rank ----- */
+static int read_whole(const char *path, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return zinf_errc(-errno, "--config %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (!b) { fclose(f); return zinf_errc(ZINF_ENOMEM, "out of memory reading %s", path); }
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap) break;
+        cap *= 2;
+        b = realloc(b, cap);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(b); return zinf_errc(ZINF_EIO, "--config %s: read error", path); }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const char *model,
+                              zinf_flags *flags, zinf_config *cfg)
+{
+    if (model) {
+        zinf_model_cfg mc;
+        int rc = zinf_comm_agree(comm, zinf_model_cfg_load(&mc, model));
+        if (rc) return rc;
+        flags->hidden_size = mc.n_embd;
+    }
+    FILE *warn = comm->rank == 0 ? stderr : NULL;
+    if (!config_path) return zinf_comm_agree(comm, zinf_config_default(cfg, flags, comm->size, warn));
+    /* rank 0 reads the bytes and every rank parses the same bytes */
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = comm->rank == 0 ? read_whole(config_path, &buf, &len) : 0;
+    rc = zinf_comm_agree(comm, rc);
+    if (rc) return rc;
+    uint64_t len64 = len;
+    ZINF_TRY(zinf_comm_bcast(comm, &len64, sizeof len64, 0));
+    if (comm->rank != 0) buf = malloc(len64 + 1);
+    if (!buf) zinf_comm_abort(comm, "out of memory");
+    ZINF_TRY(zinf_comm_bcast(comm, buf, len64, 0));
+    rc = zinf_config_parse(cfg, buf, len64, config_path, flags, comm->size, warn);
+    free(buf);
+    return zinf_comm_agree(comm, rc);
+}
+
+/* ---------------------------------------------------------------- state -------------------- */
+typedef struct run {
+    zinf_comm *comm;
+    const zinf_train_opts *o;
+    zinf_config cfg;
+    zinf_backend be;
+    bool be_ok;
+    zinf_model m;
+    float **master, **adam_m, **adam_v; /* per unit fp32 */
+    bool master_is_param;
+    zinf_data *train, *val;
+    zinf_loss_scaler ls;
+    FILE *metrics;
+    int32_t *inp, *tgt;
+    int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
+    int T;
+    /* comm counters for comms_logger */
+    int64_t n_allreduce, bytes_allreduce;
+} run;
+
+static int mkdir_p(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) && errno != EEXIST) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
+    return 0;
+}
+
+/* Keys that are valid DeepSpeed but change nothing on this backend/build, said once. */
+static int notices(run *r)
+{
+    const zinf_config *c = &r->cfg;
+    bool cpu = strcmp(r->be.name, "cpu") == 0;
+    if (c->zero_stage != 0)
+        return zinf_errc(ZINF_ENOTSUP, "zero_optimization.stage %d: ZeRO partitioning is not in this "
+                         "build yet (stage 0 is)", c->zero_stage);
+    if (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME)
+        return zinf_errc(ZINF_ENOTSUP, "zero_optimization.offload_*.device nvme: the NVMe swapper is "
+                         "not in this build yet");
+    if (cpu && (c->fp16 || c->bf16))
+        zinf_warn("%s.enabled: the CPU backend computes in fp32; %s", c->fp16 ? "fp16" : "bf16",
+                  c->fp16 ? "loss scaling still runs as configured" : "bf16 has no effect");
+    if (cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
+        zinf_info("zero_optimization.offload_optimizer: on the CPU backend optimizer states already "
+                  "live in host memory");
+    if (c->activation_checkpointing) {
+        if (c->ac_partition_activations)
+            zinf_warn("activation_checkpointing.partition_activations: no effect (zinf has no model "
+                      "parallelism to partition across)");
+        if (c->ac_cpu_checkpointing && !cpu)
+            zinf_warn("activation_checkpointing.cpu_checkpointing: not implemented on %s; "
+                      "checkpoints stay in device memory", r->be.name);
+        if (c->ac_contiguous_memory_optimization)
+            zinf_warn("activation_checkpointing.contiguous_memory_optimization: no effect (zinf "
+                      "already carves activations from one allocation)");
+        if (c->ac_number_checkpoints > 0)
+            zinf_warn("activation_checkpointing.number_checkpoints: not implemented; every block "
+                      "is checkpointed");
+        if (c->ac_synchronize_checkpoint_boundary)
+            zinf_warn("activation_checkpointing.synchronize_checkpoint_boundary: no effect on %s",
+                      r->be.name);
+        if (c->ac_profile) zinf_warn("activation_checkpointing.profile: not implemented");
+    }
+    if (c->sparse_gradients) zinf_warn("sparse_gradients: not implemented; gradients are dense");
+    if (r->o->flags.save_steps_set)
+        zinf_warn("--save_steps: checkpoints are not in this build yet; nothing will be saved");
+    return 0;
+}
+
+static int alloc_state(run *r)
+{
+    zinf_model *m = &r->m;
+    zinf_backend *be = &r->be;
+    size_t es = zinf_dtype_size(be->cdt);
+    r->master_is_param = be->cdt == ZINF_F32;
+    r->master = calloc((size_t)m->nunits, sizeof(float *));
+    r->adam_m = calloc((size_t)m->nunits, sizeof(float *));
+    r->adam_v = calloc((size_t)m->nunits, sizeof(float *));
+    if (!r->master || !r->adam_m || !r->adam_v) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int64_t maxn = 0;
+    for (int u = 0; u < m->nunits; u++) maxn = m->units[u].numel > maxn ? m->units[u].numel : maxn;
+    float *host = malloc((size_t)maxn * sizeof(float));
+    if (!host) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    for (int u = 0; u < m->nunits; u++) {
+        int64_t n = m->units[u].numel;
+        m->params[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * es);
+        m->grads[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * es);
+        r->adam_m[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * 4);
+        r->adam_v[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * 4);
+        r->master[u] = r->master_is_param ? m->params[u] : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * 4);
+        if (!m->params[u] || !m->grads[u] || !r->adam_m[u] || !r->adam_v[u] || !r->master[u]) {
+            free(host);
+            return zinf_errc(ZINF_ENOMEM, "cannot allocate the states of unit %s (%lld parameters)",
+                             m->units[u].name, (long long)n);
+        }
+        zinf_model_init_params(m, u, r->o->seed, 0, n, host);
+        ZINF_TRY(be->copy(be, r->master[u], host, (size_t)n * 4, NULL));
+        if (!r->master_is_param) be->from_f32(be, m->params[u], r->master[u], n);
+    }
+    free(host);
+    return be->sync(be);
+}
+
+static void free_state(run *r)
+{
+    zinf_model *m = &r->m;
+    zinf_backend *be = &r->be;
+    for (int u = 0; r->master && u < m->nunits; u++) {
+        if (m->params[u]) be->free(be, ZINF_PLACE_DEVICE, m->params[u]);
+        if (m->grads[u]) be->free(be, ZINF_PLACE_DEVICE, m->grads[u]);
+        if (r->adam_m[u]) be->free(be, ZINF_PLACE_DEVICE, r->adam_m[u]);
+        if (r->adam_v[u]) be->free(be, ZINF_PLACE_DEVICE, r->adam_v[u]);
+        if (!r->master_is_param && r->master[u]) be->free(be, ZINF_PLACE_DEVICE, r->master[u]);
+    }
+    free(r->master);
+    free(r->adam_m);
+    free(r->adam_v);
+}
+
+/* ---------------------------------------------------------------- one step ----------------- */
+typedef struct step_times { double fwd, bwd, reduce, opt; } step_times;
+
+/* Average gradients over ranks: DeepSpeed's prescale_gradients divides by the world size before
+ * the all-reduce; otherwise gradient_predivide_factor f divides before and f/W after. */
+static int reduce_grads(run *r)
+{
+    zinf_model *m = &r->m;
+    zinf_backend *be = &r->be;
+    int W = r->comm->size;
+    if (W == 1) return 0;
+    double f = r->cfg.gradient_predivide_factor;
+    float pre = r->cfg.prescale_gradients ? (float)(1.0 / W) : (float)(1.0 / f);
+    float post = r->cfg.prescale_gradients ? 1.0f : (float)(f / W);
+    for (int u = 0; u < m->nunits; u++) {
+        int64_t n = m->units[u].numel;
+        if (pre != 1.0f) be->scale(be, m->grads[u], n, pre);
+        ZINF_TRY(be->sync(be));
+        int rc = zinf_comm_allreduce_sum_f32(r->comm, m->grads[u], n);
+        if (rc) return zinf_err_prefix(rc, "gradient all-reduce of unit %s", m->units[u].name);
+        r->n_allreduce++;
+        r->bytes_allreduce += n * 4;
+        if (post != 1.0f) be->scale(be, m->grads[u], n, post);
+    }
+    return 0;
+}
+
+static int optimizer_step(run *r, double grad_scale, double lr, double beta1, double beta2)
+{
+    zinf_model *m = &r->m;
+    zinf_backend *be = &r->be;
+    const zinf_config *c = &r->cfg;
+    r->opt_steps++;
+    zinf_adamw_args a = {
+        .lr = (float)lr, .beta1 = (float)beta1, .beta2 = (float)beta2, .eps = (float)c->eps,
+        .bias_correction1 = c->bias_correction ? (float)(1.0 - pow(beta1, (double)r->opt_steps)) : 1.0f,
+        .bias_correction2 = c->bias_correction ? (float)(1.0 - pow(beta2, (double)r->opt_steps)) : 1.0f,
+        .grad_scale = (float)grad_scale, .adam_w_mode = c->adam_w_mode,
+    };
+    for (int u = 0; u < m->nunits; u++) {
+        const zinf_unit *un = &m->units[u];
+        for (int t = 0; t < un->ntensors; t++) {
+            const zinf_tensor_view *tv = &un->t[t];
+            a.weight_decay = tv->decay ? (float)c->weight_decay : 0.0f;
+            void *p16 = r->master_is_param ? NULL
+                        : (char *)m->params[u] + (size_t)tv->offset * zinf_dtype_size(be->cdt);
+            be->adamw(be, r->master[u] + tv->offset, p16,
+                      (const float *)m->grads[u] + tv->offset, r->adam_m[u] + tv->offset,
+                      r->adam_v[u] + tv->offset, tv->numel, &a);
+        }
+    }
+    return be->sync(be);
+}
+
+/* Stage 0 keeps fp32 gradients on the CPU backend; other dtypes are converted tile by tile. */
+static int grad_norm(run *r, double *norm)
+{
+    zinf_model *m = &r->m;
+    double s = 0;
+    for (int u = 0; u < m->nunits; u++) s += r->be.sumsq(&r->be, m->grads[u], m->units[u].numel);
+    *norm = sqrt(s);
+    return 0;
+}
+
+typedef struct step_result { double loss, norm, lr; bool skipped; step_times t; } step_result;
+
+static int train_step(run *r, int64_t step, step_result *out)
+{
+    zinf_model *m = &r->m;
+    zinf_backend *be = &r->be;
+    const zinf_config *c = &r->cfg;
+    int W = r->comm->size, rank = r->comm->rank;
+    int64_t mb = c->train_micro_batch_size_per_gpu, gas = c->gradient_accumulation_steps;
+    memset(out, 0, sizeof *out);
+    size_t es = zinf_dtype_size(be->cdt);
+    for (int u = 0; u < m->nunits; u++)
+        ZINF_TRY(be->memset0(be, m->grads[u], (size_t)m->units[u].numel * es, NULL));
+    double loss_sum = 0;
+    for (int k = 0; k < gas; k++) {
+        int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
+        ZINF_TRY(zinf_data_read(r->train, pos, mb, r->inp, r->tgt));
+        double t0 = zinf_now();
+        float loss = 0;
+        ZINF_TRY(zinf_model_forward(m, r->inp, r->tgt, NULL, &loss));
+        double t1 = zinf_now();
+        ZINF_TRY(zinf_model_backward(m, NULL, (float)(r->ls.cur_scale / (double)gas)));
+        ZINF_TRY(be->sync(be));
+        double t2 = zinf_now();
+        out->t.fwd += t1 - t0;
+        out->t.bwd += t2 - t1;
+        loss_sum += loss;
+    }
+    double t3 = zinf_now();
+    ZINF_TRY(reduce_grads(r));
+    double loss_all = loss_sum / (double)gas;
+    ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &loss_all, 1));
+    out->loss = loss_all / W;
+    double t4 = zinf_now();
+    out->t.reduce = t4 - t3;
+
+    double scaled_norm;
+    ZINF_TRY(grad_norm(r, &scaled_norm));
+    bool overflow = !isfinite(scaled_norm);
+    out->norm = scaled_norm / r->ls.cur_scale;
+    out->lr = zinf_sched_lr(&c->sched, c->lr, r->opt_steps);
+    if (overflow && r->ls.dynamic) {
+        /* DeepSpeed: the step is skipped; neither Adam's step count nor the scheduler advance */
+        out->skipped = true;
+        zinf_loss_scaler_update(&r->ls, true);
+        zinf_info("step %lld: gradient overflow, step skipped; loss scale now %g", (long long)step + 1,
+                  r->ls.cur_scale);
+    } else if (overflow) {
+        return zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)",
+                         (long long)step + 1, out->loss);
+    } else {
+        double coef = zinf_clip_coef(out->norm, c->gradient_clipping);
+        double beta1 = zinf_sched_beta1(&c->sched, c->beta1, r->opt_steps);
+        double beta2 = zinf_sched_beta2(&c->sched, c->beta2, r->opt_steps);
+        ZINF_TRY(optimizer_step(r, coef / r->ls.cur_scale, out->lr, beta1, beta2));
+        zinf_loss_scaler_update(&r->ls, false);
+    }
+    out->t.opt = zinf_now() - t4;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- eval --------------------- */
+static int evaluate(run *r, double *val_loss)
+{
+    zinf_model *m = &r->m;
+    int W = r->comm->size, rank = r->comm->rank;
+    int64_t B = m->B, nseq = zinf_data_num_sequences(r->val);
+    int64_t nbatches = nseq / B; /* whole micro-batches; at least one is checked at open */
+    double sum[2] = {0, 0};
+    for (int64_t b = rank; b < nbatches; b += W) {
+        ZINF_TRY(zinf_data_read(r->val, b * B, B, r->inp, r->tgt));
+        float loss;
+        ZINF_TRY(zinf_model_forward(m, r->inp, r->tgt, NULL, &loss));
+        sum[0] += loss;
+        sum[1] += 1;
+    }
+    ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, sum, 2));
+    *val_loss = sum[1] > 0 ? sum[0] / sum[1] : NAN;
+    return 0;
+}
+
+/* Greedy completion of each prompt; exact match of the text generated up to a newline. */
+static int check_prompts(run *r, const char *path)
+{
+    zinf_model *m = &r->m;
+    FILE *f = fopen(path, "r");
+    if (!f) return zinf_errc(-errno, "--eval_prompts %s: %s", path, strerror(errno));
+    char line[4096];
+    int64_t total = 0, correct = 0, lineno = 0;
+    int B = m->B, T = m->T, Vp = m->c.padded_vocab;
+    float *logits = malloc((size_t)B * T * Vp * sizeof(float));
+    int32_t *tok = calloc((size_t)B * T, sizeof(int32_t));
+    int *len = calloc((size_t)B, sizeof(int)), *done = calloc((size_t)B, sizeof(int));
+    char (*want)[256] = calloc((size_t)B, 256), (*got)[256] = calloc((size_t)B, 256);
+    int rc = 0;
+    if (!logits || !tok || !len || !done || !want || !got) { rc = zinf_errc(ZINF_ENOMEM, "out of memory"); goto out; }
+    int shown = 0;
+    for (bool eof = false; !eof && !rc;) {
+        int nb = 0;
+        memset(tok, 0, (size_t)B * T * sizeof(int32_t));
+        while (nb < B) {
+            if (!fgets(line, sizeof line, f)) { eof = true; break; }
+            lineno++;
+            line[strcspn(line, "\r\n")] = 0;
+            char *tab = strchr(line, '\t');
+            if (!*line) continue;
+            if (!tab) { rc = zinf_err("%s:%lld: expected \"prompt<TAB>answer\"", path, (long long)lineno); break; }
+            *tab = 0;
+            int pl = (int)strlen(line);
+            if (pl < 1 || pl + r->o->max_new_tokens > T || strlen(tab + 1) >= 255) {
+                rc = zinf_err("%s:%lld: prompt too long for sequence length %d", path, (long long)lineno, T);
+                break;
+            }
+            for (int i = 0; i < pl; i++) tok[(int64_t)nb * T + i] = (unsigned char)line[i];
+            len[nb] = pl;
+            done[nb] = 0;
+            got[nb][0] = 0;
+            snprintf(want[nb], 256, "%s", tab + 1);
+            nb++;
+        }
+        if (rc || nb == 0) break;
+        for (int64_t g = 0; g < r->o->max_new_tokens; g++) {
+            ZINF_TRY(zinf_model_forward(m, tok, NULL, NULL, NULL));
+            r->be.to_f32(&r->be, (float *)m->grad_mem, m->logits, (int64_t)B * T * Vp);
+            ZINF_TRY(r->be.copy(&r->be, logits, m->grad_mem, (size_t)B * T * Vp * 4, NULL));
+            ZINF_TRY(r->be.sync(&r->be));
+            int active = 0;
+            for (int b = 0; b < nb; b++) {
+                if (done[b]) continue;
+                const float *row = logits + ((int64_t)b * T + len[b] - 1) * Vp;
+                int best = 0;
+                for (int v = 1; v < m->c.vocab_size; v++) if (row[v] > row[best]) best = v;
+                if (best == '\n' || len[b] >= T) { done[b] = 1; continue; }
+                tok[(int64_t)b * T + len[b]++] = best;
+                size_t gl = strlen(got[b]);
+                if (gl < 254) { got[b][gl] = (char)(best >= 32 && best < 127 ? best : '?'); got[b][gl + 1] = 0; }
+                active++;
+            }
+            if (!active) break;
+        }
+        for (int b = 0; b < nb; b++) {
+            bool ok = strcmp(got[b], want[b]) == 0;
+            correct += ok;
+            total++;
+            if (shown < 8) {
+                char prompt[256];
+                int pl = 0;
+                for (int i = 0; i < T && pl < 255; i++) {
+                    int32_t t = tok[(int64_t)b * T + i];
+                    if (i >= len[b] - (int)strlen(got[b])) break;
+                    prompt[pl++] = (char)t;
+                }
+                prompt[pl] = 0;
+                zinf_info("  %s%s   (expected %s) %s", prompt, got[b], want[b], ok ? "ok" : "WRONG");
+                shown++;
+            }
+        }
+    }
+    if (!rc)
+        zinf_info("held-out prompts: %lld/%lld exact (accuracy %.1f%%)", (long long)correct, (long long)total,
+                  total ? 100.0 * (double)correct / (double)total : 0.0);
+    if (!rc && r->metrics && total) {
+        fprintf(r->metrics, "{\"prompts\": %lld, \"prompts_correct\": %lld, \"prompt_accuracy\": %.6f}\n",
+                (long long)total, (long long)correct, (double)correct / (double)total);
+        fflush(r->metrics);
+    }
+out:
+    fclose(f);
+    free(logits); free(tok); free(len); free(done); free(want); free(got);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the run ------------------ */
+static int setup(run *r)
+{
+    const zinf_train_opts *o = r->o;
+    zinf_comm *comm = r->comm;
+    int rc;
+    if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
+    if (strcmp(o->device, "cpu") == 0) rc = zinf_backend_cpu_init(&r->be);
+    else if (strcmp(o->device, "cuda") == 0) {
+        int n = zinf_backend_cuda_count();
+        if (n <= 0)
+            rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: %s", zinf_backend_cuda_count() == 0 &&
+                           zinf_backend_cuda_init(&r->be, 0, ZINF_BF16) == ZINF_ENOTSUP
+                               ? "this zinf was built without CUDA (configure --with-cuda)"
+                               : "no CUDA device is visible");
+        else rc = zinf_backend_cuda_init(&r->be, comm->local_rank % n, ZINF_BF16);
+    } else rc = zinf_err("--device %s: expected cpu or cuda", o->device);
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    r->be_ok = true;
+
+    zinf_flags flags = o->flags;
+    ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
+    zinf_model_cfg mc;
+    ZINF_TRY(zinf_comm_agree(comm, zinf_model_cfg_load(&mc, o->model)));
+    r->T = r->cfg.seq_len > 0 ? (int)r->cfg.seq_len : mc.n_positions;
+    if (r->T > mc.n_positions)
+        return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's n_positions %d", r->T,
+                                              mc.n_positions));
+    rc = notices(r);
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+
+    rc = zinf_data_open(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1);
+    if (!rc && o->val) {
+        rc = zinf_data_open(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0);
+        if (!rc && zinf_data_num_sequences(r->val) < r->cfg.train_micro_batch_size_per_gpu)
+            rc = zinf_err("--val %s: %lld sequences of %d tokens, fewer than one micro-batch (%lld)", o->val,
+                          (long long)zinf_data_num_sequences(r->val), r->T,
+                          (long long)r->cfg.train_micro_batch_size_per_gpu);
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+
+    /* total optimizer steps: --max_steps, else epochs over the training sequences */
+    int64_t nseq = zinf_data_num_sequences(r->train), total = r->cfg.max_steps;
+    if (total <= 0) total = (int64_t)ceil(r->cfg.num_train_epochs * (double)nseq / (double)r->cfg.train_batch_size);
+    if (total < 1) total = 1;
+    ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&r->cfg, total, &flags)));
+    r->cfg.max_steps = total;
+
+    rc = zinf_model_init(&r->m, &mc, &r->be);
+    if (!rc) rc = zinf_model_alloc_acts(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T,
+                                        r->cfg.activation_checkpointing);
+    if (!rc) rc = alloc_state(r);
+    size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T;
+    r->inp = malloc(N * 4);
+    r->tgt = malloc(N * 4);
+    if (!rc && (!r->inp || !r->tgt)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    zinf_loss_scaler_init(&r->ls, &r->cfg);
+
+    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
+    if (!rc && comm->rank == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
+        r->metrics = fopen(path, "w");
+        if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", path, strerror(errno));
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    if (o->per_rank_logs) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/logs", o->out);
+        rc = comm->rank == 0 ? mkdir_p(dir) : 0;
+        ZINF_TRY(zinf_comm_agree(comm, rc));
+        ZINF_TRY(zinf_comm_agree(comm, zinf_log_init(comm->rank, dir)));
+    }
+    const zinf_config *c = &r->cfg;
+    zinf_info("zinf: %s (%.2fM parameters, L=%d C=%d heads=%d V=%d T=%d) on %d rank%s, %s backend (%s)",
+              mc.name, (double)r->m.num_params / 1e6, mc.n_layer, mc.n_embd, mc.n_head, mc.vocab_size, r->T,
+              comm->size, comm->size > 1 ? "s" : "", r->be.name, zinf_dtype_name(r->be.cdt));
+    zinf_info("zinf: batch %lld = micro %lld x accumulation %lld x world %d; %lld steps; %s lr %g; "
+              "ZeRO stage %d%s", (long long)c->train_batch_size, (long long)c->train_micro_batch_size_per_gpu,
+              (long long)c->gradient_accumulation_steps, comm->size, (long long)total,
+              c->sched.type ? zinf_sched_name(c->sched.type) : "constant", c->lr, c->zero_stage,
+              c->activation_checkpointing ? ", activation checkpointing" : "");
+    zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
+              zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
+    return 0;
+}
+
+static void teardown(run *r)
+{
+    if (r->metrics) fclose(r->metrics);
+    free_state(r);
+    zinf_model_free(&r->m);
+    if (r->train) zinf_data_close(r->train);
+    if (r->val) zinf_data_close(r->val);
+    free(r->inp);
+    free(r->tgt);
+    if (r->be_ok) {
+        if (strcmp(r->be.name, "cpu") == 0) zinf_backend_cpu_free(&r->be);
+        else zinf_backend_cuda_free(&r->be);
+    }
+    zinf_log_close();
+}
+
+static int loop(run *r)
+{
+    const zinf_config *c = &r->cfg;
+    int64_t total = c->max_steps, tokens_per_step = c->train_batch_size * r->T;
+    double flops_per_token = 6.0 * (double)r->m.num_params +
+                             12.0 * r->m.c.n_layer * r->m.c.n_embd * (double)r->T;
+    double window_t = 0;
+    int64_t window_steps = 0;
+    for (int64_t step = 0; step < total; step++) {
+        double t0 = zinf_now();
+        step_result s;
+        int rc = train_step(r, step, &s);
+        if (rc) return rc;
+        double dt = zinf_now() - t0;
+        window_t += dt;
+        window_steps++;
+        int64_t done = step + 1;
+        bool log_now = done == 1 || done % c->logging_steps == 0 || done == total;
+        bool eval_now = r->val && (done % c->eval_steps == 0 || done == total);
+        double val_loss = NAN;
+        if (eval_now) ZINF_TRY(evaluate(r, &val_loss));
+        if (c->flops_profiler_enabled && done == c->flops_profiler_profile_step)
+            zinf_info("flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), "
+                      "%.3g FLOP/s", (long long)done, flops_per_token * (double)tokens_per_step,
+                      (long long)tokens_per_step, flops_per_token * (double)tokens_per_step / dt);
+        if (!log_now && !eval_now) continue;
+        double tps = (double)tokens_per_step * (double)window_steps / window_t;
+        double ms = 1e3 * window_t / (double)window_steps;
+        char vbuf[64] = "";
+        if (eval_now) snprintf(vbuf, sizeof vbuf, " | val %.4f", val_loss);
+        zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step%s",
+                  (long long)done, (long long)total, s.loss, vbuf, s.lr, s.norm, tps, ms,
+                  s.skipped ? " | skipped" : "");
+        if (c->wall_clock_breakdown)
+            zinf_info("  time (ms): fwd %.2f | bwd %.2f | reduce %.2f | optimizer %.2f", 1e3 * s.t.fwd,
+                      1e3 * s.t.bwd, 1e3 * s.t.reduce, 1e3 * s.t.opt);
+        if (c->comms_logger_enabled)
+            zinf_info("  comms: %lld all-reduce calls, %.1f MiB in total", (long long)r->n_allreduce,
+                      (double)r->bytes_allreduce / 1048576.0);
+        if (r->metrics) {
+            fprintf(r->metrics, "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.7g, \"grad_norm\": %.7g, "
+                    "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %g, \"skipped\": %s",
+                    (long long)done, s.loss, s.lr, s.norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
+            if (eval_now) fprintf(r->metrics, ", \"val_loss\": %.7g", val_loss);
+            fprintf(r->metrics, "}\n");
+            fflush(r->metrics);
+        }
+        window_t = 0;
+        window_steps = 0;
+    }
+    return 0;
+}
+
+int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    r.comm = comm;
+    r.o = o;
+    int rc = setup(&r);
+    if (rc) { teardown(&r); return rc; }
+    rc = loop(&r);
+    if (!rc && o->prompts) rc = check_prompts(&r, o->prompts);
+    if (rc && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */
+    if (rc) fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
+    teardown(&r);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/* train: the training loop - micro-steps, gradient accumulation, data-parallel reduction,
+ * clipping, the optimizer step, LR schedule, loss scaling, eval, logging, metrics.jsonl, and the
+ * held-out prompt check (greedy completion, exact-match accuracy). */
+#ifndef ZINF_TRAIN_H
+#define ZINF_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "config.h"
+
+typedef struct zinf_train_opts {
+    const char *config_path; /* NULL: the embedded default */
+    const char *model;       /* preset or HF-style JSON */
+    const char *data, *val;  /* globs; val may be NULL */
+    const char *out;         /* output directory (metrics.jsonl, logs) */
+    const char *device;      /* "cpu" | "cuda" */
+    const char *prompts;     /* NULL or a file of "prompt<TAB>expected" lines */
+    uint64_t seed;
+    bool per_rank_logs;      /* <out>/logs/rank<R>.log */
+    int64_t max_new_tokens;  /* for the prompt check */
+    zinf_flags flags;
+} zinf_train_opts;
+
+void zinf_train_opts_defaults(zinf_train_opts *o);
+int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o);
+
+/* Resolve the config the way `train` does (rank 0 reads the bytes, all ranks parse them) for
+ * `zinf config show`; model may be NULL (then size "auto"s need --hidden_size-free configs). */
+int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const char *model,
+                              zinf_flags *flags, zinf_config *cfg);
+
+#endif
