@@ -9,6 +9,7 @@
 #include "config.h" /* zinf_config */
 #include "data.h"
 #include "err.h"
+#include "estimate.h"
 #include "model.h"
 #include "train.h"
 
@@ -272,10 +273,12 @@ static void usage(FILE *out)
             "commands:\n"
             "  train          train a GPT-2 model with a DeepSpeed config (zinf train --help)\n"
             "  config show    print the resolved DeepSpeed config (zinf config --help)\n"
-            "  data           make byte-level token shards from a text file (zinf data --help)\n\n"
+            "  data           make byte-level token shards from a text file (zinf data --help)\n"
+            "  estimate       memory per GPU and per node for each ZeRO stage and offload choice\n"
+            "                 (zinf estimate --help)\n\n"
             "  --help         this text\n"
             "  --version      the version\n\n"
-            "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1).\n");
+            "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1).\n");
 }
 
 int zinf_cli_main(int argc, char **argv)
@@ -288,6 +291,7 @@ int zinf_cli_main(int argc, char **argv)
         return 0;
     }
     bool help = false;
+    if (!strcmp(cmd, "estimate")) return zinf_estimate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) {
         int rc = cmd_data(argc, argv, 2, &help);
         if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }

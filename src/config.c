@@ -317,7 +317,7 @@ static const blockdef B_OFF_OPT = BLOCK(KEYS_OFF_OPT);
 static const keydef KEYS_ZERO[] = {
     {"stage", T_INT, F_I32 | F_RANGE, CO(zero_stage), .idef = 0, .lo = 0, .hi = 3},
     {"contiguous_gradients", T_BOOL, 0, CO(contiguous_gradients), .def = 1},
-    {"overlap_comm", T_BOOL, F_DYNAMIC, CO(overlap_comm), .def = 0}, /* stage == 3 */
+    {"overlap_comm", T_BOOL, F_DYNAMIC | F_NULL, CO(overlap_comm), .def = 0}, /* stage == 3 */
     {"reduce_scatter", T_BOOL, 0, CO(reduce_scatter), .def = 1},
     {"reduce_bucket_size", T_INT, F_AUTO, CO(reduce_bucket_size), .idef = 500000000,
      .autok = A_HH},
@@ -628,7 +628,7 @@ static int check_flag(const ctx *c, const keydef *k, const void *slot, const cha
         if (!flag_given(c->fl, fl)) continue;
         double want = flag_val(c->fl, fl), have = slot_get(slot, k, i);
         if (same(want, have)) continue;
-        char a[64], b[64], p[300];
+        char a[64], b[64], p[340];
         fmt_num(a, sizeof a, k, have);
         fmt_num(b, sizeof b, k, want);
         if (ncomp == 2) snprintf(p, sizeof p, "%s[%d]", path, i);
@@ -1017,7 +1017,8 @@ static int resolve(ctx *c, json_t *root)
 
     /* zero: overlap_comm defaults to (stage == 3), DeepSpeed's overlap_comm_valid */
     json_t *z = json_object_get(root, "zero_optimization");
-    if (!json_is_object(z) || !json_object_get(z, "overlap_comm")) g->overlap_comm = g->zero_stage == 3;
+    json_t *oc = json_is_object(z) ? json_object_get(z, "overlap_comm") : NULL;
+    if (!oc || json_is_null(oc)) g->overlap_comm = g->zero_stage == 3;
     ZINF_TRY(check_offload(c, &g->offload_param, "offload_param", true));
     ZINF_TRY(check_offload(c, &g->offload_optimizer, "offload_optimizer", false));
 
@@ -1250,10 +1251,10 @@ static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
 void zinf_config_print(const zinf_config *cfg, FILE *out)
 {
     json_t *o = emit(cfg, &B_TOP, 0);
-    json_t *z = json_pack("{s:s?, s:i, s:b, s:b, s:I, s:f, s:I, s:I, s:I, s:I, s:i}",
+    if (cfg->sched.type == ZINF_SCHED_NONE) json_object_del(o, "scheduler"); /* absent = none */
+    json_t *z = json_pack("{s:s?, s:i, s:b, s:I, s:f, s:I, s:I, s:I, s:I, s:i}",
                           "source", cfg->path[0] ? cfg->path : NULL, "world_size", cfg->world_size,
-                          "has_optimizer", cfg->has_optimizer, "adam_w_mode_effective",
-                          cfg->adam_w_mode, "max_steps", (json_int_t)cfg->max_steps,
+                          "has_optimizer", cfg->has_optimizer, "max_steps", (json_int_t)cfg->max_steps,
                           "num_train_epochs", cfg->num_train_epochs, "seq_len",
                           (json_int_t)cfg->seq_len, "logging_steps", (json_int_t)cfg->logging_steps,
                           "eval_steps", (json_int_t)cfg->eval_steps, "save_steps",

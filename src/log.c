@@ -12,6 +12,7 @@ static FILE *log_file;
 int zinf_log_init(int rank, const char *per_rank_dir)
 {
     log_rank = rank;
+    zinf_log_close();
     if (per_rank_dir && *per_rank_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank%d.log", per_rank_dir, rank);

@@ -443,6 +443,7 @@ static int setup(run *r)
     const zinf_train_opts *o = r->o;
     zinf_comm *comm = r->comm;
     int rc;
+    zinf_log_init(comm->rank, NULL); /* rank 0 prints; the per-rank files are opened below */
     if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
     if (strcmp(o->device, "cpu") == 0) rc = zinf_backend_cpu_init(&r->be);
     else if (strcmp(o->device, "cuda") == 0) {
@@ -504,13 +505,11 @@ static int setup(run *r)
         if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", path, strerror(errno));
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
-    if (o->per_rank_logs) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/logs", o->out);
-        rc = comm->rank == 0 ? mkdir_p(dir) : 0;
-        ZINF_TRY(zinf_comm_agree(comm, rc));
-        ZINF_TRY(zinf_comm_agree(comm, zinf_log_init(comm->rank, dir)));
-    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/logs", o->out);
+    rc = comm->rank == 0 && o->per_rank_logs ? mkdir_p(dir) : 0;
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    ZINF_TRY(zinf_comm_agree(comm, zinf_log_init(comm->rank, o->per_rank_logs ? dir : NULL)));
     const zinf_config *c = &r->cfg;
     zinf_info("zinf: %s (%.2fM parameters, L=%d C=%d heads=%d V=%d T=%d) on %d rank%s, %s backend (%s)",
               mc.name, (double)r->m.num_params / 1e6, mc.n_layer, mc.n_embd, mc.n_head, mc.vocab_size, r->T,

@@ -1,0 +1,468 @@
+/* `zinf estimate`: model-state and buffer memory per GPU and per node for each ZeRO stage and
+ * offload choice.
+ *
+ * MODEL STATES (per GPU, bytes; Psi parameters, N = nodes x gpus_per_node ranks), the ZeRO
+ * paper's mixed-precision Adam accounting with K = 12:
+ *
+ *   state                      stage 0   stage 1   stage 2   stage 3   lives on
+ *   16-bit parameters          2Psi      2Psi      2Psi      2Psi/N    GPU; offload_param moves it
+ *   16-bit gradients           2Psi      2Psi      2Psi/N    2Psi/N    GPU
+ *   fp32 master + m + v        12Psi     12Psi/N   12Psi/N   12Psi/N   GPU; offload_optimizer moves it
+ *
+ * so the sum is 16Psi, 4Psi + 12Psi/N, 2Psi + 14Psi/N and 16Psi/N exactly. zinf pads each unit to
+ * a multiple of N (fewer than N elements per unit): not counted, it is below the printed precision.
+ *
+ * BUFFERS (per GPU; "elements" are parameters; "min(x, Psi)" because no bucket outgrows the model):
+ *   - gradient reduction bucket, 16-bit, on the GPU, all stages:       2 x min(reduce_bucket_size, Psi)
+ *   - parameter all-gather bucket after the step, 16-bit, stages 1-2:  2 x min(allgather_bucket_size, Psi)
+ *   - stage 3, on the GPU:
+ *       gathered units: the unit in use plus what prefetch brings in, capped by max_live_parameters
+ *       but never below one unit:  2 x min(Psi', max(L', min(stage3_max_live_parameters,
+ *                                                                L' + stage3_prefetch_bucket_size)))
+ *       where Psi' and L' are the total and the largest of the units that are gathered (not
+ *       persistent); persistent units (numel < stage3_param_persistence_threshold; zinf decides
+ *       per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
+ *       the full 16-bit gradient of the unit being differentiated before it is reduce-scattered:
+ *       2 x L (L = the largest unit).
+ *   - fp32 gradient tile for the optimizer step: the optimizer runs over the shard in tiles of
+ *     sub_group_size elements, converting each tile's gradient to fp32 first:
+ *       4 x min(sub_group_size, S), S = the shard (Psi for stage 0, Psi/N otherwise); on the GPU,
+ *       or in host memory when the optimizer is offloaded (CPU Adam runs there).
+ *   - NVMe optimizer offload: pinned host staging for the swapped tiles (master, m, v move one
+ *       tensor per buffer):  offload_optimizer.buffer_count x 4 x min(sub_group_size, S), host.
+ *   - NVMe parameter offload: pinned host staging:  offload_param.buffer_count x
+ *       offload_param.buffer_size x 2, host.
+ * Per node = per GPU x gpus_per_node (host and NVMe are shared by a node's ranks).
+ *
+ * HOW THIS DIFFERS FROM DEEPSPEED'S ESTIMATORS (stage_1_and_2.py
+ * estimate_zero2_model_states_mem_needs, stage3.py estimate_zero3_model_states_mem_needs), which
+ * print per GPU and per CPU (= per node) for a hypothetical model:
+ *   - DeepSpeed counts 16 bytes per parameter of optimizer state where zinf counts 12: its extra 4
+ *     are the fp32 gradient partition. zinf keeps the paper's K = 12 in the model states and counts
+ *     that fp32 gradient as the step tile above (the same 4Psi/N while sub_group_size >= Psi/N, the
+ *     default 1e9 for any model below 1e9 x N parameters). DeepSpeed's ZeRO-2 figure without
+ *     offload, 4Psi + 16Psi/N, also keeps full 16-bit gradients (conservative); zinf's stage 2
+ *     partitions them: 2Psi + 14Psi/N.
+ *   - DeepSpeed's ZeRO-3 GPU figure adds 4 bytes x the largest layer (its fp32-ish gather room);
+ *     zinf counts what its engine holds: 16-bit gathered units (>= the largest), the largest unit's
+ *     16-bit gradient and the reduction bucket. DeepSpeed's largest layer is the largest
+ *     nn.Module (for HF GPT-2, wte alone); zinf's is the largest unit (wte + wpe together),
+ *     because zinf gathers by unit.
+ *   - DeepSpeed multiplies host figures by additional_buffer_factor = 1.5 and, without zero_init,
+ *     adds a full fp32 model per rank (4Psi x gpus_per_node) for loading. zinf has no such peak:
+ *     every shard is initialised in place from (seed, unit, index) - as zero_init=1 - so no
+ *     factor is applied and only the buffers listed above are added.
+ *   - With ZeRO-Offload DeepSpeed also keeps the reduced gradient partition on the host (its
+ *     ZeRO-2 offload GPU figure is 2Psi). zinf reduce-scatters into a 16-bit gradient partition on
+ *     the GPU and streams it to the host a tile at a time, so offload moves exactly the optimizer
+ *     share (12Psi/N) and the fp32 gradient tile; the 2Psi/N gradient partition stays on the GPU.
+ *   - DeepSpeed does not count communication buckets at all; zinf does (they are real device
+ *     memory: reduce_bucket_size 5e8 is 1 GB of 16-bit buffer).
+ *   - Precision: both assume 16-bit parameters and gradients. A config with neither fp16 nor bf16
+ *     trains in fp32 (4 + 4 + 8 bytes: the same 16Psi in total, split differently); the table says
+ *     so in a note but keeps the mixed-precision figures, as DeepSpeed's estimators do. */
+#include "estimate.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* DeepSpeed's defaults (runtime/zero/config.py, offload_config.py) for the buffer sizes */
+#define DS_REDUCE_BUCKET 500000000.0
+#define DS_ALLGATHER_BUCKET 500000000.0
+#define DS_SUB_GROUP 1000000000.0
+#define DS_PREFETCH 50000000.0
+#define DS_MAX_LIVE 1000000000.0
+#define DS_PERSISTENCE 100000.0
+#define DS_OPT_BUFFER_COUNT 4.0
+#define DS_PARAM_BUFFER_COUNT 5.0
+#define DS_PARAM_BUFFER_SIZE 100000000.0
+
+static const char *const DEV[] = {"none", "cpu", "nvme"};
+
+static double dmin(double a, double b) { return a < b ? a : b; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* a buffer size from the config when it has one (> 0), else DeepSpeed's default */
+static double cfg_or(const zinf_config *cfg, int64_t v, double dflt)
+{
+    return cfg && v > 0 ? (double)v : dflt;
+}
+
+static int check_combo(int stage, int off_opt, int off_param, int nodes, int gpus_per_node)
+{
+    if (stage < 0 || stage > 3) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
+    if (off_opt < 0 || off_opt > 2 || off_param < 0 || off_param > 2)
+        return zinf_err("offload device %d/%d: expected 0 (none), 1 (cpu) or 2 (nvme)", off_opt,
+                        off_param);
+    if (nodes < 1 || gpus_per_node < 1)
+        return zinf_err("nodes %d, gpus per node %d: both must be at least 1", nodes,
+                        gpus_per_node);
+    if ((long long)nodes * gpus_per_node > INT_MAX / 2)
+        return zinf_err("%d nodes x %d GPUs per node: too many", nodes, gpus_per_node);
+    if (off_param && stage < 3)
+        return zinf_err("offload_param=%s needs ZeRO stage 3 (stage is %d)", DEV[off_param], stage);
+    if (off_opt && stage == 0)
+        return zinf_err("offload_optimizer=%s needs ZeRO stage 1, 2 or 3 (stage is 0)",
+                        DEV[off_opt]);
+    if (off_opt == ZINF_EST_NVME && stage < 3)
+        return zinf_err("offload_optimizer=nvme needs ZeRO stage 3 (stage is %d)", stage);
+    return 0;
+}
+
+int zinf_estimate_states(double psi, int stage, int off_opt, int off_param, double off_opt_ratio,
+                         int nodes, int gpus_per_node, zinf_mem_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    ZINF_TRY(check_combo(stage, off_opt, off_param, nodes, gpus_per_node));
+    if (!(psi > 0)) return zinf_err("parameter count %g: must be positive", psi);
+    if (!(off_opt_ratio > 0 && off_opt_ratio <= 1))
+        return zinf_err("offload_optimizer ratio %g: expected 0 < ratio <= 1", off_opt_ratio);
+    const double N = (double)nodes * gpus_per_node, G = gpus_per_node;
+    out->stage = stage;
+    out->offload_optimizer = off_opt;
+    out->offload_param = off_param;
+    out->params = stage >= 3 ? 2.0 * psi / N : 2.0 * psi;
+    out->grads = stage >= 2 ? 2.0 * psi / N : 2.0 * psi;
+    out->optim = stage >= 1 ? 12.0 * psi / N : 12.0 * psi;
+
+    double gpu = 0, cpu = 0, nvme = 0; /* per GPU */
+    double *place[3] = {&gpu, &cpu, &nvme};
+    *place[off_param] += out->params;
+    gpu += out->grads;
+    if (off_opt == ZINF_EST_NONE || off_opt_ratio >= 1.0) {
+        *place[off_opt] += out->optim;
+    } else {
+        *place[off_opt] += out->optim * off_opt_ratio;
+        gpu += out->optim - out->optim * off_opt_ratio;
+    }
+    out->gpu_bytes = gpu;
+    out->cpu_bytes_per_node = cpu * G;
+    out->nvme_bytes_per_node = nvme * G;
+    return 0;
+}
+
+/* GPT-2 unit sizes: the embedding (wte + wpe), each block, the final LayerNorm (the head reuses
+ * wte and has no parameters of its own). */
+static void unit_sizes(const zinf_model_cfg *m, double *emb, double *block, double *lnf)
+{
+    const double C = m->n_embd;
+    *emb = (double)m->padded_vocab * C + (double)m->n_positions * C;
+    *block = 12.0 * C * C + 13.0 * C;
+    *lnf = 2.0 * C;
+}
+
+int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name)
+{
+    double emb, block, lnf;
+    unit_sizes(m, &emb, &block, &lnf);
+    const char *n = "embedding (wte+wpe)";
+    double best = emb;
+    if (block > best) { best = block; n = "transformer block"; }
+    if (lnf > best) { best = lnf; n = "final LayerNorm"; }
+    if (name) *name = n;
+    return (int64_t)best;
+}
+
+int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param, int nodes,
+                  int gpus_per_node, int64_t largest_layer_params, const zinf_config *cfg,
+                  zinf_mem_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!m) return zinf_err("estimate: no model");
+    const double psi = (double)zinf_model_num_params(m);
+    /* partial optimizer offload (stage 3): the config's ratio applies to its own device */
+    double ratio = 1.0;
+    if (cfg && off_opt && (int)cfg->offload_optimizer.device == off_opt &&
+        cfg->offload_optimizer.ratio > 0 && cfg->offload_optimizer.ratio < 1)
+        ratio = cfg->offload_optimizer.ratio;
+    ZINF_TRY(zinf_estimate_states(psi, stage, off_opt, off_param, ratio, nodes, gpus_per_node, out));
+
+    const double N = (double)nodes * gpus_per_node, G = gpus_per_node;
+    const double L = largest_layer_params > 0 ? (double)largest_layer_params
+                                              : (double)zinf_estimate_largest_unit(m, NULL);
+    const double rbs = cfg_or(cfg, cfg ? cfg->reduce_bucket_size : 0, DS_REDUCE_BUCKET);
+    const double abs_ = cfg_or(cfg, cfg ? cfg->allgather_bucket_size : 0, DS_ALLGATHER_BUCKET);
+    const double sub = cfg_or(cfg, cfg ? cfg->sub_group_size : 0, DS_SUB_GROUP);
+    const double prefetch =
+        cfg ? (double)(cfg->stage3_prefetch_bucket_size > 0 ? cfg->stage3_prefetch_bucket_size : 0)
+            : DS_PREFETCH;
+    const double max_live = cfg_or(cfg, cfg ? cfg->stage3_max_live_parameters : 0, DS_MAX_LIVE);
+    const double persist =
+        cfg ? (double)(cfg->stage3_param_persistence_threshold > 0
+                           ? cfg->stage3_param_persistence_threshold : 0)
+            : DS_PERSISTENCE;
+    const double opt_bufs =
+        cfg_or(cfg, cfg ? cfg->offload_optimizer.buffer_count : 0, DS_OPT_BUFFER_COUNT);
+    const double par_bufs = cfg_or(cfg, cfg ? cfg->offload_param.buffer_count : 0,
+                                   DS_PARAM_BUFFER_COUNT);
+    const double par_bufsize = cfg_or(cfg, cfg ? cfg->offload_param.buffer_size : 0,
+                                      DS_PARAM_BUFFER_SIZE);
+
+    double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
+    gbuf += 2.0 * dmin(rbs, psi); /* gradient reduction bucket */
+    if (stage == 1 || stage == 2) gbuf += 2.0 * dmin(abs_, psi); /* post-step all-gather bucket */
+    if (stage == 3) {
+        double emb, block, lnf;
+        unit_sizes(m, &emb, &block, &lnf);
+        const double sizes[3] = {emb, block, lnf}, counts[3] = {1, m->n_layer, 1};
+        double pers = 0, gath_total = 0, gath_max = 0;
+        for (int i = 0; i < 3; i++) {
+            if (sizes[i] < persist) pers += sizes[i] * counts[i];
+            else { gath_total += sizes[i] * counts[i]; gath_max = dmax(gath_max, sizes[i]); }
+        }
+        /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
+        if (gath_max > 0 && L >= persist) gath_max = dmax(gath_max, dmin(L, gath_total));
+        double live = 0;
+        if (gath_total > 0)
+            live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + prefetch)));
+        gbuf += 2.0 * live;  /* gathered units */
+        gbuf += 2.0 * pers;  /* persistent units, whole on every GPU */
+        gbuf += 2.0 * L;     /* the full gradient of the unit being differentiated */
+    }
+    const double shard = stage == 0 ? psi : psi / N;
+    const double tile = dmin(sub, shard);
+    if (off_opt == ZINF_EST_NONE) gbuf += 4.0 * tile; /* fp32 gradient tile for the step */
+    else hbuf += 4.0 * tile;
+    if (off_opt == ZINF_EST_NVME) hbuf += opt_bufs * 4.0 * tile; /* pinned swap staging */
+    if (off_param == ZINF_EST_NVME) hbuf += par_bufs * par_bufsize * 2.0;
+
+    out->gpu_buffers = gbuf;
+    out->cpu_buffers = hbuf;
+    out->buffers = gbuf + hbuf;
+    out->gpu_bytes += gbuf;
+    out->cpu_bytes_per_node += hbuf * G;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ printing --------------- */
+typedef struct { int stage, opt, param; } row;
+
+/* every row DeepSpeed accepts that the table shows without a config */
+static const row ROWS[] = {
+    {0, 0, 0},
+    {1, 0, 0}, {1, 1, 0},
+    {2, 0, 0}, {2, 1, 0},
+    {3, 0, 0}, {3, 1, 0}, {3, 2, 0}, {3, 1, 1}, {3, 2, 2},
+};
+
+/* 5e8 rather than 500000000 where a count is one digit times a power of ten */
+static void fmt_count(char *buf, size_t cap, double v)
+{
+    double p = 1;
+    int k = 0;
+    while (v >= 1e5 && p * 10 <= v) { p *= 10; k++; }
+    double d = v / p;
+    if (v >= 1e5 && d == (double)(int)d)
+        snprintf(buf, cap, "%de%d", (int)d, k);
+    else
+        snprintf(buf, cap, "%.0f", v);
+}
+
+/* "name value" items after a label, wrapped below 100 columns */
+static void print_items(FILE *out, const char *label, const char *const *names,
+                        const double *vals, int n)
+{
+    int col = fprintf(out, "  %-9s ", label);
+    const int indent = col;
+    for (int i = 0; i < n; i++) {
+        char num[32], item[96];
+        fmt_count(num, sizeof num, vals[i]);
+        int len = snprintf(item, sizeof item, "%s %s%s", names[i], num, i + 1 < n ? "," : "");
+        if (i > 0 && col + 1 + len > 98) { fprintf(out, "\n%*s", indent, ""); col = indent; }
+        else if (i > 0) { fputc(' ', out); col++; }
+        col += fprintf(out, "%s", item);
+    }
+    fputc('\n', out);
+}
+
+int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *cfg, int nodes,
+                        int gpus_per_node)
+{
+    if (!m) return zinf_err("estimate: no model");
+    ZINF_TRY(check_combo(0, 0, 0, nodes, gpus_per_node));
+    const char *lname;
+    const int64_t psi = zinf_model_num_params(m);
+    const int64_t L = zinf_estimate_largest_unit(m, &lname);
+    const int world = nodes * gpus_per_node;
+
+    fprintf(out, "zinf estimate: memory for parameters, gradients and optimizer states "
+                 "(mixed-precision Adam)\n");
+    fprintf(out, "  hardware: %d node%s x %d GPU%s per node = %d GPU%s (data-parallel world %d)\n",
+            nodes, nodes > 1 ? "s" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "", world,
+            world > 1 ? "s" : "", world);
+    fprintf(out, "  model:    %s: %d layers, n_embd %d, n_head %d, vocab %d (padded %d), "
+                 "%d positions\n",
+            m->name, m->n_layer, m->n_embd, m->n_head, m->vocab_size, m->padded_vocab,
+            m->n_positions);
+    fprintf(out, "  params:   Psi = %" PRId64 " (%.1fM); largest unit: %s, %" PRId64 " (%.1fM)\n",
+            psi, (double)psi / 1e6, lname, L, (double)L / 1e6);
+    fprintf(out, "  states:   2Psi 16-bit params + 2Psi 16-bit grads + 12Psi fp32 master/m/v; stage 1\n"
+                 "            shards the optimizer states over the %d GPU%s, stage 2 also the grads,\n"
+                 "            stage 3 also the params\n",
+            world, world > 1 ? "s" : "");
+    static const char *const bnames[] = {
+        "reduce_bucket_size", "allgather_bucket_size", "sub_group_size",
+        "stage3_prefetch_bucket_size", "stage3_max_live_parameters",
+        "stage3_param_persistence_threshold"};
+    if (cfg) {
+        fprintf(out, "  config:   %s\n", cfg->path[0] ? cfg->path : "(given)");
+        const double v[] = {(double)cfg->reduce_bucket_size, (double)cfg->allgather_bucket_size,
+                            (double)cfg->sub_group_size, (double)cfg->stage3_prefetch_bucket_size,
+                            (double)cfg->stage3_max_live_parameters,
+                            (double)cfg->stage3_param_persistence_threshold};
+        print_items(out, "buffers:", bnames, v, cfg->zero_stage == 3 ? 6 : 3);
+        if (!cfg->fp16 && !cfg->bf16)
+            fprintf(out, "  note:     the config enables neither fp16 nor bf16 (fp32 training: "
+                         "4+4+8 bytes per\n"
+                         "            parameter); the figures assume 16-bit params and grads, as "
+                         "DeepSpeed's do\n");
+    } else {
+        const double v[] = {DS_REDUCE_BUCKET, DS_ALLGATHER_BUCKET, DS_SUB_GROUP, DS_PREFETCH,
+                            DS_MAX_LIVE, DS_PERSISTENCE};
+        fprintf(out, "  config:   none: DeepSpeed's defaults for the buffers\n");
+        print_items(out, "buffers:", bnames, v, 6);
+    }
+    fprintf(out, "\n");
+    fprintf(out, "    %5s  %-17s  %-13s  %-30s  %s\n", "", "", "",
+            "------------ per GPU -----------", "------ per node ------");
+    fprintf(out, "    %5s  %-17s  %-13s  %9s  %9s  %9s  %10s  %10s\n", "stage",
+            "offload_optimizer", "offload_param", "GPU GiB", "states", "buffers", "CPU GiB",
+            "NVMe GiB");
+
+    row rows[sizeof ROWS / sizeof ROWS[0]];
+    size_t nrows = 0;
+    if (cfg) {
+        rows[nrows++] = (row){cfg->zero_stage, (int)cfg->offload_optimizer.device,
+                              (int)cfg->offload_param.device};
+    } else {
+        for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) rows[nrows++] = ROWS[i];
+    }
+    for (size_t i = 0; i < nrows; i++) {
+        const row r = rows[i];
+        zinf_mem_estimate e;
+        ZINF_TRY(zinf_estimate(m, r.stage, r.opt, r.param, nodes, gpus_per_node, L, cfg, &e));
+        char optname[32];
+        double ratio = cfg ? cfg->offload_optimizer.ratio : 1.0;
+        if (cfg && r.opt && ratio > 0 && ratio < 1)
+            snprintf(optname, sizeof optname, "%s (ratio %.2g)", DEV[r.opt], ratio);
+        else
+            snprintf(optname, sizeof optname, "%s", DEV[r.opt]);
+        fprintf(out, "  %c %5d  %-17s  %-13s  %9.2f  %9.2f  %9.2f  %10.2f  %10.2f\n",
+                cfg ? '*' : ' ', r.stage, optname, DEV[r.param], e.gpu_bytes / GIB,
+                (e.gpu_bytes - e.gpu_buffers) / GIB, e.gpu_buffers / GIB,
+                e.cpu_bytes_per_node / GIB, e.nvme_bytes_per_node / GIB);
+    }
+    fprintf(out, "\n");
+    if (cfg)
+        fprintf(out, "  * the config's stage and offload devices\n");
+    fprintf(out, "  GiB = 2^30 bytes. GPU = model states kept on the GPU + buffers (reduction and "
+                 "gather buckets,\n"
+                 "  gathered units, fp32 gradient tile); per node = %d GPU%s' host and NVMe shares. "
+                 "Activations are\n"
+                 "  not included. See zinf-estimate(1).\n",
+            gpus_per_node, gpus_per_node > 1 ? "s" : "");
+    if (fflush(out) != 0 || ferror(out))
+        return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ command line ----------- */
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n\n"
+            "Print per-GPU and per-node memory for the model states (16-bit params and grads,\n"
+            "fp32 master + Adam m/v) and ZeRO's buffers, for every stage and offload choice,\n"
+            "or only for the stage and offload devices of the DeepSpeed config C.\n\n"
+            "flags:\n"
+            "  --model M            a preset (%s) or a GPT-2 config.json\n"
+            "  --config C           a DeepSpeed JSON config: its buffer sizes and its row only\n"
+            "  --nodes N            number of nodes (default 1)\n"
+            "  --gpus-per-node G    GPUs (ranks) per node (default 1; also --gpus_per_node)\n"
+            "  --help               this text\n\n"
+            "See zinf-estimate(1).\n",
+            zinf_model_presets());
+}
+
+static int parse_count(const char *flag, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < 1 || v > 1000000)
+        return zinf_err("estimate: %s %s: expected a whole number from 1 to 1000000", flag, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int run(int argc, char **argv, bool *help)
+{
+    const char *model = NULL, *config = NULL;
+    int nodes = 1, gpus = 1;
+    int i = 1;
+    if (i < argc && argv[i] && strcmp(argv[i], "estimate") == 0) i++;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; continue; }
+        if (strncmp(a, "--", 2) != 0)
+            return zinf_err("estimate: unexpected argument '%s' (see zinf estimate --help)", a);
+        char name[64];
+        const char *val = NULL;
+        const char *eq = strchr(a + 2, '=');
+        size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        if (n >= sizeof name)
+            return zinf_err("estimate: unknown flag %s (see zinf estimate --help)", a);
+        memcpy(name, a + 2, n);
+        name[n] = 0;
+        bool known = !strcmp(name, "model") || !strcmp(name, "config") || !strcmp(name, "nodes") ||
+                     !strcmp(name, "gpus-per-node") || !strcmp(name, "gpus_per_node");
+        if (!known) return zinf_err("estimate: unknown flag --%s (see zinf estimate --help)", name);
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else return zinf_err("estimate: --%s needs a value", name);
+        if (!*val) return zinf_err("estimate: --%s needs a value", name);
+        if (!strcmp(name, "model")) model = val;
+        else if (!strcmp(name, "config")) config = val;
+        else if (!strcmp(name, "nodes")) ZINF_TRY(parse_count("--nodes", val, &nodes));
+        else ZINF_TRY(parse_count("--gpus-per-node", val, &gpus));
+    }
+    if (*help) { usage(stdout); return 0; }
+    if (!model) return zinf_err("estimate: --model is required (see zinf estimate --help)");
+    if ((long long)nodes * gpus > INT_MAX / 2)
+        return zinf_err("estimate: %d nodes x %d GPUs per node is too many", nodes, gpus);
+
+    zinf_model_cfg m;
+    ZINF_TRY(zinf_model_cfg_load(&m, model));
+    if (!config) return zinf_estimate_print(stdout, &m, NULL, nodes, gpus);
+
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.hidden_size = m.n_embd;
+    f.per_device_train_batch_size_set = false;
+    zinf_config *cfg = malloc(sizeof *cfg);
+    if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
+    int rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
+    if (!rc) rc = zinf_estimate_print(stdout, &m, cfg, nodes, gpus);
+    free(cfg);
+    return rc;
+}
+
+int zinf_estimate_main(int argc, char **argv)
+{
+    bool help = false;
+    zinf_err_clear();
+    int rc = run(argc, argv, &help);
+    if (rc) {
+        fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
+        return 1;
+    }
+    return 0;
+}

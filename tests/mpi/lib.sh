@@ -1,0 +1,64 @@
+# Shared helpers for the shell tests: run zinf (under mpirun), check exit codes, messages and
+# numbers. Sourced by tests/mpi/test_*.sh; each test exits 0 (pass), 1 (fail) or 77 (skip).
+set -u
+: "${ZINF:=./zinf}" "${MPIRUN:=mpirun}" "${FIXTURES:=tests/fixtures}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+# no stray InfiniBand/verbs probing on CI machines
+export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp} OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/zinf-test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+FAILS=0
+CHECKS=0
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+pass() { CHECKS=$((CHECKS + 1)); }
+
+# mpi NP args... : run zinf on NP ranks, output in $OUTPUT, status in $RC
+mpi() {
+    local np=$1; shift
+    OUTPUT=$("$MPIRUN" --oversubscribe -np "$np" "$ZINF" "$@" 2>&1); RC=$?
+}
+# run args... : zinf without mpirun (a singleton MPI job)
+run() { OUTPUT=$("$ZINF" "$@" 2>&1); RC=$?; }
+
+# expect_ok WHAT: the last command succeeded
+expect_ok() {
+    CHECKS=$((CHECKS + 1))
+    if [ "$RC" -ne 0 ]; then fail "$1: exit $RC"; printf '%s\n' "$OUTPUT" | tail -20 >&2; fi
+}
+# expect_err WHAT TEXT...: the last command failed and its output has every TEXT
+expect_err() {
+    local what=$1; shift
+    CHECKS=$((CHECKS + 1))
+    if [ "$RC" -eq 0 ]; then fail "$what: expected failure, got success"; printf '%s\n' "$OUTPUT" | tail -5 >&2; return; fi
+    for t in "$@"; do
+        case "$OUTPUT" in *"$t"*) ;; *) fail "$what: output lacks '$t'"; printf '%s\n' "$OUTPUT" | tail -8 >&2 ;; esac
+    done
+}
+# expect_has WHAT TEXT...: the output has every TEXT
+expect_has() {
+    local what=$1; shift
+    CHECKS=$((CHECKS + 1))
+    for t in "$@"; do
+        case "$OUTPUT" in *"$t"*) ;; *) fail "$what: output lacks '$t'"; printf '%s\n' "$OUTPUT" | tail -8 >&2 ;; esac
+    done
+}
+# count_lines TEXT: how many output lines contain TEXT
+count_lines() { printf '%s\n' "$OUTPUT" | grep -cF -- "$1"; }
+
+# metric FILE KEY: the KEY values of every line of a metrics.jsonl, one per line
+metric() { sed -n "s/.*\"$2\": \([-0-9.eE+naif]*\).*/\1/p" "$1"; }
+
+# close A B RTOL: |a-b| <= rtol*max(|a|,|b|)
+close() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d=a-b; if (d<0) d=-d; m=(a<0?-a:a); n=(b<0?-b:b); if (n>m) m=n; exit !(d <= r*m) }'; }
+
+# make_text FILE N: N lines of two-digit additions "a+b=c" (deterministic)
+make_text() {
+    awk -v n="$2" 'BEGIN { s = 12345; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; a = int(s / 65536) % 100; s = (s * 1103515245 + 12345) % 2147483648; b = int(s / 65536) % 100; printf "%d+%d=%d\n", a, b, a + b } }' > "$1"
+}
+
+finish() {
+    echo "$(basename "$0"): $CHECKS checks, $FAILS failed"
+    [ "$FAILS" -eq 0 ]
+}

@@ -1,0 +1,62 @@
+#!/bin/sh
+# The command line: help and version, every flag listed, unknown flags with a suggestion, bad
+# values named, `zinf data` errors, and `config show` resolving with the MPI world size.
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+
+run --version;            expect_ok "--version"; expect_has "--version" "zinf "
+run --help;               expect_ok "--help";    expect_has "--help" "train" "config show" "data"
+run bogus;                expect_err "unknown command" "unknown command 'bogus'"
+run train --help;         expect_ok "train --help"
+for f in config model data val out seed device max_steps per_device_train_batch_size \
+         gradient_accumulation_steps learning_rate weight_decay adam_beta1 adam_beta2 adam_epsilon \
+         max_grad_norm warmup_steps warmup_ratio num_train_epochs max_length bf16 fp16 logging_steps \
+         eval_steps save_steps output_dir; do
+    expect_has "train --help lists --$f" "--$f"
+    grep -q -- "--$f\b\|\\\\-\\\\-$f\b\|fB\\\\-\\\\-$f" "${top_srcdir:-.}/man/zinf-train.1" && pass || fail "man/zinf-train.1 lacks --$f"
+    grep -q -- "--$f" "${top_srcdir:-.}/README.md" && pass || fail "README.md lacks --$f"
+done
+run train --learning_rte 1e-3 --data x
+expect_err "misspelt flag" "unknown flag --learning_rte" "did you mean --learning_rate"
+run train --max_steps ten --data x
+expect_err "non-integer flag" "--max_steps expects an integer, got 'ten'"
+run train --learning_rate fast --data x
+expect_err "non-number flag" "--learning_rate expects a number"
+run train --model
+expect_err "flag without value" "--model needs a value"
+run train --model no-such-model --data x
+expect_err "unknown model" "no-such-model" "not a preset"
+printf '{"model_type": "llama", "n_layer": 2}' > "$TMP/llama.json"
+run train --model "$TMP/llama.json" --data x
+expect_err "unsupported model type" "model_type llama is not supported"
+
+run data --input "$TMP/missing.txt" --out "$TMP/m"
+expect_err "data: missing input" "missing.txt"
+printf 'abc' > "$TMP/t.txt"
+run data --input "$TMP/t.txt" --out "$TMP/t" --val_fraction 1.5
+expect_err "data: bad val fraction" "val_fraction"
+
+# config show: the batch rule is resolved with the world size of the job
+mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
+expect_ok "config show at world 4"
+expect_has "config show (world 4)" '"train_batch_size": 32' '"train_micro_batch_size_per_gpu": 4' '"gradient_accumulation_steps": 2'
+mpi 2 config show "$FIXTURES/seed-zero3-cpu-optimizer-64.json"
+expect_ok "config show 64 at world 2"
+expect_has "micro batch from 64 / (4 x 2)" '"train_micro_batch_size_per_gpu": 8'
+mpi 1 config show "$FIXTURES/seed-zero3-auto-template.json" --model gpt2-124m --per_device_train_batch_size 1 --gradient_accumulation_steps 3 --learning_rate 1e-4
+expect_ok "auto template"
+expect_has "auto values" '"reduce_bucket_size": 589824' '"stage3_prefetch_bucket_size": 530841' \
+    '"stage3_param_persistence_threshold": 7680' '"train_batch_size": 3' '"lr": 0.0001'
+run config show
+expect_ok "config show (embedded default)"
+expect_has "embedded default" '"stage": 0'
+printf '{"zero_optimization": {"stage": 2, "offload_gradients": true}, "train_batch_size": 8}' > "$TMP/og.json"
+run config show "$TMP/og.json"
+expect_has "offload_gradients warning" "zero_optimization.offload_gradients" "did you mean"
+printf '{"train_batch_size": 8,\n  "zero_optimization": {"stage": 3,}\n}' > "$TMP/bad.json"
+mpi 2 config show "$TMP/bad.json"
+expect_err "malformed JSON" "bad.json:2"
+[ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "malformed JSON at 2 ranks: expected one error line"
+run config show "$TMP/none.json"
+expect_err "missing config" "none.json"
+
+finish

@@ -1,0 +1,111 @@
+#!/bin/sh
+# Training runs under mpirun: the first loss against the closed form ln(V), bit-identical reruns,
+# world sizes and micro-batch splits that see the same global batch follow one trajectory,
+# activation checkpointing changes no bit, the LR schedule in metrics.jsonl follows DeepSpeed's
+# formula, and bad data is one clear error.
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+
+make_text "$TMP/add.txt" 4000
+run data --input "$TMP/add.txt" --out "$TMP/add" --val_fraction 0.1
+expect_ok "zinf data"
+D="$TMP/add_train_*.bin"; VAL="$TMP/add_val_*.bin"
+COMMON="--model test-mini --data $D --val $VAL --max_length 32 --max_steps 12 --learning_rate 3e-3 --logging_steps 1 --eval_steps 6 --seed 7"
+
+train() { # train NP OUTDIR extra...
+    local np=$1 out=$2; shift 2
+    mpi "$np" train $COMMON --out "$TMP/$out" "$@"
+}
+
+train 1 a --per_device_train_batch_size 8 --gradient_accumulation_steps 1
+expect_ok "1 rank, micro 8"
+M="$TMP/a/metrics.jsonl"
+[ "$(metric "$M" step | wc -l)" -eq 12 ] && pass || fail "metrics.jsonl: expected 12 logged steps"
+for k in loss lr grad_norm tokens_per_s ms_per_step; do
+    [ -n "$(metric "$M" $k | head -1)" ] && pass || fail "metrics.jsonl lacks $k"
+done
+[ "$(metric "$M" val_loss | wc -l)" -eq 2 ] && pass || fail "metrics.jsonl: expected val_loss at steps 6 and 12"
+# initial weights are tiny (std 0.02), so the first loss is close to the uniform ln(256)
+L1=$(metric "$M" loss | head -1)
+close "$L1" 5.5452 0.01 && pass || fail "first loss $L1 is not ln(256)=5.5452 within 1%"
+L12=$(metric "$M" loss | tail -1)
+awk -v a="$L12" -v b="$L1" 'BEGIN { exit !(a < b - 1.0) }' && pass || fail "loss did not fall by 1 nat in 12 steps ($L1 -> $L12)"
+
+train 1 b --per_device_train_batch_size 8
+expect_ok "rerun"
+if [ "$(metric "$TMP/a/metrics.jsonl" loss)" = "$(metric "$TMP/b/metrics.jsonl" loss)" ]; then pass
+else fail "the same seed gave different losses"; fi
+
+# the same global batch of 8, split four ways: the trajectories agree to fp32 summation order
+for v in "2 c --per_device_train_batch_size 4" "4 d --per_device_train_batch_size 2" \
+         "1 e --per_device_train_batch_size 4 --gradient_accumulation_steps 2" \
+         "2 f --per_device_train_batch_size 2 --gradient_accumulation_steps 2"; do
+    set -- $v
+    np=$1; out=$2; shift 2
+    train "$np" "$out" "$@"
+    expect_ok "split $out ($np ranks $*)"
+    paste -d' ' "$TMP/a/metrics.jsonl" "$TMP/$out/metrics.jsonl" > /dev/null
+    metric "$TMP/a/metrics.jsonl" loss > "$TMP/la"; metric "$TMP/$out/metrics.jsonl" loss > "$TMP/lb"
+    if paste "$TMP/la" "$TMP/lb" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-4 * $1) bad = 1 } END { exit bad }'; then pass
+    else fail "split $out: losses differ from 1 rank x 8 by more than 2e-4 relative"; paste "$TMP/la" "$TMP/lb" >&2; fi
+done
+
+# activation checkpointing recomputes exactly the same numbers
+printf '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,\n "activation_checkpointing": {"partition_activations": false}}\n' > "$TMP/ac.json"
+train 1 g --config "$TMP/ac.json"
+expect_ok "activation checkpointing"
+if [ "$(metric "$TMP/a/metrics.jsonl" loss)" = "$(metric "$TMP/g/metrics.jsonl" loss)" ]; then pass
+else fail "activation checkpointing changed the losses"; fi
+
+# WarmupLR, linear (DeepSpeed): the constructor sets warmup_min_lr for update 0 and the scheduler
+# steps after each update, so update k >= 1 runs at min + (max - min) * min(1, (k - 1) / warmup)
+cat > "$TMP/sched.json" <<'JSON'
+{ "train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
+  "optimizer": {"type": "AdamW", "params": {"lr": 0.002, "weight_decay": 0.01}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0001, "warmup_max_lr": 0.002,
+                "warmup_num_steps": 8, "warmup_type": "linear"}},
+  "gradient_clipping": 1.0, "wall_clock_breakdown": true }
+JSON
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 10 --logging_steps 1 --config "$TMP/sched.json" --out "$TMP/h"
+expect_ok "WarmupLR run"
+expect_has "wall_clock_breakdown" "time (ms): fwd"
+k=0
+for lr in $(metric "$TMP/h/metrics.jsonl" lr); do
+    want=$(awk -v k=$k 'BEGIN { g = k == 0 ? 0 : (k - 1 < 8 ? (k - 1) / 8 : 1); printf "%.9g", 0.0001 + (0.002 - 0.0001) * g }')
+    close "$lr" "$want" 1e-6 && pass || fail "lr of update $k: $lr, want $want"
+    k=$((k + 1))
+done
+# clipping at 1.0: every logged grad_norm is the pre-clip norm, and the run still trains
+[ "$k" -eq 10 ] && pass || fail "expected 10 logged lr values, got $k"
+
+# --- failures: one clear line, from one rank -----------------------------------------------
+mpi 2 train --model test-mini --data "$TMP/nothing_*.bin" --max_steps 1 --out "$TMP/x"
+expect_err "no data files" "no files match"
+[ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "no data files: expected one error line, got $(count_lines 'zinf: error')"
+
+printf 'not a shard at all, just text that is long enough to look like a header..............' > "$TMP/bad.bin"
+head -c 2048 /dev/zero >> "$TMP/bad.bin"
+mpi 2 train --model test-mini --data "$TMP/bad.bin" --max_steps 1 --out "$TMP/x"
+expect_err "wrong magic" "bad.bin" "magic"
+
+cp "$TMP"/add_train_000000.bin "$TMP/trunc.bin"
+truncate -s 3000 "$TMP/trunc.bin"
+mpi 1 train --model test-mini --data "$TMP/trunc.bin" --max_steps 1 --out "$TMP/x"
+expect_err "truncated shard" "trunc.bin" "truncated"
+
+# a model with a 64-token vocabulary cannot read byte tokens like '+' (43) and digits (48..57)
+printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 16, "n_head": 2, "vocab_size": 50, "n_positions": 32}\n' > "$TMP/small-vocab.json"
+mpi 1 train --model "$TMP/small-vocab.json" --data "$D" --max_steps 1 --out "$TMP/x"
+expect_err "token >= vocab" ">= vocab size 50"
+
+mpi 1 train --model test-mini --data "$D" --max_length 65 --max_steps 1 --out "$TMP/x"
+expect_err "sequence too long" "--max_length 65" "n_positions 64"
+
+printf '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}\n' > "$TMP/b32.json"
+mpi 3 train --model test-mini --data "$D" --config "$TMP/b32.json" --max_steps 1 --out "$TMP/x"
+expect_err "batch rule at world 3" "train_batch_size 32" "world size 3"
+[ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "batch rule: expected one error line"
+
+mpi 1 train --model test-mini --data "$D" --device cuda --max_steps 1 --out "$TMP/x"
+expect_err "--device cuda without CUDA" "--device cuda"
+
+finish

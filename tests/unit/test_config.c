@@ -1,0 +1,751 @@
+/* test_config: the DeepSpeed config reader: defaults (DeepSpeed's code values), "auto" filled from
+ * the flags, the batch rule, validation messages naming the key, unknown-key warnings, comments,
+ * and the five fixture configs at the world size their numbers imply. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "config.h"
+#include "err.h"
+
+static const char *fixtures(void)
+{
+    const char *d = getenv("FIXTURES");
+    return d && *d ? d : "tests/fixtures";
+}
+
+/* warnings printed by the last parse */
+static char warnbuf[8192];
+
+static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int world)
+{
+    FILE *w = tmpfile();
+    int rc = zinf_config_parse(c, json, strlen(json), "cfg.json", f, world, w);
+    size_t n = 0;
+    if (w) {
+        rewind(w);
+        n = fread(warnbuf, 1, sizeof warnbuf - 1, w);
+        fclose(w);
+    }
+    warnbuf[n] = 0;
+    return rc;
+}
+
+static int parse(zinf_config *c, const char *json, int world)
+{
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    return parse_w(c, json, &f, world);
+}
+
+static int load(zinf_config *c, const char *name, const zinf_flags *f, int world)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", fixtures(), name);
+    FILE *w = tmpfile();
+    int rc = zinf_config_load(c, path, f, world, w);
+    size_t n = 0;
+    if (w) {
+        rewind(w);
+        n = fread(warnbuf, 1, sizeof warnbuf - 1, w);
+        fclose(w);
+    }
+    warnbuf[n] = 0;
+    return rc;
+}
+
+#define HAS(s) (strstr(zinf_errmsg(), (s)) != NULL)
+#define CHECK_ERR(rc, ...)                                                                        \
+    do {                                                                                          \
+        const char *want_[] = {__VA_ARGS__};                                                      \
+        CHECK((rc) == ZINF_EINVAL, "expected an error, rc %d", (rc));                             \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                            \
+            CHECK(HAS(want_[i_]), "message lacks \"%s\": %s", want_[i_], zinf_errmsg());          \
+    } while (0)
+#define CHECK_OK(rc) CHECK((rc) == 0, "unexpected error: %s", zinf_errmsg())
+
+/* ---------------------------------------------------------------- fixtures */
+
+static void test_fixtures(void)
+{
+    zinf_config c;
+    zinf_flags f;
+    int rc;
+
+    /* cpu-offload-fp16: 32 = 4 x 2 x 4; "auto" sizes need the hidden size */
+    zinf_flags_defaults(&f);
+    f.hidden_size = 768;
+    rc = load(&c, "seed-zero3-cpu-offload-fp16.json", &f, 4);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 32 && c.train_micro_batch_size_per_gpu == 4 &&
+              c.gradient_accumulation_steps == 2,
+          "batch %lld %lld %lld", (long long)c.train_batch_size,
+          (long long)c.train_micro_batch_size_per_gpu, (long long)c.gradient_accumulation_steps);
+    CHECK(c.zero_stage == 3 && c.fp16 && !c.bf16, "stage/precision");
+    CHECK(c.offload_param.device == ZINF_DEV_CPU && c.offload_param.pin_memory, "offload_param");
+    CHECK(c.offload_optimizer.device == ZINF_DEV_CPU, "offload_optimizer");
+    CHECK(c.sub_group_size == 1000000000 && c.stage3_max_live_parameters == 1000000000,
+          "1e9 read as an integer");
+    CHECK(c.stage3_gather_16bit_weights_on_model_save, "gather 16bit");
+    CHECK(c.sched.type == ZINF_SCHED_WARMUP_LR && c.sched.warmup_num_steps == 1000, "sched");
+    CHECK_CLOSE(c.sched.warmup_max_lr, 3e-4, 0, 0, "warmup_max_lr");
+    CHECK_CLOSE(c.lr, 3e-4, 0, 0, "lr");
+    CHECK_CLOSE(c.weight_decay, 0.01, 0, 0, "weight_decay");
+    CHECK_CLOSE(c.gradient_clipping, 1.0, 0, 0, "gradient_clipping");
+    CHECK(c.has_optimizer && c.opt_type == ZINF_OPT_ADAMW && c.adam_w_mode, "optimizer");
+    CHECK(c.reduce_bucket_size == 589824, "reduce_bucket_size %lld",
+          (long long)c.reduce_bucket_size);
+    CHECK(c.n_warnings == 0, "warnings: %s", warnbuf);
+
+    /* the same file at W=3: 32 != 4 x 2 x 3 */
+    rc = load(&c, "seed-zero3-cpu-offload-fp16.json", &f, 3);
+    CHECK_ERR(rc, "seed-zero3-cpu-offload-fp16.json", "train_batch_size 32",
+              "train_micro_batch_size_per_gpu 4", "gradient_accumulation_steps 2",
+              "world size 3", "(= 24)");
+
+    /* commented (UTF-8 in comments): 32 = 4 x 8 x 1 */
+    zinf_flags_defaults(&f);
+    rc = load(&c, "seed-zero3-commented.jsonc", &f, 1);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 32 && c.train_micro_batch_size_per_gpu == 4 &&
+              c.gradient_accumulation_steps == 8,
+          "commented batch");
+    CHECK(c.zero_stage == 3 && c.fp16 && c.offload_optimizer.device == ZINF_DEV_CPU, "commented");
+    CHECK(c.activation_checkpointing && c.ac_partition_activations &&
+              c.ac_contiguous_memory_optimization && !c.ac_cpu_checkpointing,
+          "commented activation_checkpointing");
+    CHECK(!c.has_optimizer && c.opt_type == ZINF_OPT_ADAMW, "no optimizer block -> AdamW");
+    CHECK_CLOSE(c.lr, 5e-5, 0, 0, "lr from the HF default");
+    CHECK(c.n_warnings == 0, "warnings: %s", warnbuf);
+
+    /* cpu-optimizer-64: train 64, gas 4 -> micro = 64 / (4 x W) */
+    rc = load(&c, "seed-zero3-cpu-optimizer-64.json", &f, 2);
+    CHECK_OK(rc);
+    CHECK(c.train_micro_batch_size_per_gpu == 8, "W=2 micro %lld",
+          (long long)c.train_micro_batch_size_per_gpu);
+    rc = load(&c, "seed-zero3-cpu-optimizer-64.json", &f, 4);
+    CHECK_OK(rc);
+    CHECK(c.train_micro_batch_size_per_gpu == 4, "W=4 micro %lld",
+          (long long)c.train_micro_batch_size_per_gpu);
+    CHECK(c.reduce_bucket_size == 500000000 && c.stage3_prefetch_bucket_size == 500000000 &&
+              c.stage3_param_persistence_threshold == 1000000,
+          "5e8/1e6 as integers");
+    CHECK(c.ac_cpu_checkpointing && c.activation_checkpointing, "cpu_checkpointing");
+    CHECK_CLOSE(c.lr, 2e-5, 0, 0, "lr 2e-5");
+    CHECK_CLOSE(c.beta1, 0.9, 0, 0, "FusedAdam beta1 default");
+    CHECK_CLOSE(c.beta2, 0.999, 0, 0, "FusedAdam beta2 default");
+    CHECK_CLOSE(c.eps, 1e-8, 0, 0, "FusedAdam eps default");
+    rc = load(&c, "seed-zero3-cpu-optimizer-64.json", &f, 3);
+    CHECK_ERR(rc, "train_batch_size 64 is not divisible by gradient_accumulation_steps 4 x world "
+                  "size 3");
+
+    /* auto template: per_device 1 given, hidden 768 */
+    zinf_flags_defaults(&f);
+    f.per_device_train_batch_size = 1, f.per_device_train_batch_size_set = true;
+    f.hidden_size = 768;
+    rc = load(&c, "seed-zero3-auto-template.json", &f, 2);
+    CHECK_OK(rc);
+    CHECK(c.reduce_bucket_size == 589824, "H^2 %lld", (long long)c.reduce_bucket_size);
+    CHECK(c.stage3_prefetch_bucket_size == 530841, "0.9 H^2 %lld",
+          (long long)c.stage3_prefetch_bucket_size);
+    CHECK(c.stage3_param_persistence_threshold == 7680, "10 H %lld",
+          (long long)c.stage3_param_persistence_threshold);
+    CHECK(c.train_micro_batch_size_per_gpu == 1 && c.gradient_accumulation_steps == 1 &&
+              c.train_batch_size == 2,
+          "template batch %lld %lld %lld", (long long)c.train_micro_batch_size_per_gpu,
+          (long long)c.gradient_accumulation_steps, (long long)c.train_batch_size);
+    CHECK_CLOSE(c.lr, 5e-5, 0, 0, "auto lr");
+    CHECK_CLOSE(c.beta2, 0.999, 0, 0, "auto betas");
+    CHECK_CLOSE(c.eps, 1e-8, 0, 0, "auto eps");
+    CHECK_CLOSE(c.weight_decay, 0.0, 0, 0, "auto weight_decay");
+    CHECK(!c.fp16 && !c.bf16, "auto precision without flags");
+    CHECK(c.ac_number_checkpoints == -1, "number_checkpoints null");
+    CHECK(c.n_warnings == 1 && strstr(warnbuf, "compression") && strstr(warnbuf, "no effect"),
+          "compression warning: %s", warnbuf);
+    /* without the hidden size the size "auto"s cannot be filled */
+    f.hidden_size = 0;
+    rc = load(&c, "seed-zero3-auto-template.json", &f, 2);
+    CHECK_ERR(rc, "zero_optimization.reduce_bucket_size", "hidden size");
+
+    /* offload-both: no batch keys; the flag gives the micro batch */
+    zinf_flags_defaults(&f);
+    f.per_device_train_batch_size = 2, f.per_device_train_batch_size_set = true;
+    rc = load(&c, "seed-zero3-offload-both.json", &f, 4);
+    CHECK_OK(rc);
+    CHECK(c.train_micro_batch_size_per_gpu == 2 && c.gradient_accumulation_steps == 1 &&
+              c.train_batch_size == 8,
+          "offload-both batch");
+    CHECK(c.offload_param.device == ZINF_DEV_CPU && !c.offload_param.pin_memory,
+          "pin_memory default false");
+    zinf_flags_defaults(&f);
+    rc = load(&c, "seed-zero3-offload-both.json", &f, 4);
+    CHECK_ERR(rc, "train_batch_size", "train_micro_batch_size_per_gpu",
+              "--per_device_train_batch_size");
+}
+
+/* ---------------------------------------------------------------- defaults */
+
+static void test_defaults(void)
+{
+    zinf_config c;
+    int rc = parse(&c, "{\"train_batch_size\": 8}", 2);
+    CHECK_OK(rc);
+    CHECK(c.train_micro_batch_size_per_gpu == 4 && c.gradient_accumulation_steps == 1,
+          "only train -> gas 1");
+    CHECK(c.gradient_clipping == 0.0, "gradient_clipping default 0 (code), got %g",
+          c.gradient_clipping);
+    CHECK(c.steps_per_print == 10, "steps_per_print");
+    CHECK(!c.wall_clock_breakdown && !c.prescale_gradients && c.gradient_predivide_factor == 1.0,
+          "top-level bools");
+    CHECK(!c.fp16 && !c.bf16 && c.fp16_loss_scale == 0 && c.fp16_initial_scale_power == 16 &&
+              c.fp16_loss_scale_window == 1000 && c.fp16_hysteresis == 2 &&
+              !c.fp16_consecutive_hysteresis && c.fp16_min_loss_scale == 1,
+          "fp16 block defaults");
+    CHECK(c.zero_stage == 0 && !c.overlap_comm, "stage 0, overlap_comm false");
+    CHECK(c.contiguous_gradients && c.reduce_scatter && c.allgather_partitions, "zero bools");
+    CHECK(c.reduce_bucket_size == 500000000 && c.allgather_bucket_size == 500000000, "buckets");
+    CHECK(c.sub_group_size == 1000000000, "sub_group_size");
+    CHECK(c.stage3_prefetch_bucket_size == 50000000, "prefetch 5e7, got %lld",
+          (long long)c.stage3_prefetch_bucket_size);
+    CHECK(c.stage3_param_persistence_threshold == 100000, "persistence 1e5");
+    CHECK(c.stage3_model_persistence_threshold == INT64_MAX, "model persistence maxsize");
+    CHECK(c.stage3_max_live_parameters == 1000000000 && c.stage3_max_reuse_distance == 1000000000,
+          "live/reuse 1e9");
+    CHECK(!c.stage3_gather_16bit_weights_on_model_save && !c.round_robin_gradients &&
+              !c.elastic_checkpoint,
+          "zero off-by-default");
+    CHECK(c.offload_param.device == ZINF_DEV_NONE && c.offload_optimizer.device == ZINF_DEV_NONE,
+          "no offload");
+    CHECK(c.offload_param.buffer_count == 5 && c.offload_param.buffer_size == 100000000 &&
+              c.offload_param.max_in_cpu == 1000000000 && !c.offload_param.pin_memory,
+          "offload_param defaults");
+    CHECK(c.offload_optimizer.buffer_count == 4 && !c.offload_optimizer.pin_memory &&
+              c.offload_optimizer.ratio == 1.0 && !c.offload_optimizer.pipeline_read &&
+              !c.offload_optimizer.fast_init,
+          "offload_optimizer defaults");
+    CHECK(c.aio_block_size == 1048576 && c.aio_queue_depth == 8 &&
+              c.aio_intra_op_parallelism == 1 && !c.aio_single_submit && c.aio_overlap_events &&
+              !c.aio_use_gds,
+          "aio defaults");
+    CHECK(!c.activation_checkpointing && c.ac_number_checkpoints == -1, "no act. ckpt");
+    CHECK(c.ckpt_tag_validation == 1 && !c.ckpt_tag_validation_fail, "tag_validation Warn");
+    CHECK(!c.comms_logger_enabled && c.comms_logger_prof_all, "comms_logger");
+    CHECK(!c.flops_profiler_enabled && c.flops_profiler_profile_step == 1 &&
+              c.flops_profiler_module_depth == -1 && c.flops_profiler_top_modules == 1 &&
+              c.flops_profiler_detailed,
+          "flops_profiler");
+    CHECK(c.sched.type == ZINF_SCHED_NONE, "no scheduler");
+    CHECK(c.logging_steps == 10 && c.eval_steps == 10 && c.save_steps == 500 &&
+              c.max_steps == -1 && c.num_train_epochs == 3.0,
+          "loop values from flags");
+
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.overlap_comm, "overlap_comm true at stage 3");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2}}", 1);
+    CHECK_OK(rc);
+    CHECK(!c.overlap_comm, "overlap_comm false at stage 2");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"overlap_comm\": true}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.overlap_comm, "overlap_comm given");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"overlap_comm\": null}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.overlap_comm, "overlap_comm null = dynamic default");
+
+    /* optimizer block present: FusedAdam defaults */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"adam\"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.has_optimizer && c.opt_type == ZINF_OPT_ADAM, "adam, case-insensitive");
+    CHECK(c.lr == 1e-3 && c.beta1 == 0.9 && c.beta2 == 0.999 && c.eps == 1e-8 &&
+              c.weight_decay == 0 && c.bias_correction,
+          "FusedAdam defaults");
+    CHECK(c.adam_w_mode, "Adam has adam_w_mode true by default");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Adam\", \"params\": "
+                   "{\"adam_w_mode\": false, \"betas\": [0.8, 0.95]}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(!c.adam_w_mode && c.beta1 == 0.8 && c.beta2 == 0.95, "Adam with adam_w_mode false");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                   "{\"adam_w_mode\": false}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.adam_w_mode, "AdamW is always adam_w_mode");
+
+    /* scheduler defaults */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                   "{\"lr\": 0.02}}, \"scheduler\": {\"type\": \"WarmupLR\"}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.sched.warmup_min_lr == 0 && c.sched.warmup_num_steps == 1000 &&
+              c.sched.warmup_type_linear == 0,
+          "WarmupLR defaults");
+    CHECK_CLOSE(c.sched.warmup_max_lr, 0.02, 0, 0, "WarmupLR warmup_max_lr = optimizer lr");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\", "
+                   "\"params\": {\"total_num_steps\": 5000, \"warmup_type\": \"linear\"}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK_CLOSE(c.sched.warmup_max_lr, 0.001, 0, 0, "WarmupDecayLR warmup_max_lr");
+    CHECK(c.sched.total_num_steps == 5000 && c.sched.warmup_type_linear == 1, "decay");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupCosineLR\", "
+                   "\"params\": {\"total_num_steps\": 100}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.sched.warmup_min_ratio == 0 && c.sched.cos_min_ratio == 0.0001 &&
+              c.sched.warmup_num_steps == 1000,
+          "WarmupCosineLR defaults");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", "
+                   "\"params\": {\"cycle_min_lr\": 0.001, \"cycle_max_lr\": 0.01, "
+                   "\"cycle_second_step_size\": null}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.sched.cycle_first_step_size == 2000 && c.sched.cycle_second_step_size == -1 &&
+              c.sched.cycle_first_stair_count == 0 && c.sched.cycle_second_stair_count == -1 &&
+              c.sched.decay_step_size == 0 && c.sched.cycle_momentum &&
+              c.sched.cycle_min_mom == 0.8 && c.sched.cycle_max_mom == 0.9 &&
+              c.sched.decay_lr_rate == 0 && c.sched.decay_mom_rate == 0,
+          "OneCycle defaults");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", "
+                   "\"params\": {\"cycle_max_lr\": 0.01}}}",
+               1);
+    CHECK_ERR(rc, "scheduler.params.cycle_min_lr", "OneCycle");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"LRRangeTest\"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.sched.lr_range_test_min_lr == 1e-3 && c.sched.lr_range_test_step_size == 2000 &&
+              c.sched.lr_range_test_step_rate == 1.0 && !c.sched.lr_range_test_staircase,
+          "LRRangeTest defaults");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\"}}", 1);
+    CHECK_ERR(rc, "scheduler.params.total_num_steps", "WarmupDecayLR");
+
+    /* other blocks */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bfloat16\": {\"enabled\": true}, "
+                   "\"checkpoint\": {\"tag_validation\": \"fail\"}, \"flops_profiler\": "
+                   "{\"enabled\": true, \"module_depth\": -1, \"output_file\": null}, "
+                   "\"aio\": {\"thread_count\": 4}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.bf16, "bfloat16 alias");
+    CHECK(c.ckpt_tag_validation_fail, "tag_validation fail");
+    CHECK(c.wall_clock_breakdown, "flops_profiler turns on wall_clock_breakdown");
+    CHECK(c.aio_intra_op_parallelism == 4, "thread_count alias");
+}
+
+/* ---------------------------------------------------------------- types and values */
+
+static void test_types(void)
+{
+    zinf_config c;
+    int rc;
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": "
+                   "1e9, \"allgather_bucket_size\": 2.5e8}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.reduce_bucket_size == 1000000000 && c.allgather_bucket_size == 250000000,
+          "1e9 / 2.5e8 as integers");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": "
+                   "1.5}}",
+               1);
+    CHECK_ERR(rc, "cfg.json: zero_optimization.reduce_bucket_size: expected a non-negative "
+                  "integer, got 1.5");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": "
+                   "\"abc\"}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.reduce_bucket_size", "\"abc\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"sub_group_size\": -5}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.sub_group_size", "non-negative", "-5");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"offload_param\": "
+                   "{\"buffer_size\": -1}}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.offload_param.buffer_size", "-1");
+    rc = parse(&c, "{\"train_batch_size\": 1e20}", 1);
+    CHECK_ERR(rc, "train_batch_size", "positive integer");
+    rc = parse(&c, "{\"train_batch_size\": 0}", 1);
+    CHECK_ERR(rc, "train_batch_size", "positive integer");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": \"three\"}}", 1);
+    CHECK_ERR(rc, "zero_optimization.stage: expected an integer 0-3, got \"three\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 4}}", 1);
+    CHECK_ERR(rc, "zero_optimization.stage", "0-3", "4");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": \"yes\"}}", 1);
+    CHECK_ERR(rc, "fp16.enabled", "true or false");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": 1}}", 1);
+    CHECK_ERR(rc, "fp16.enabled", "true or false", "got 1");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                   "{\"betas\": [0.9]}}}",
+               1);
+    CHECK_ERR(rc, "optimizer.params.betas", "two numbers");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                   "{\"lr\": -0.1}}}",
+               1);
+    CHECK_ERR(rc, "optimizer.params.lr", "non-negative");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"offload_optimizer\": {\"device\": \"CPU\", \"ratio\": 1.5}}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.offload_optimizer.ratio", "0 to 1");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"offload_param\": {\"device\": \"gpu\"}}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.offload_param.device", "\"gpu\"", "none, cpu, nvme");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"offload_param\": {\"device\": \"CPU\"}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.offload_param.device == ZINF_DEV_CPU, "device case-insensitive");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": []}", 1);
+    CHECK_ERR(rc, "zero_optimization", "expected an object");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                   "{\"amsgrad\": true}}}",
+               1);
+    CHECK_ERR(rc, "optimizer.params.amsgrad");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"amp\": {\"enabled\": true}}", 1);
+    CHECK_ERR(rc, "cfg.json: amp");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"amp\": {\"enabled\": false}}", 1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "amp") && strstr(warnbuf, "no effect"), "amp off warns: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"stage3_prefetch_bucket_size\": 1, \"prefetch_bucket_size\": 2}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.stage3_prefetch_bucket_size", "given twice");
+}
+
+/* ---------------------------------------------------------------- JSON text */
+
+static void test_text(void)
+{
+    zinf_config c;
+    int rc;
+    rc = parse(&c, "{\n  \"train_batch_size\": 8, // eight\n  /* a block\n comment */ "
+                   "\"steps_per_print\": 5 /* trailing */\n}\n",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.steps_per_print == 5, "comments stripped");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"checkpoint\": {\"tag_validation\": \"Warn\"}, "
+                   "\"flops_profiler\": {\"output_file\": \"a//b/*c*/.txt\"}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(strcmp(c.flops_profiler_output_file, "a//b/*c*/.txt") == 0,
+          "comment markers inside strings kept: %s", c.flops_profiler_output_file);
+    rc = parse(&c, "{\n  \"train_batch_size\": 8,\n  \"steps_per_print\": 5,,\n}\n", 1);
+    CHECK_ERR(rc, "cfg.json:3:", "malformed JSON");
+    rc = parse(&c, "// c\n/* x\n y */\n{\"train_batch_size\": 8 \"x\": 1}", 1);
+    CHECK_ERR(rc, "cfg.json:4:", "malformed JSON");
+    rc = parse(&c, "{\"train_batch_size\": 8 /* never closed", 1);
+    CHECK_ERR(rc, "cfg.json:1", "unterminated");
+    rc = parse(&c, "{\"zero_optimization\": {\"stage\": 1, \"stage\": 2}, \"train_batch_size\": 8}",
+               1);
+    CHECK_ERR(rc, "cfg.json:1:", "twice", "stage");
+    rc = parse(&c, "[1, 2]", 1);
+    CHECK_ERR(rc, "cfg.json", "object");
+}
+
+/* ---------------------------------------------------------------- unknown keys */
+
+static void test_unknown(void)
+{
+    zinf_config c;
+    int rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                       "\"offload_gradients\": {\"device\": \"cpu\"}}}",
+                   1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "zinf: warning: cfg.json: unknown key "
+                          "zero_optimization.offload_gradients (did you mean "
+                          "zero_optimization.offload_optimizer?)") != NULL,
+          "offload_gradients warning: %s", warnbuf);
+    CHECK(c.n_warnings == 1, "one warning, got %d", c.n_warnings);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_sise\": 5}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "did you mean zero_optimization.reduce_bucket_size?") != NULL,
+          "typo suggestion: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zzzzqqq\": 5}", 1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "unknown key zzzzqqq\n") != NULL, "no suggestion when far: %s",
+          warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", "
+                   "\"params\": {\"warmup_num_step\": 10, \"cos_min_ratio\": 0.1}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "scheduler.params.warmup_num_step (did you mean "
+                          "scheduler.params.warmup_num_steps?)") != NULL,
+          "scheduler param suggestion: %s", warnbuf);
+    CHECK(strstr(warnbuf, "scheduler.params.cos_min_ratio is not a parameter of WarmupLR"),
+          "wrong-schedule param: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true}, "
+                   "\"zero_optimization\": {\"cpu_offload\": true}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "tensorboard is a DeepSpeed key zinf does not implement"),
+          "tensorboard: %s", warnbuf);
+    CHECK(strstr(warnbuf, "zero_optimization.cpu_offload") && strstr(warnbuf, "deprecated"),
+          "cpu_offload: %s", warnbuf);
+    CHECK(c.n_warnings == 2, "two warnings, got %d", c.n_warnings);
+}
+
+/* ---------------------------------------------------------------- combinations */
+
+static void test_combinations(void)
+{
+    zinf_config c;
+    int rc;
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"bf16\": "
+                   "{\"enabled\": true}}",
+               1);
+    CHECK_ERR(rc, "fp16.enabled", "bf16.enabled");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"offload_param\": {\"device\": \"cpu\"}}}",
+               1);
+    CHECK_ERR(rc, "cfg.json: zero_optimization.offload_param: parameter offload needs stage 3 "
+                  "(stage is 2)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/nvme\"}}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.offload_optimizer", "NVMe", "stage 3", "stage is 2");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+               1);
+    CHECK_OK(rc);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0, "
+                   "\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.offload_optimizer", "stage is 0");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"offload_param\": {\"device\": \"nvme\"}}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.offload_param", "nvme_path");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/local\"}, "
+                   "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local\"}}}",
+               1);
+    CHECK_OK(rc);
+    CHECK(c.offload_param.device == ZINF_DEV_NVME && strcmp(c.offload_param.nvme_path, "/local") == 0,
+          "nvme path");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Lamb\"}}", 1);
+    CHECK_ERR(rc, "optimizer.type: \"Lamb\" is not supported (zinf has Adam, AdamW)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"CosineAnnealing\"}}", 1);
+    CHECK_ERR(rc, "scheduler.type: \"CosineAnnealing\" is not supported", "WarmupLR",
+              "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"params\": {\"lr\": 1}}}", 1);
+    CHECK_ERR(rc, "optimizer.type", "missing");
+}
+
+/* ---------------------------------------------------------------- batch rule */
+
+static void test_batch(void)
+{
+    zinf_config c;
+    zinf_flags f;
+    int rc;
+    rc = parse(&c, "{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": 4, "
+                   "\"gradient_accumulation_steps\": 2}",
+               2);
+    CHECK_ERR(rc, "batch sizes do not agree: train_batch_size 32 != "
+                  "train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 x world size 2 "
+                  "(= 16)");
+    rc = parse(&c, "{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": 4}", 2);
+    CHECK_OK(rc);
+    CHECK(c.gradient_accumulation_steps == 4, "train+micro -> gas");
+    rc = parse(&c, "{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": 4}", 3);
+    CHECK_ERR(rc, "train_batch_size 32 is not divisible by train_micro_batch_size_per_gpu 4 x "
+                  "world size 3");
+    rc = parse(&c, "{\"train_batch_size\": 4, \"train_micro_batch_size_per_gpu\": 4}", 2);
+    CHECK_ERR(rc, "train_batch_size 4", "micro", "world size 2");
+    rc = parse(&c, "{\"train_batch_size\": 64, \"gradient_accumulation_steps\": 4}", 3);
+    CHECK_ERR(rc, "train_batch_size 64 is not divisible by gradient_accumulation_steps 4 x world "
+                  "size 3");
+    rc = parse(&c, "{\"train_micro_batch_size_per_gpu\": 3, \"gradient_accumulation_steps\": 5}", 2);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 30, "micro+gas -> train");
+    rc = parse(&c, "{\"train_micro_batch_size_per_gpu\": 3}", 4);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 12 && c.gradient_accumulation_steps == 1, "micro only");
+    rc = parse(&c, "{\"train_batch_size\": 30}", 4);
+    CHECK_ERR(rc, "train_batch_size 30 is not divisible by world size 4");
+    rc = parse(&c, "{\"gradient_accumulation_steps\": 2}", 1);
+    CHECK_ERR(rc, "train_batch_size", "train_micro_batch_size_per_gpu",
+              "--per_device_train_batch_size");
+
+    /* flags fill absent batch keys and "auto" */
+    zinf_flags_defaults(&f);
+    f.gradient_accumulation_steps = 3, f.gradient_accumulation_steps_set = true;
+    f.per_device_train_batch_size = 2, f.per_device_train_batch_size_set = true;
+    rc = parse_w(&c, "{}", &f, 2);
+    CHECK_OK(rc);
+    CHECK(c.train_micro_batch_size_per_gpu == 2 && c.gradient_accumulation_steps == 3 &&
+              c.train_batch_size == 12,
+          "absent keys from given flags");
+    zinf_flags_defaults(&f);
+    rc = parse_w(&c, "{\"train_batch_size\": \"auto\", \"train_micro_batch_size_per_gpu\": "
+                     "\"auto\", \"gradient_accumulation_steps\": \"auto\"}",
+                 &f, 2);
+    CHECK_OK(rc);
+    CHECK(c.train_micro_batch_size_per_gpu == 8 && c.gradient_accumulation_steps == 1 &&
+              c.train_batch_size == 16,
+          "auto batch from HF defaults");
+    /* mismatch with a given flag */
+    f.per_device_train_batch_size = 2, f.per_device_train_batch_size_set = true;
+    rc = parse_w(&c, "{\"train_micro_batch_size_per_gpu\": 4}", &f, 1);
+    CHECK_ERR(rc, "cfg.json: train_micro_batch_size_per_gpu is 4 in the config but "
+                  "--per_device_train_batch_size is 2");
+}
+
+/* ---------------------------------------------------------------- auto and flags */
+
+static void test_auto(void)
+{
+    zinf_config c;
+    zinf_flags f;
+    int rc;
+    zinf_flags_defaults(&f);
+    f.learning_rate = 1e-4, f.learning_rate_set = true;
+    f.adam_beta2 = 0.95, f.adam_beta2_set = true;
+    f.weight_decay = 0.1, f.weight_decay_set = true;
+    f.adam_epsilon = 1e-6, f.adam_epsilon_set = true;
+    f.max_grad_norm = 0.5, f.max_grad_norm_set = true;
+    f.bf16 = true, f.bf16_set = true;
+    f.hidden_size = 1024;
+    const char *tmpl =
+        "{\"train_batch_size\": 8, \"gradient_clipping\": \"auto\", \"optimizer\": {\"type\": "
+        "\"AdamW\", \"params\": {\"lr\": \"auto\", \"betas\": \"auto\", \"eps\": \"auto\", "
+        "\"weight_decay\": \"auto\"}}, \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+        "{\"warmup_min_lr\": \"auto\", \"warmup_max_lr\": \"auto\", \"warmup_num_steps\": "
+        "\"auto\", \"total_num_steps\": \"auto\"}}, \"fp16\": {\"enabled\": \"auto\"}, \"bf16\": "
+        "{\"enabled\": \"auto\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": "
+        "\"auto\", \"stage3_prefetch_bucket_size\": \"auto\", "
+        "\"stage3_param_persistence_threshold\": \"auto\"}}";
+    rc = parse_w(&c, tmpl, &f, 1);
+    CHECK_OK(rc);
+    CHECK_CLOSE(c.lr, 1e-4, 0, 0, "auto lr");
+    CHECK_CLOSE(c.beta1, 0.9, 0, 0, "auto beta1 (flag default)");
+    CHECK_CLOSE(c.beta2, 0.95, 0, 0, "auto beta2");
+    CHECK_CLOSE(c.eps, 1e-6, 0, 0, "auto eps");
+    CHECK_CLOSE(c.weight_decay, 0.1, 0, 0, "auto weight_decay");
+    CHECK_CLOSE(c.gradient_clipping, 0.5, 0, 0, "auto gradient_clipping");
+    CHECK(c.bf16 && !c.fp16, "auto precision");
+    CHECK(c.sched.warmup_min_lr == 0, "auto warmup_min_lr");
+    CHECK_CLOSE(c.sched.warmup_max_lr, 1e-4, 0, 0, "auto warmup_max_lr");
+    CHECK(c.sched.total_num_steps == -1 && c.sched.warmup_num_steps == -1, "steps placeholders");
+    CHECK(c.reduce_bucket_size == 1048576 && c.stage3_prefetch_bucket_size == 943718 &&
+              c.stage3_param_persistence_threshold == 10240,
+          "size autos for H=1024: %lld %lld %lld", (long long)c.reduce_bucket_size,
+          (long long)c.stage3_prefetch_bucket_size, (long long)c.stage3_param_persistence_threshold);
+    /* finalize: total steps, warmup from --warmup_ratio */
+    f.warmup_ratio = 0.03, f.warmup_ratio_set = true;
+    rc = zinf_config_finalize_steps(&c, 1000, &f);
+    CHECK_OK(rc);
+    CHECK(c.sched.total_num_steps == 1000 && c.sched.warmup_num_steps == 30 && c.max_steps == 1000,
+          "finalize %lld %lld", (long long)c.sched.total_num_steps,
+          (long long)c.sched.warmup_num_steps);
+    /* warmup from --warmup_steps at parse time */
+    f.warmup_steps = 50, f.warmup_steps_set = true;
+    rc = parse_w(&c, tmpl, &f, 1);
+    CHECK_OK(rc);
+    CHECK(c.sched.warmup_num_steps == 50, "warmup from --warmup_steps");
+    rc = zinf_config_finalize_steps(&c, 40, &f);
+    CHECK_ERR(rc, "total_num_steps 40", "warmup_num_steps 50");
+    /* flags->total_steps known up front */
+    f.total_steps = 200;
+    rc = parse_w(&c, tmpl, &f, 1);
+    CHECK_OK(rc);
+    CHECK(c.sched.total_num_steps == 200, "total_steps from flags");
+    f.total_steps = 0;
+
+    /* mismatches with given flags */
+    rc = parse_w(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                     "{\"lr\": 3e-4}}}",
+                 &f, 1);
+    CHECK_ERR(rc, "optimizer.params.lr is 0.0003 in the config but --learning_rate is 0.0001");
+    rc = parse_w(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                     "{\"betas\": [0.9, 0.999]}}}",
+                 &f, 1);
+    CHECK_ERR(rc, "optimizer.params.betas[1] is 0.999", "--adam_beta2 is 0.95");
+    rc = parse_w(&c, "{\"train_batch_size\": 8, \"gradient_clipping\": 1.0}", &f, 1);
+    CHECK_ERR(rc, "gradient_clipping is 1 in the config but --max_grad_norm is 0.5");
+    rc = parse_w(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": false}}", &f, 1);
+    CHECK_ERR(rc, "bf16.enabled is false in the config but --bf16 is true");
+    rc = parse_w(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": \"auto\"}, \"bf16\": "
+                     "{\"enabled\": true}}",
+                 &f, 1);
+    CHECK_OK(rc);
+    /* a given flag whose key is absent: warned, DeepSpeed's default kept */
+    rc = parse_w(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}}", &f, 1);
+    CHECK_OK(rc);
+    CHECK(c.gradient_clipping == 0.0 && strstr(warnbuf, "--max_grad_norm has no effect"),
+          "clipping absent: %s", warnbuf);
+    /* no optimizer block: AdamW from the flags, no warnings about them */
+    CHECK(!c.has_optimizer && c.lr == 1e-4 && c.beta2 == 0.95 && c.weight_decay == 0.1 &&
+              c.adam_w_mode,
+          "AdamW from flags");
+    CHECK(!strstr(warnbuf, "learning_rate"), "no lr warning: %s", warnbuf);
+
+    /* "auto" where it is not accepted */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": \"auto\"}}", 1);
+    CHECK_ERR(rc, "zero_optimization.stage", "\"auto\" is not accepted");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"steps_per_print\": \"auto\"}", 1);
+    CHECK_ERR(rc, "steps_per_print", "\"auto\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"allgather_bucket_size\": "
+                   "\"auto\"}}",
+               1);
+    CHECK_ERR(rc, "zero_optimization.allgather_bucket_size", "\"auto\"");
+}
+
+/* ---------------------------------------------------------------- default config, print */
+
+static void test_default_and_print(void)
+{
+    zinf_config c;
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.per_device_train_batch_size = 4, f.per_device_train_batch_size_set = true;
+    f.logging_steps = 7, f.logging_steps_set = true;
+    int rc = zinf_config_default(&c, &f, 2, NULL);
+    CHECK_OK(rc);
+    CHECK(c.path[0] == 0 && c.zero_stage == 0 && !c.has_optimizer, "default config");
+    CHECK(c.train_micro_batch_size_per_gpu == 4 && c.gradient_accumulation_steps == 1 &&
+              c.train_batch_size == 8,
+          "default batch");
+    CHECK_CLOSE(c.gradient_clipping, 1.0, 0, 0, "default clipping from --max_grad_norm default");
+    CHECK(c.logging_steps == 7 && c.eval_steps == 7, "logging from flags");
+
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);
+    zinf_config_print(&c, m);
+    fclose(m);
+    CHECK(buf && strstr(buf, "\"train_batch_size\": 8"), "print batch: %s", buf);
+    CHECK(buf && strstr(buf, "\"stage3_prefetch_bucket_size\": 50000000"), "print int");
+    CHECK(buf && strstr(buf, "\"stage3_model_persistence_threshold\": 9223372036854775807"),
+          "print maxsize");
+    CHECK(buf && strstr(buf, "\"offload_param\"") && strstr(buf, "\"flops_profiler\""),
+          "print blocks");
+    CHECK(buf && !strstr(buf, "amp"), "no unimplemented keys");
+    /* the printed config parses back to the same values */
+    zinf_config d;
+    zinf_flags_defaults(&f);
+    rc = zinf_config_parse(&d, buf, n, "printed", &f, 2, NULL);
+    CHECK_OK(rc);
+    CHECK(d.train_batch_size == c.train_batch_size && d.gradient_clipping == c.gradient_clipping &&
+              d.stage3_model_persistence_threshold == INT64_MAX && d.zero_stage == c.zero_stage,
+          "round trip");
+    CHECK(d.n_warnings == 1, "only the zinf block is unknown, got %d", d.n_warnings);
+    free(buf);
+}
+
+int main(void)
+{
+    test_fixtures();
+    test_defaults();
+    test_types();
+    test_text();
+    test_unknown();
+    test_combinations();
+    test_batch();
+    test_auto();
+    test_default_and_print();
+    return check_done("test_config");
+}

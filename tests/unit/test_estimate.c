@@ -1,0 +1,360 @@
+/* test_estimate: `zinf estimate` against the ZeRO paper's formulas (Rajbhandari et al. 2020,
+ * section 5 and figure 1: mixed-precision Adam, K = 12) written out here independently:
+ *   model states per GPU = 16Psi (stage 0), 4Psi + 12Psi/N (1), 2Psi + 14Psi/N (2), 16Psi/N (3)
+ * and the paper's 7.5B-parameter, N = 64 example (120 GB, 31.4 GB, 16.6 GB, 1.9 GB); offload
+ * moving exactly the optimizer share; the buffers against the rules in estimate.c; the table for
+ * a DeepSpeed config showing only that config's row. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "config.h"
+#include "err.h"
+#include "estimate.h"
+#include "model.h"
+
+#define RT 1e-12
+
+static double paper_states(double psi, int stage, double N)
+{
+    switch (stage) {
+    case 0: return 16 * psi;
+    case 1: return 4 * psi + 12 * psi / N;
+    case 2: return 2 * psi + 14 * psi / N;
+    default: return 16 * psi / N;
+    }
+}
+
+typedef struct { int stage, opt, param; } combo;
+static const combo VALID[] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {2, 0, 0}, {2, 1, 0}, {3, 0, 0},
+                              {3, 1, 0}, {3, 2, 0}, {3, 1, 1}, {3, 2, 2}, {3, 0, 1}, {3, 1, 2},
+                              {3, 2, 1}, {3, 0, 2}};
+static const combo INVALID[] = {{0, 1, 0}, {0, 2, 0}, {0, 0, 1}, {1, 2, 0}, {2, 2, 0},
+                                {1, 0, 1}, {2, 1, 1}, {2, 0, 2}, {4, 0, 0}, {-1, 0, 0}};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* model states only: what lives on the GPU, host and NVMe, per GPU */
+static double gpu_states(const zinf_mem_estimate *e) { return e->gpu_bytes - e->gpu_buffers; }
+static double cpu_states(const zinf_mem_estimate *e, int G)
+{
+    return e->cpu_bytes_per_node / G - e->cpu_buffers;
+}
+
+static void check_model(const zinf_model_cfg *m, int nodes, int G)
+{
+    const double psi = (double)zinf_model_num_params(m);
+    const double N = (double)nodes * G;
+    const int64_t L = zinf_estimate_largest_unit(m, NULL);
+    char what[160];
+    for (size_t i = 0; i < NELEM(VALID); i++) {
+        const combo c = VALID[i];
+        zinf_mem_estimate e;
+        int rc = zinf_estimate(m, c.stage, c.opt, c.param, nodes, G, L, NULL, &e);
+        snprintf(what, sizeof what, "%s N=%g stage %d opt %d param %d", m->name, N, c.stage, c.opt,
+                 c.param);
+        CHECK(rc == 0, "%s: rc %d (%s)", what, rc, zinf_errmsg());
+        if (rc) continue;
+        CHECK(e.stage == c.stage && e.offload_optimizer == c.opt && e.offload_param == c.param,
+              "%s: labels", what);
+        /* the paper's formula, exactly, wherever the states live */
+        CHECK_CLOSE(e.params + e.grads + e.optim, paper_states(psi, c.stage, N), RT, 0, what);
+        CHECK_CLOSE(e.optim, c.stage ? 12 * psi / N : 12 * psi, RT, 0, what);
+        CHECK_CLOSE(e.grads, c.stage >= 2 ? 2 * psi / N : 2 * psi, RT, 0, what);
+        CHECK_CLOSE(e.params, c.stage >= 3 ? 2 * psi / N : 2 * psi, RT, 0, what);
+        /* every state byte is somewhere, once */
+        const double placed = gpu_states(&e) + cpu_states(&e, G) + e.nvme_bytes_per_node / G;
+        CHECK_CLOSE(placed, e.params + e.grads + e.optim, 1e-9, 0, what);
+        CHECK_CLOSE(e.buffers, e.gpu_buffers + e.cpu_buffers, RT, 0, what);
+        CHECK(e.gpu_buffers >= 0 && e.cpu_buffers >= 0, "%s: negative buffers", what);
+
+        /* buffers per the rules in estimate.c, with DeepSpeed's defaults */
+        const double rbs = fmin(5e8, psi), tile = fmin(1e9, c.stage ? psi / N : psi);
+        double want_gpu = 2 * rbs + (c.opt ? 0 : 4 * tile);
+        if (c.stage == 1 || c.stage == 2) want_gpu += 2 * fmin(5e8, psi);
+        if (c.stage == 3) {
+            /* GPT-2 presets here: every unit but the final LayerNorm (2C) is gathered */
+            const double C = m->n_embd, pers = 2 * C, gathered = psi - pers;
+            const double live = fmin(gathered, fmax((double)L, fmin(1e9, (double)L + 5e7)));
+            want_gpu += 2 * live + 2 * pers + 2 * (double)L;
+            /* documented bounds: at least the largest unit gathered and its gradient */
+            CHECK(e.gpu_buffers >= 4.0 * (double)L, "%s: stage-3 buffers %g below 4L", what,
+                  e.gpu_buffers);
+            CHECK(e.gpu_buffers <= 2 * fmax((double)L, 1e9) + 2 * pers + 2 * (double)L +
+                                       2 * 5e8 + 4 * 1e9,
+                  "%s: stage-3 buffers %g above the bound", what, e.gpu_buffers);
+        }
+        CHECK_CLOSE(e.gpu_buffers, want_gpu, RT, 0, what);
+        double want_cpu = c.opt ? 4 * tile : 0;
+        if (c.opt == 2) want_cpu += 4 * 4 * tile;
+        if (c.param == 2) want_cpu += 5 * 1e8 * 2;
+        CHECK_CLOSE(e.cpu_buffers, want_cpu, RT, 0, what);
+
+        /* offload moves exactly the optimizer share (and, for params, the 2Psi/N shard) */
+        if (c.opt || c.param) {
+            zinf_mem_estimate none;
+            CHECK(zinf_estimate(m, c.stage, 0, 0, nodes, G, L, NULL, &none) == 0, "%s", what);
+            double moved = (c.opt ? 12 * psi / N : 0) + (c.param ? 2 * psi / N : 0);
+            double to_cpu = (c.opt == 1 ? 12 * psi / N : 0) + (c.param == 1 ? 2 * psi / N : 0);
+            double to_nvme = (c.opt == 2 ? 12 * psi / N : 0) + (c.param == 2 ? 2 * psi / N : 0);
+            CHECK_CLOSE(gpu_states(&none) - gpu_states(&e), moved, 1e-9, 1e-3, what);
+            CHECK_CLOSE(cpu_states(&e, G) * G, to_cpu * G, 1e-9, 1e-3, what);
+            CHECK_CLOSE(e.nvme_bytes_per_node, to_nvme * G, 1e-9, 1e-3, what);
+            CHECK_CLOSE(none.cpu_bytes_per_node, 0, 0, 0, what);
+        } else {
+            CHECK(e.cpu_bytes_per_node == 0 && e.nvme_bytes_per_node == 0, "%s: host use", what);
+            CHECK_CLOSE(e.gpu_bytes, paper_states(psi, c.stage, N) + e.gpu_buffers, RT, 0, what);
+        }
+    }
+    for (size_t i = 0; i < NELEM(INVALID); i++) {
+        zinf_mem_estimate e;
+        int rc = zinf_estimate(m, INVALID[i].stage, INVALID[i].opt, INVALID[i].param, nodes, G, L,
+                               NULL, &e);
+        CHECK(rc == ZINF_EINVAL && zinf_errmsg()[0], "stage %d opt %d param %d accepted",
+              INVALID[i].stage, INVALID[i].opt, INVALID[i].param);
+    }
+}
+
+/* The paper's example (section 5, figure 1): Psi = 7.5B, N_d = 64, in GB = 1e9 bytes. */
+static void check_paper(void)
+{
+    const double want[4] = {120.0, 31.4, 16.6, 1.9};
+    for (int s = 0; s < 4; s++) {
+        zinf_mem_estimate e;
+        CHECK(zinf_estimate_states(7.5e9, s, 0, 0, 1.0, 1, 64, &e) == 0, "paper stage %d", s);
+        const double tot = e.params + e.grads + e.optim;
+        CHECK_CLOSE(round(tot / 1e8) / 10, want[s], 0, 1e-9, "paper example, GB");
+        CHECK_CLOSE(e.gpu_bytes, tot, RT, 0, "paper example on the GPU");
+        /* the same with 8 nodes x 8 GPUs */
+        zinf_mem_estimate f;
+        CHECK(zinf_estimate_states(7.5e9, s, 0, 0, 1.0, 8, 8, &f) == 0, "paper 8x8");
+        CHECK_CLOSE(f.gpu_bytes, e.gpu_bytes, RT, 0, "8x8 = 1x64 per GPU");
+    }
+    /* ZeRO-Offload on the same: 12Psi/N of optimizer state per GPU on the host, x8 per node */
+    zinf_mem_estimate e;
+    CHECK(zinf_estimate_states(7.5e9, 2, 1, 0, 1.0, 8, 8, &e) == 0, "offload");
+    CHECK_CLOSE(e.gpu_bytes, 2 * 7.5e9 + 2 * 7.5e9 / 64, RT, 0, "stage 2 offload GPU");
+    CHECK_CLOSE(e.cpu_bytes_per_node, 12 * 7.5e9 / 64 * 8, RT, 0, "stage 2 offload per node");
+    /* partial offload (ratio 0.25): a quarter of the optimizer share moves */
+    CHECK(zinf_estimate_states(7.5e9, 3, 1, 0, 0.25, 1, 64, &e) == 0, "ratio");
+    CHECK_CLOSE(e.cpu_bytes_per_node, 0.25 * 12 * 7.5e9 / 64 * 64, RT, 0, "ratio 0.25 on host");
+    CHECK_CLOSE(e.gpu_bytes, 16 * 7.5e9 / 64 - 0.25 * 12 * 7.5e9 / 64, RT, 0, "ratio 0.25 GPU");
+    CHECK(zinf_estimate_states(0, 0, 0, 0, 1.0, 1, 1, &e) == ZINF_EINVAL, "psi 0 accepted");
+    CHECK(zinf_estimate_states(1e9, 0, 0, 0, 1.0, 0, 1, &e) == ZINF_EINVAL, "0 nodes accepted");
+}
+
+static int parse_cfg(zinf_config *cfg, const char *json, const zinf_model_cfg *m, int world)
+{
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.hidden_size = m->n_embd;
+    return zinf_config_parse(cfg, json, strlen(json), "(test)", &f, world, NULL);
+}
+
+/* buffer sizes taken from a config; the live-parameter cap */
+static void check_config_buffers(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "gpt2-1.5b") == 0, "load");
+    const double psi = (double)zinf_model_num_params(&m), N = 8;
+    const double L = (double)zinf_estimate_largest_unit(&m, NULL);
+    static zinf_config cfg;
+    const char *j = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+                    " \"reduce_bucket_size\": 1e7, \"sub_group_size\": 1e8,"
+                    " \"stage3_prefetch_bucket_size\": 2e7, \"stage3_max_live_parameters\": 1e6,"
+                    " \"stage3_param_persistence_threshold\": 1e4}}";
+    CHECK(parse_cfg(&cfg, j, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    zinf_mem_estimate e;
+    CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    /* max_live 1e6 < L: exactly one unit gathered, no prefetch room */
+    double want = 2 * 1e7 + 2 * L + 2 * (2 * 1600.0) + 2 * L + 4 * fmin(1e8, psi / N);
+    CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with max_live below the largest unit");
+    CHECK_CLOSE(e.params + e.grads + e.optim, 16 * psi / N, RT, 0, "states with a config");
+
+    /* persistence threshold above the block size: every block and the LayerNorm stay whole */
+    j = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+        " \"stage3_param_persistence_threshold\": 40000000}}";
+    CHECK(parse_cfg(&cfg, j, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    const double C = 1600, block = 12 * C * C + 13 * C, pers = 48 * block + 2 * C;
+    want = 2 * 5e8 + 2 * L /* only the embedding is gathered */ + 2 * pers + 2 * L +
+           4 * fmin(1e9, psi / N);
+    CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with persistent blocks");
+
+    /* stage 2 with the auto buckets (hidden^2) */
+    j = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2,"
+        " \"reduce_bucket_size\": \"auto\", \"allgather_bucket_size\": 3e6,"
+        " \"offload_optimizer\": {\"device\": \"cpu\"}}}";
+    CHECK(parse_cfg(&cfg, j, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    CHECK(zinf_estimate(&m, 2, 1, 0, 2, 4, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    CHECK_CLOSE(e.gpu_buffers, 2 * C * C + 2 * 3e6, RT, 0, "stage 2 auto buckets");
+    CHECK_CLOSE(e.cpu_buffers, 4 * psi / N, RT, 0, "stage 2 offload fp32 gradient tile");
+    CHECK_CLOSE(e.cpu_bytes_per_node, (12 * psi / N + 4 * psi / N) * 4, RT, 0, "per node x4");
+}
+
+static void check_largest(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "gpt2-124m") == 0, "load");
+    /* llm.c's published count for GPT-2 124M with the vocabulary padded to 50304 */
+    CHECK(zinf_model_num_params(&m) == 124475904, "gpt2-124m Psi %lld",
+          (long long)zinf_model_num_params(&m));
+    const char *name = NULL;
+    CHECK(zinf_estimate_largest_unit(&m, &name) == 50304LL * 768 + 1024LL * 768, "124m L");
+    CHECK(name && strstr(name, "embedding"), "124m largest is the embedding");
+    CHECK(zinf_model_cfg_load(&m, "gpt2-1.5b") == 0, "load");
+    CHECK(zinf_model_num_params(&m) == 1557686400, "gpt2-1.5b Psi %lld",
+          (long long)zinf_model_num_params(&m));
+}
+
+/* the rows of a printed table: (marked, stage, optimizer, param) */
+typedef struct { int n; char mark[16]; int stage[16]; char opt[16][16], par[16][16]; double gpu[16]; } rows;
+
+static int print_rows(const zinf_model_cfg *m, const zinf_config *cfg, int nodes, int G, rows *r)
+{
+    memset(r, 0, sizeof *r);
+    FILE *f = tmpfile();
+    if (!f) return -1;
+    int rc = zinf_estimate_print(f, m, cfg, nodes, G);
+    rewind(f);
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *p = line;
+        char mark = ' ';
+        while (*p == ' ') p++;
+        if (*p == '*' && p[1] == ' ') { mark = '*'; p++; while (*p == ' ') p++; }
+        if (*p < '0' || *p > '9' || r->n >= 16) continue;
+        int k = r->n;
+        if (sscanf(p, "%d %15s %15s %lf", &r->stage[k], r->opt[k], r->par[k], &r->gpu[k]) == 4) {
+            r->mark[k] = mark;
+            r->n++;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static const char *fixture(const char *name, char *buf, size_t cap)
+{
+    const char *dirs[] = {getenv("FIXTURES"), "tests/fixtures", "../tests/fixtures",
+                          "../../tests/fixtures"};
+    for (size_t i = 0; i < NELEM(dirs); i++) {
+        if (!dirs[i]) continue;
+        snprintf(buf, cap, "%s/%s", dirs[i], name);
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    if (getenv("top_srcdir")) {
+        snprintf(buf, cap, "%s/tests/fixtures/%s", getenv("top_srcdir"), name);
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    return NULL;
+}
+
+static void check_print(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "gpt2-124m") == 0, "load");
+    rows r;
+    CHECK(print_rows(&m, NULL, 1, 2, &r) == 0, "print: %s", zinf_errmsg());
+    CHECK(r.n == 10, "full table: %d rows, want 10", r.n);
+    int per_stage[4] = {0};
+    for (int i = 0; i < r.n; i++) {
+        CHECK(r.mark[i] == ' ', "row %d marked without a config", i);
+        if (r.stage[i] >= 0 && r.stage[i] < 4) per_stage[r.stage[i]]++;
+        if (strcmp(r.par[i], "none")) CHECK(r.stage[i] == 3, "param offload row at stage %d", r.stage[i]);
+        if (!strcmp(r.opt[i], "nvme")) CHECK(r.stage[i] == 3, "nvme optimizer at stage %d", r.stage[i]);
+    }
+    CHECK(per_stage[0] == 1 && per_stage[1] == 2 && per_stage[2] == 2 && per_stage[3] == 5,
+          "rows per stage %d %d %d %d", per_stage[0], per_stage[1], per_stage[2], per_stage[3]);
+
+    char path[1024];
+    const char *fx = fixture("seed-zero3-cpu-offload-fp16.json", path, sizeof path);
+    CHECK(fx != NULL, "fixture seed-zero3-cpu-offload-fp16.json not found (set FIXTURES)");
+    if (!fx) return;
+    static zinf_config cfg;
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.hidden_size = m.n_embd;
+    f.per_device_train_batch_size_set = false;
+    CHECK(zinf_config_load(&cfg, fx, &f, 4, NULL) == 0, "config: %s", zinf_errmsg());
+    CHECK(print_rows(&m, &cfg, 1, 4, &r) == 0, "print: %s", zinf_errmsg());
+    CHECK(r.n == 1, "config table: %d rows, want 1", r.n);
+    if (r.n == 1) {
+        CHECK(r.mark[0] == '*', "config row not marked");
+        CHECK(r.stage[0] == 3, "config row stage %d", r.stage[0]);
+        CHECK(!strcmp(r.opt[0], "cpu") && !strcmp(r.par[0], "cpu"), "config row %s/%s", r.opt[0],
+              r.par[0]);
+        zinf_mem_estimate e;
+        CHECK(zinf_estimate(&m, 3, 1, 1, 1, 4, 0, &cfg, &e) == 0, "estimate");
+        CHECK_CLOSE(r.gpu[0], e.gpu_bytes / 1073741824.0, 0, 0.006, "printed GPU GiB");
+        /* the fixture's "auto" buckets come from hidden 768 */
+        const double psi = (double)zinf_model_num_params(&m);
+        CHECK_CLOSE(gpu_states(&e), 2 * psi / 4, RT, 0, "only the gradient shard on the GPU");
+        CHECK_CLOSE(cpu_states(&e, 4) * 4, 14 * psi, RT, 0, "params + optimizer on the host");
+    }
+    /* the same config on a world its batch sizes do not fit is an error, not a table */
+    static zinf_config bad;
+    CHECK(zinf_config_load(&bad, fx, &f, 3, NULL) != 0, "world 3 accepted");
+}
+
+static void check_main(void)
+{
+    char *a1[] = {"zinf", "estimate", NULL};
+    CHECK(zinf_estimate_main(2, a1) != 0, "no --model accepted");
+    char *a2[] = {"estimate", "--model", "gpt2-124m", "--nodes", "0", NULL};
+    CHECK(zinf_estimate_main(5, a2) != 0, "--nodes 0 accepted");
+    char *a3[] = {"estimate", "--model", "gpt2-124m", "--gpus-per-node", "x", NULL};
+    CHECK(zinf_estimate_main(5, a3) != 0, "--gpus-per-node x accepted");
+    char *a4[] = {"estimate", "--model", "no-such-model", NULL};
+    CHECK(zinf_estimate_main(3, a4) != 0, "unknown model accepted");
+    char *a5[] = {"estimate", "--model", "gpt2-124m", "--frobnicate", "1", NULL};
+    CHECK(zinf_estimate_main(5, a5) != 0, "unknown flag accepted");
+    char *a6[] = {"estimate", "--model", NULL};
+    CHECK(zinf_estimate_main(2, a6) != 0, "--model without a value accepted");
+}
+
+int main(void)
+{
+    check_largest();
+    check_paper();
+
+    zinf_model_cfg m;
+    const char *presets[] = {"gpt2-124m", "gpt2-1.5b"};
+    const int shapes[][2] = {{1, 1}, {1, 2}, {1, 8}, {8, 8}}; /* N = 1, 2, 8, 64 */
+    for (size_t p = 0; p < NELEM(presets); p++) {
+        CHECK(zinf_model_cfg_load(&m, presets[p]) == 0, "%s: %s", presets[p], zinf_errmsg());
+        for (size_t s = 0; s < NELEM(shapes); s++) check_model(&m, shapes[s][0], shapes[s][1]);
+    }
+
+    /* a model file whose largest unit is a block, not the embedding */
+    char path[] = "/tmp/zinf_test_estimate_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0) {
+        const char *j = "{\"model_type\": \"gpt2\", \"n_layer\": 6, \"n_embd\": 1024, "
+                        "\"n_head\": 16, \"vocab_size\": 1000, \"n_positions\": 512}";
+        CHECK(write(fd, j, strlen(j)) == (ssize_t)strlen(j), "write");
+        close(fd);
+        CHECK(zinf_model_cfg_load(&m, path) == 0, "model file: %s", zinf_errmsg());
+        const double C = 1024;
+        CHECK(zinf_model_num_params(&m) ==
+                  (int64_t)(1024 * C + 512 * C + 6 * (12 * C * C + 13 * C) + 2 * C),
+              "model file Psi");
+        const char *name = NULL;
+        CHECK(zinf_estimate_largest_unit(&m, &name) == (int64_t)(12 * C * C + 13 * C),
+              "model file L");
+        CHECK(name && strstr(name, "block"), "model file largest unit is a block");
+        /* the gathered-units rule above assumes only the LayerNorm is persistent: true here */
+        for (size_t s = 0; s < NELEM(shapes); s++) check_model(&m, shapes[s][0], shapes[s][1]);
+        unlink(path);
+    }
+
+    check_config_buffers();
+    check_print();
+    check_main();
+    return check_done("test_estimate");
+}
