@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "err.h"
 
@@ -33,6 +34,9 @@ int zinf_comm_init(zinf_comm *c, int *argc, char ***argv)
     MPI_Comm_rank(local, &c->local_rank);
     MPI_Comm_size(local, &c->local_size);
     MPI_Comm_free(&local);
+    c->timeout_s = 600;
+    const char *to = getenv("ZINF_COMM_TIMEOUT");
+    if (to && *to) c->timeout_s = atof(to);
     int leader = c->local_rank == 0;
     MPI_Allreduce(&leader, &c->nnodes, 1, MPI_INT, MPI_SUM, c->world);
     return 0;
@@ -70,14 +74,96 @@ int zinf_comm_agree(zinf_comm *c, int rc)
     return code;
 }
 
+/* Blocking collectives are nonblocking ones plus a wait, so every one of them has the timeout. */
 static int allreduce(zinf_comm *c, void *buf, int64_t n, MPI_Datatype t, size_t es, MPI_Op op,
                      const char *what)
 {
     for (int64_t off = 0; off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * (int64_t)es, cnt, t, op, c->world);
+        zinf_req q = {.active = true};
+        snprintf(q.what, sizeof q.what, "%s", what);
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * (int64_t)es, cnt, t, op, c->world, &q.r);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, what);
+        c->n_calls[ZINF_COLL_ALLREDUCE]++;
+        c->bytes[ZINF_COLL_ALLREDUCE] += (int64_t)cnt * (int64_t)es;
+        ZINF_TRY(zinf_comm_wait(c, &q));
     }
+    return 0;
+}
+
+static int start(zinf_comm *c, zinf_req *q, const char *what, zinf_coll kind, int64_t bytes)
+{
+    q->active = true;
+    snprintf(q->what, sizeof q->what, "%s", what);
+    c->n_calls[kind]++;
+    c->bytes[kind] += bytes;
+    return 0;
+}
+
+int zinf_comm_iallgather_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
+                             zinf_req *q, const char *what)
+{
+    if (count >= INT_MAX) return zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count);
+    start(c, q, what, ZINF_COLL_ALLGATHER, count * 4 * c->size);
+    int rc = MPI_Iallgather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, c->world, &q->r);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
+}
+
+int zinf_comm_ireduce_scatter_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
+                                  zinf_req *q, const char *what)
+{
+    if (count >= INT_MAX) return zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count);
+    start(c, q, what, ZINF_COLL_REDUCE_SCATTER, count * 4 * c->size);
+    int rc = MPI_Ireduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, c->world, &q->r);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
+}
+
+int zinf_comm_iallreduce_sum_f32(zinf_comm *c, float *buf, int64_t count, zinf_req *q,
+                                 const char *what)
+{
+    if (count >= INT_MAX) return zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count);
+    start(c, q, what, ZINF_COLL_ALLREDUCE, count * 4);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, c->world, &q->r);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
+}
+
+int zinf_comm_test(zinf_comm *c, zinf_req *q)
+{
+    if (!q->active) return 1;
+    int done = 0;
+    int rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) zinf_comm_abort(c, q->what);
+    if (done) q->active = false;
+    return done;
+}
+
+int zinf_comm_wait(zinf_comm *c, zinf_req *q)
+{
+    if (!q->active) return 0;
+    double t0 = MPI_Wtime(), pause = 1e-6;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s failed", q->what);
+            zinf_comm_abort(c, msg);
+        }
+        if (done) break;
+        double el = MPI_Wtime() - t0;
+        if (c->timeout_s > 0 && el > c->timeout_s) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "timed out after %.0f s waiting for %s (another rank is stuck or "
+                     "dead; ZINF_COMM_TIMEOUT sets the limit)", el, q->what);
+            zinf_comm_abort(c, msg);
+        }
+        /* back off to 1 ms so a long wait does not spin a core the other ranks may need */
+        struct timespec ts = {0, (long)(pause * 1e9)};
+        nanosleep(&ts, NULL);
+        if (pause < 1e-3) pause *= 2;
+    }
+    c->wait_s += MPI_Wtime() - t0;
+    q->active = false;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct zinf_comm {
@@ -14,7 +15,20 @@ typedef struct zinf_comm {
     int rank, size;
     int local_rank, local_size; /* within the node (MPI_COMM_TYPE_SHARED) */
     int nnodes;
+    double timeout_s;           /* a collective not done after this aborts the job (0 = never) */
+    /* comms_logger counters */
+    int64_t n_calls[4], bytes[4]; /* by zinf_coll kind */
+    double wait_s;              /* time spent blocked in waits */
 } zinf_comm;
+
+typedef enum { ZINF_COLL_ALLREDUCE = 0, ZINF_COLL_ALLGATHER, ZINF_COLL_REDUCE_SCATTER, ZINF_COLL_BCAST } zinf_coll;
+
+/* A collective in flight. `what` names it in timeout and failure messages. */
+typedef struct zinf_req {
+    MPI_Request r;
+    bool active;
+    char what[160];
+} zinf_req;
 
 int zinf_comm_init(zinf_comm *c, int *argc, char ***argv);
 void zinf_comm_finalize(zinf_comm *c);
@@ -29,6 +43,20 @@ int zinf_comm_allreduce_sum_f32(zinf_comm *c, float *buf, int64_t n);
 int zinf_comm_allreduce_sum_f64(zinf_comm *c, double *buf, int64_t n);
 int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n);
 int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root);
+
+/* Nonblocking fp32 collectives on the world communicator (count < 2^31 per call).
+ * all-gather: every rank sends `count` elements; recv holds size x count in rank order.
+ * reduce-scatter: send holds size x count; rank r receives the sum of block r. */
+int zinf_comm_iallgather_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
+                             zinf_req *q, const char *what);
+int zinf_comm_ireduce_scatter_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
+                                  zinf_req *q, const char *what);
+int zinf_comm_iallreduce_sum_f32(zinf_comm *c, float *buf, int64_t count, zinf_req *q,
+                                 const char *what);
+/* Finish a request; past comm->timeout_s the job is aborted with the rank and req->what. */
+int zinf_comm_wait(zinf_comm *c, zinf_req *q);
+/* Progress and poll: 1 when done (and the request is finished), 0 when still running. */
+int zinf_comm_test(zinf_comm *c, zinf_req *q);
 int zinf_comm_barrier(zinf_comm *c);
 
 #endif

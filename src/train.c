@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data.h"
 #include "err.h"
@@ -15,6 +17,7 @@
 #include "model.h"
 #include "optim.h"
 #include "sched.h"
+#include "zero.h"
 
 void zinf_train_opts_defaults(zinf_train_opts *o)
 {
@@ -84,16 +87,13 @@ typedef struct run {
     zinf_backend be;
     bool be_ok;
     zinf_model m;
-    float **master, **adam_m, **adam_v; /* per unit fp32 */
-    bool master_is_param;
+    zinf_zero *z;
     zinf_data *train, *val;
     zinf_loss_scaler ls;
     FILE *metrics;
     int32_t *inp, *tgt;
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     int T;
-    /* comm counters for comms_logger */
-    int64_t n_allreduce, bytes_allreduce;
 } run;
 
 static int mkdir_p(const char *path)
@@ -115,9 +115,6 @@ static int notices(run *r)
 {
     const zinf_config *c = &r->cfg;
     bool cpu = strcmp(r->be.name, "cpu") == 0;
-    if (c->zero_stage != 0)
-        return zinf_errc(ZINF_ENOTSUP, "zero_optimization.stage %d: ZeRO partitioning is not in this "
-                         "build yet (stage 0 is)", c->zero_stage);
     if (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME)
         return zinf_errc(ZINF_ENOTSUP, "zero_optimization.offload_*.device nvme: the NVMe swapper is "
                          "not in this build yet");
@@ -127,6 +124,20 @@ static int notices(run *r)
     if (cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
         zinf_info("zero_optimization.offload_optimizer: on the CPU backend optimizer states already "
                   "live in host memory");
+    if (cpu && c->offload_param.device == ZINF_DEV_CPU)
+        zinf_info("zero_optimization.offload_param: on the CPU backend parameter shards already live "
+                  "in host memory");
+    if (c->zero_stage == 3 && c->stage3_gather_16bit_weights_on_model_save)
+        zinf_warn("zero_optimization.stage3_gather_16bit_weights_on_model_save: checkpoints are not in "
+                  "this build yet; nothing is saved");
+    if (c->zero_stage >= 1 && !c->allgather_partitions)
+        zinf_warn("zero_optimization.allgather_partitions false: zinf always all-gathers partitions");
+    if (c->zero_stage >= 2 && !c->reduce_scatter)
+        zinf_warn("zero_optimization.reduce_scatter false: zinf always reduce-scatters at stage %d",
+                  c->zero_stage);
+    if (c->round_robin_gradients)
+        zinf_warn("zero_optimization.round_robin_gradients: no effect (zinf reduces by unit in a "
+                  "fixed order)");
     if (c->activation_checkpointing) {
         if (c->ac_partition_activations)
             zinf_warn("activation_checkpointing.partition_activations: no effect (zinf has no model "
@@ -151,117 +162,23 @@ static int notices(run *r)
     return 0;
 }
 
-static int alloc_state(run *r)
+typedef struct step_times { double fwd, bwd; zinf_zero_times z; } step_times;
+
+/* One forward (and backward) of a micro-batch through the ZeRO hooks. */
+static int pass(run *r, const int32_t *inp, const int32_t *tgt, float *loss, bool backward,
+                bool last_micro, float dloss_scale, step_times *t)
 {
-    zinf_model *m = &r->m;
-    zinf_backend *be = &r->be;
-    size_t es = zinf_dtype_size(be->cdt);
-    r->master_is_param = be->cdt == ZINF_F32;
-    r->master = calloc((size_t)m->nunits, sizeof(float *));
-    r->adam_m = calloc((size_t)m->nunits, sizeof(float *));
-    r->adam_v = calloc((size_t)m->nunits, sizeof(float *));
-    if (!r->master || !r->adam_m || !r->adam_v) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    int64_t maxn = 0;
-    for (int u = 0; u < m->nunits; u++) maxn = m->units[u].numel > maxn ? m->units[u].numel : maxn;
-    float *host = malloc((size_t)maxn * sizeof(float));
-    if (!host) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    for (int u = 0; u < m->nunits; u++) {
-        int64_t n = m->units[u].numel;
-        m->params[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * es);
-        m->grads[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * es);
-        r->adam_m[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * 4);
-        r->adam_v[u] = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * 4);
-        r->master[u] = r->master_is_param ? m->params[u] : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)n * 4);
-        if (!m->params[u] || !m->grads[u] || !r->adam_m[u] || !r->adam_v[u] || !r->master[u]) {
-            free(host);
-            return zinf_errc(ZINF_ENOMEM, "cannot allocate the states of unit %s (%lld parameters)",
-                             m->units[u].name, (long long)n);
-        }
-        zinf_model_init_params(m, u, r->o->seed, 0, n, host);
-        ZINF_TRY(be->copy(be, r->master[u], host, (size_t)n * 4, NULL));
-        if (!r->master_is_param) be->from_f32(be, m->params[u], r->master[u], n);
+    double t0 = zinf_now();
+    ZINF_TRY(zinf_zero_begin_pass(r->z, backward, last_micro));
+    ZINF_TRY(zinf_model_forward(&r->m, inp, tgt, zinf_zero_hooks(r->z), loss));
+    double t1 = zinf_now();
+    if (backward) ZINF_TRY(zinf_model_backward(&r->m, zinf_zero_hooks(r->z), dloss_scale));
+    ZINF_TRY(zinf_zero_end_pass(r->z));
+    ZINF_TRY(r->be.sync(&r->be));
+    if (t) {
+        t->fwd += t1 - t0;
+        t->bwd += zinf_now() - t1;
     }
-    free(host);
-    return be->sync(be);
-}
-
-static void free_state(run *r)
-{
-    zinf_model *m = &r->m;
-    zinf_backend *be = &r->be;
-    for (int u = 0; r->master && u < m->nunits; u++) {
-        if (m->params[u]) be->free(be, ZINF_PLACE_DEVICE, m->params[u]);
-        if (m->grads[u]) be->free(be, ZINF_PLACE_DEVICE, m->grads[u]);
-        if (r->adam_m[u]) be->free(be, ZINF_PLACE_DEVICE, r->adam_m[u]);
-        if (r->adam_v[u]) be->free(be, ZINF_PLACE_DEVICE, r->adam_v[u]);
-        if (!r->master_is_param && r->master[u]) be->free(be, ZINF_PLACE_DEVICE, r->master[u]);
-    }
-    free(r->master);
-    free(r->adam_m);
-    free(r->adam_v);
-}
-
-/* ---------------------------------------------------------------- one step ----------------- */
-typedef struct step_times { double fwd, bwd, reduce, opt; } step_times;
-
-/* Average gradients over ranks: DeepSpeed's prescale_gradients divides by the world size before
- * the all-reduce; otherwise gradient_predivide_factor f divides before and f/W after. */
-static int reduce_grads(run *r)
-{
-    zinf_model *m = &r->m;
-    zinf_backend *be = &r->be;
-    int W = r->comm->size;
-    if (W == 1) return 0;
-    double f = r->cfg.gradient_predivide_factor;
-    float pre = r->cfg.prescale_gradients ? (float)(1.0 / W) : (float)(1.0 / f);
-    float post = r->cfg.prescale_gradients ? 1.0f : (float)(f / W);
-    for (int u = 0; u < m->nunits; u++) {
-        int64_t n = m->units[u].numel;
-        if (pre != 1.0f) be->scale(be, m->grads[u], n, pre);
-        ZINF_TRY(be->sync(be));
-        int rc = zinf_comm_allreduce_sum_f32(r->comm, m->grads[u], n);
-        if (rc) return zinf_err_prefix(rc, "gradient all-reduce of unit %s", m->units[u].name);
-        r->n_allreduce++;
-        r->bytes_allreduce += n * 4;
-        if (post != 1.0f) be->scale(be, m->grads[u], n, post);
-    }
-    return 0;
-}
-
-static int optimizer_step(run *r, double grad_scale, double lr, double beta1, double beta2)
-{
-    zinf_model *m = &r->m;
-    zinf_backend *be = &r->be;
-    const zinf_config *c = &r->cfg;
-    r->opt_steps++;
-    zinf_adamw_args a = {
-        .lr = (float)lr, .beta1 = (float)beta1, .beta2 = (float)beta2, .eps = (float)c->eps,
-        .bias_correction1 = c->bias_correction ? (float)(1.0 - pow(beta1, (double)r->opt_steps)) : 1.0f,
-        .bias_correction2 = c->bias_correction ? (float)(1.0 - pow(beta2, (double)r->opt_steps)) : 1.0f,
-        .grad_scale = (float)grad_scale, .adam_w_mode = c->adam_w_mode,
-    };
-    for (int u = 0; u < m->nunits; u++) {
-        const zinf_unit *un = &m->units[u];
-        for (int t = 0; t < un->ntensors; t++) {
-            const zinf_tensor_view *tv = &un->t[t];
-            a.weight_decay = tv->decay ? (float)c->weight_decay : 0.0f;
-            void *p16 = r->master_is_param ? NULL
-                        : (char *)m->params[u] + (size_t)tv->offset * zinf_dtype_size(be->cdt);
-            be->adamw(be, r->master[u] + tv->offset, p16,
-                      (const float *)m->grads[u] + tv->offset, r->adam_m[u] + tv->offset,
-                      r->adam_v[u] + tv->offset, tv->numel, &a);
-        }
-    }
-    return be->sync(be);
-}
-
-/* Stage 0 keeps fp32 gradients on the CPU backend; other dtypes are converted tile by tile. */
-static int grad_norm(run *r, double *norm)
-{
-    zinf_model *m = &r->m;
-    double s = 0;
-    for (int u = 0; u < m->nunits; u++) s += r->be.sumsq(&r->be, m->grads[u], m->units[u].numel);
-    *norm = sqrt(s);
     return 0;
 }
 
@@ -269,40 +186,25 @@ typedef struct step_result { double loss, norm, lr; bool skipped; step_times t; 
 
 static int train_step(run *r, int64_t step, step_result *out)
 {
-    zinf_model *m = &r->m;
-    zinf_backend *be = &r->be;
     const zinf_config *c = &r->cfg;
     int W = r->comm->size, rank = r->comm->rank;
     int64_t mb = c->train_micro_batch_size_per_gpu, gas = c->gradient_accumulation_steps;
     memset(out, 0, sizeof *out);
-    size_t es = zinf_dtype_size(be->cdt);
-    for (int u = 0; u < m->nunits; u++)
-        ZINF_TRY(be->memset0(be, m->grads[u], (size_t)m->units[u].numel * es, NULL));
+    ZINF_TRY(zinf_zero_begin_step(r->z));
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
         int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
         ZINF_TRY(zinf_data_read(r->train, pos, mb, r->inp, r->tgt));
-        double t0 = zinf_now();
         float loss = 0;
-        ZINF_TRY(zinf_model_forward(m, r->inp, r->tgt, NULL, &loss));
-        double t1 = zinf_now();
-        ZINF_TRY(zinf_model_backward(m, NULL, (float)(r->ls.cur_scale / (double)gas)));
-        ZINF_TRY(be->sync(be));
-        double t2 = zinf_now();
-        out->t.fwd += t1 - t0;
-        out->t.bwd += t2 - t1;
+        ZINF_TRY(pass(r, r->inp, r->tgt, &loss, true, k == gas - 1, (float)(r->ls.cur_scale / (double)gas), &out->t));
         loss_sum += loss;
     }
-    double t3 = zinf_now();
-    ZINF_TRY(reduce_grads(r));
+    double scaled_norm;
+    ZINF_TRY(zinf_zero_reduce(r->z, &scaled_norm));
     double loss_all = loss_sum / (double)gas;
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &loss_all, 1));
     out->loss = loss_all / W;
-    double t4 = zinf_now();
-    out->t.reduce = t4 - t3;
 
-    double scaled_norm;
-    ZINF_TRY(grad_norm(r, &scaled_norm));
     bool overflow = !isfinite(scaled_norm);
     out->norm = scaled_norm / r->ls.cur_scale;
     out->lr = zinf_sched_lr(&c->sched, c->lr, r->opt_steps);
@@ -319,10 +221,17 @@ static int train_step(run *r, int64_t step, step_result *out)
         double coef = zinf_clip_coef(out->norm, c->gradient_clipping);
         double beta1 = zinf_sched_beta1(&c->sched, c->beta1, r->opt_steps);
         double beta2 = zinf_sched_beta2(&c->sched, c->beta2, r->opt_steps);
-        ZINF_TRY(optimizer_step(r, coef / r->ls.cur_scale, out->lr, beta1, beta2));
+        r->opt_steps++;
+        zinf_adamw_args a = {
+            .lr = (float)out->lr, .beta1 = (float)beta1, .beta2 = (float)beta2, .eps = (float)c->eps,
+            .bias_correction1 = c->bias_correction ? (float)(1.0 - pow(beta1, (double)r->opt_steps)) : 1.0f,
+            .bias_correction2 = c->bias_correction ? (float)(1.0 - pow(beta2, (double)r->opt_steps)) : 1.0f,
+            .grad_scale = (float)(coef / r->ls.cur_scale), .adam_w_mode = c->adam_w_mode,
+        };
+        ZINF_TRY(zinf_zero_step(r->z, &a, c->weight_decay));
         zinf_loss_scaler_update(&r->ls, false);
     }
-    out->t.opt = zinf_now() - t4;
+    zinf_zero_times_take(r->z, &out->t.z);
     return 0;
 }
 
@@ -337,7 +246,7 @@ static int evaluate(run *r, double *val_loss)
     for (int64_t b = rank; b < nbatches; b += W) {
         ZINF_TRY(zinf_data_read(r->val, b * B, B, r->inp, r->tgt));
         float loss;
-        ZINF_TRY(zinf_model_forward(m, r->inp, r->tgt, NULL, &loss));
+        ZINF_TRY(pass(r, r->inp, r->tgt, &loss, false, false, 0, NULL));
         sum[0] += loss;
         sum[1] += 1;
     }
@@ -387,7 +296,7 @@ static int check_prompts(run *r, const char *path)
         }
         if (rc || nb == 0) break;
         for (int64_t g = 0; g < r->o->max_new_tokens; g++) {
-            ZINF_TRY(zinf_model_forward(m, tok, NULL, NULL, NULL));
+            ZINF_TRY(pass(r, tok, NULL, NULL, false, false, 0, NULL));
             r->be.to_f32(&r->be, (float *)m->grad_mem, m->logits, (int64_t)B * T * Vp);
             ZINF_TRY(r->be.copy(&r->be, logits, m->grad_mem, (size_t)B * T * Vp * 4, NULL));
             ZINF_TRY(r->be.sync(&r->be));
@@ -489,7 +398,7 @@ static int setup(run *r)
     rc = zinf_model_init(&r->m, &mc, &r->be);
     if (!rc) rc = zinf_model_alloc_acts(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T,
                                         r->cfg.activation_checkpointing);
-    if (!rc) rc = alloc_state(r);
+    if (!rc) rc = zinf_zero_init(&r->z, &r->m, &r->cfg, comm, &r->be, o->seed);
     size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T;
     r->inp = malloc(N * 4);
     r->tgt = malloc(N * 4);
@@ -519,6 +428,7 @@ static int setup(run *r)
               (long long)c->gradient_accumulation_steps, comm->size, (long long)total,
               c->sched.type ? zinf_sched_name(c->sched.type) : "constant", c->lr, c->zero_stage,
               c->activation_checkpointing ? ", activation checkpointing" : "");
+    zinf_zero_print_mem(r->z);
     zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
               zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     return 0;
@@ -527,7 +437,7 @@ static int setup(run *r)
 static void teardown(run *r)
 {
     if (r->metrics) fclose(r->metrics);
-    free_state(r);
+    zinf_zero_free(r->z);
     zinf_model_free(&r->m);
     if (r->train) zinf_data_close(r->train);
     if (r->val) zinf_data_close(r->val);
@@ -548,8 +458,28 @@ static int loop(run *r)
                              12.0 * r->m.c.n_layer * r->m.c.n_embd * (double)r->T;
     double window_t = 0;
     int64_t window_steps = 0;
+    /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the
+     * start of step S (1-based), to test that the job ends with that rank's message, or with a
+     * collective timeout, instead of hanging. */
+    int fault_rank = -1, fault_kind = 0;
+    int64_t fault_step = -1;
+    const char *fe = getenv("ZINF_FAULT");
+    if (fe && *fe) {
+        char kind[16] = "";
+        long long fs = -1;
+        if (sscanf(fe, "rank=%d,step=%lld,kind=%15s", &fault_rank, &fs, kind) != 3)
+            return zinf_err("ZINF_FAULT=%s: expected rank=R,step=S,kind=fail|hang|kill", fe);
+        fault_step = fs;
+        fault_kind = !strcmp(kind, "fail") ? 1 : !strcmp(kind, "hang") ? 2 : !strcmp(kind, "kill") ? 3 : 0;
+        if (!fault_kind) return zinf_err("ZINF_FAULT: kind %s is not fail, hang or kill", kind);
+    }
     for (int64_t step = 0; step < total; step++) {
         double t0 = zinf_now();
+        if (r->comm->rank == fault_rank && step + 1 == fault_step) {
+            if (fault_kind == 1) return zinf_err("injected failure at step %lld (ZINF_FAULT)", (long long)step + 1);
+            if (fault_kind == 2) for (;;) sleep(60);
+            raise(SIGKILL);
+        }
         step_result s;
         int rc = train_step(r, step, &s);
         if (rc) return rc;
@@ -574,11 +504,18 @@ static int loop(run *r)
                   (long long)done, (long long)total, s.loss, vbuf, s.lr, s.norm, tps, ms,
                   s.skipped ? " | skipped" : "");
         if (c->wall_clock_breakdown)
-            zinf_info("  time (ms): fwd %.2f | bwd %.2f | reduce %.2f | optimizer %.2f", 1e3 * s.t.fwd,
-                      1e3 * s.t.bwd, 1e3 * s.t.reduce, 1e3 * s.t.opt);
-        if (c->comms_logger_enabled)
-            zinf_info("  comms: %lld all-reduce calls, %.1f MiB in total", (long long)r->n_allreduce,
-                      (double)r->bytes_allreduce / 1048576.0);
+            zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
+                      "comm wait %.2f", 1e3 * s.t.fwd, 1e3 * s.t.bwd, 1e3 * s.t.z.gather, 1e3 * s.t.z.reduce,
+                      1e3 * s.t.z.optimizer, 1e3 * s.t.z.wait);
+        if (c->comms_logger_enabled) {
+            const zinf_comm *cm = r->comm;
+            zinf_info("  comms (rank 0, so far): all-reduce %lld calls %.1f MiB | all-gather %lld calls %.1f MiB | "
+                      "reduce-scatter %lld calls %.1f MiB", (long long)cm->n_calls[ZINF_COLL_ALLREDUCE],
+                      (double)cm->bytes[ZINF_COLL_ALLREDUCE] / 1048576.0, (long long)cm->n_calls[ZINF_COLL_ALLGATHER],
+                      (double)cm->bytes[ZINF_COLL_ALLGATHER] / 1048576.0,
+                      (long long)cm->n_calls[ZINF_COLL_REDUCE_SCATTER],
+                      (double)cm->bytes[ZINF_COLL_REDUCE_SCATTER] / 1048576.0);
+        }
         if (r->metrics) {
             fprintf(r->metrics, "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.7g, \"grad_norm\": %.7g, "
                     "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %g, \"skipped\": %s",
@@ -593,6 +530,50 @@ static int loop(run *r)
     return 0;
 }
 
+/* Every rank's view of the full parameters must be the same bits: hash them and compare. */
+static int check_params_agree(run *r)
+{
+    zinf_model *m = &r->m;
+    uint64_t h = 1469598103934665603ULL;
+    int64_t maxn = 0;
+    for (int u = 0; u < m->nunits; u++) maxn = m->units[u].numel > maxn ? m->units[u].numel : maxn;
+    float *buf = malloc((size_t)maxn * 4);
+    if (!buf) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < m->nunits && !rc; u++) {
+        rc = zinf_zero_get_params(r->z, u, buf);
+        const unsigned char *b = (const unsigned char *)buf;
+        for (int64_t i = 0; !rc && i < m->units[u].numel * 4; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    }
+    free(buf);
+    ZINF_TRY(rc);
+    double mine[2] = {(double)(h >> 32), (double)(h & 0xffffffffu)}, lo[2], hi[2];
+    memcpy(lo, mine, sizeof lo);
+    memcpy(hi, mine, sizeof hi);
+    for (int i = 0; i < 2; i++) lo[i] = -lo[i];
+    ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, hi, 2));
+    ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, lo, 2));
+    bool same = hi[0] == -lo[0] && hi[1] == -lo[1];
+    if (!same) return zinf_errc(ZINF_ECOMM, "the ranks' parameters differ after training (ZeRO stage %d)",
+                                r->cfg.zero_stage);
+    zinf_info("parameters agree bit for bit across %d rank%s (hash %016llx)", r->comm->size,
+              r->comm->size > 1 ? "s" : "", (unsigned long long)h);
+    zinf_mem_report mr;
+    zinf_zero_mem(r->z, &mr);
+    zinf_zero_print_mem(r->z);
+    if (r->metrics) {
+        fprintf(r->metrics, "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
+                "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "
+                "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld}\n",
+                (unsigned long long)h, (long long)mr.bytes[ZINF_MEM_PARAM], (long long)mr.bytes[ZINF_MEM_PARAM_SHARD],
+                (long long)mr.bytes[ZINF_MEM_GRAD], (long long)mr.bytes[ZINF_MEM_GRAD_ACC],
+                (long long)mr.bytes[ZINF_MEM_MASTER], (long long)mr.bytes[ZINF_MEM_ADAM],
+                (long long)mr.bytes[ZINF_MEM_COMM], (long long)mr.peak, (long long)mr.live_max_beyond_current);
+        fflush(r->metrics);
+    }
+    return 0;
+}
+
 int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
 {
     run r;
@@ -602,6 +583,7 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     int rc = setup(&r);
     if (rc) { teardown(&r); return rc; }
     rc = loop(&r);
+    if (!rc) rc = check_params_agree(&r);
     if (!rc && o->prompts) rc = check_prompts(&r, o->prompts);
     if (rc && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */
     if (rc) fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());

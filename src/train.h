@@ -20,6 +20,7 @@ typedef struct zinf_train_opts {
     uint64_t seed;
     bool per_rank_logs;      /* <out>/logs/rank<R>.log */
     int64_t max_new_tokens;  /* for the prompt check */
+    double comm_timeout;     /* seconds; 0 keeps ZINF_COMM_TIMEOUT or the default 600 */
     zinf_flags flags;
 } zinf_train_opts;
 

@@ -21,4 +21,24 @@ expect_has "offload-both" '"train_batch_size": 4' '"stage3_param_persistence_thr
 # and the wrong world size is refused with the numbers
 mpi 3 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
 expect_err "offload-fp16 at world 3" "32" "world size 3"
+# ... and each trains there: two steps of the test model on the CPU backend, the first loss at the
+# closed form ln(256) of an untrained model, parameters equal across ranks afterwards
+make_text "$TMP/add.txt" 3000
+run data --input "$TMP/add.txt" --out "$TMP/add"
+expect_ok "zinf data"
+trains() { # trains NP FILE flags...
+    local np=$1 f=$2; shift 2
+    mpi "$np" train --config "$FIXTURES/$f" --model test-mini --data "$TMP/add_train_*.bin" --max_length 32 \
+        --max_steps 2 --logging_steps 1 --out "$TMP/$f.out" "$@"
+    expect_ok "$f trains at world $np"
+    expect_has "$f trains at world $np" "parameters agree bit for bit across $np rank"
+    L1=$(metric "$TMP/$f.out/metrics.jsonl" loss | head -1)
+    close "$L1" 5.5452 0.01 && pass || fail "$f: first loss $L1 is not ln(256) within 1%"
+}
+trains 4 seed-zero3-cpu-offload-fp16.json
+expect_has "fp16 on the CPU backend is said" "fp16.enabled: the CPU backend computes in fp32"
+trains 1 seed-zero3-commented.jsonc
+trains 2 seed-zero3-cpu-optimizer-64.json
+trains 2 seed-zero3-auto-template.json --per_device_train_batch_size 1 --gradient_accumulation_steps 2
+trains 2 seed-zero3-offload-both.json --per_device_train_batch_size 2
 finish

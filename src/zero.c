@@ -1,0 +1,639 @@
+/* ZeRO stages 0-3 on the collectives API (see zero.h for what each stage does). */
+#include "zero.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+
+typedef struct zunit {
+    int64_t n, pn, p, off;  /* numel, padded numel, shard size, this rank's shard start */
+    void *full;             /* full parameters (pn); stage 3: only while gathered */
+    void *pshard;           /* stage 3: this rank's parameter shard (p) */
+    void *gfull;            /* full gradient (pn); stages 2-3: only during backward */
+    float *gacc;            /* stages 2-3: fp32 gradient accumulator of the shard (p) */
+    float *master, *m, *v;  /* fp32 optimizer states of the shard (p) */
+    bool master_owned;      /* false when master aliases the fp32 parameter shard */
+    int state;              /* stage 3: 0 released, 1 gather in flight, 2 gathered */
+    bool persistent;        /* stage 3: at or below the persistence threshold: kept gathered */
+    zinf_req greq;
+} zunit;
+
+typedef struct pending {
+    zinf_req q;
+    int u;
+    float *stage, *recv;    /* reduce-scatter staging (W x len) and result (len) */
+    int64_t dst, len;       /* into gacc[dst .. dst+len) */
+    int64_t stage_bytes;
+} pending;
+
+typedef struct use { int u, phase; } use;
+
+struct zinf_zero {
+    zinf_model *m;
+    const zinf_config *cfg;
+    zinf_comm *comm;
+    zinf_backend *be;
+    int stage, W, rank, nunits;
+    zunit *u;
+    zinf_unit_hooks hooks;
+    /* reductions in flight */
+    pending *pend;
+    int npend, cappend;
+    bool last_micro;        /* the pass in progress is the last micro-step of the step */
+    /* stage-3 plan */
+    use *seq;
+    int *nextuse;
+    int64_t *reuse_dist;
+    int nseq_full, nseq_fwd, nseq, cursor;
+    int current;            /* unit in use, -1 none */
+    int64_t live;           /* gathered or in-flight elements of non-persistent units */
+    int64_t live_max_beyond;
+    /* memory */
+    int64_t mem[ZINF_MEM_NKINDS], mem_total, mem_peak;
+    zinf_zero_times t;
+    double wait0;
+    float pre, post;        /* gradient averaging factors */
+};
+
+/* ---------------------------------------------------------------- memory ------------------- */
+static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes)
+{
+    void *p = z->be->alloc(z->be, ZINF_PLACE_DEVICE, (size_t)(bytes > 0 ? bytes : 1));
+    if (!p) return NULL;
+    z->mem[k] += bytes;
+    z->mem_total += bytes;
+    if (z->mem_total > z->mem_peak) z->mem_peak = z->mem_total;
+    return p;
+}
+
+static void zfree(zinf_zero *z, zinf_mem_kind k, void *p, int64_t bytes)
+{
+    if (!p) return;
+    z->be->free(z->be, ZINF_PLACE_DEVICE, p);
+    z->mem[k] -= bytes;
+    z->mem_total -= bytes;
+}
+
+#define NOMEM(z, what, u)                                                                         \
+    zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate %s of unit %s", (z)->rank, (what),          \
+              (z)->m->units[(u)].name)
+
+/* ---------------------------------------------------------------- reductions --------------- */
+static pending *push_pending(zinf_zero *z)
+{
+    if (z->npend == z->cappend) {
+        int nc = z->cappend ? 2 * z->cappend : 16;
+        pending *np = realloc(z->pend, (size_t)nc * sizeof *np);
+        if (!np) return NULL;
+        z->pend = np;
+        z->cappend = nc;
+    }
+    pending *p = &z->pend[z->npend++];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+static void finish_pending(zinf_zero *z, pending *p)
+{
+    if (p->recv) {
+        z->be->axpy(z->be, z->u[p->u].gacc + p->dst, p->recv, p->len, 1.0f);
+        zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
+        zfree(z, ZINF_MEM_COMM, p->recv, p->len * 4);
+    }
+}
+
+/* Complete finished reductions (all of them when wait_all), in issue order. */
+static int progress(zinf_zero *z, bool wait_all)
+{
+    int done = 0;
+    for (int i = 0; i < z->npend; i++) {
+        pending *p = &z->pend[i];
+        if (wait_all) ZINF_TRY(zinf_comm_wait(z->comm, &p->q));
+        else if (!zinf_comm_test(z->comm, &p->q)) break; /* keep the order: stop at the first running */
+        finish_pending(z, p);
+        done++;
+    }
+    if (done) {
+        memmove(z->pend, z->pend + done, (size_t)(z->npend - done) * sizeof *z->pend);
+        z->npend -= done;
+    }
+    return 0;
+}
+
+/* Stages 2-3: reduce-scatter unit u's full gradient into the owners' accumulators in pieces of
+ * reduce_bucket_size elements (q per rank), then drop the full gradient. */
+static int reduce_scatter_unit(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    float *g = x->gfull;
+    if (z->pre != 1.0f) z->be->scale(z->be, g, x->pn, z->pre);
+    int64_t q = z->cfg->reduce_bucket_size / z->W;
+    if (q < 1) q = 1;
+    if (q > x->p) q = x->p;
+    for (int64_t lo = 0; lo < x->p; lo += q) {
+        int64_t len = x->p - lo < q ? x->p - lo : q;
+        pending *p = push_pending(z);
+        if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+        p->u = u;
+        p->dst = lo;
+        p->len = len;
+        p->stage_bytes = len * z->W * 4;
+        p->stage = zalloc(z, ZINF_MEM_COMM, p->stage_bytes);
+        p->recv = zalloc(z, ZINF_MEM_COMM, len * 4);
+        if (!p->stage || !p->recv) return NOMEM(z, "a reduce-scatter bucket", u);
+        for (int r = 0; r < z->W; r++)
+            z->be->copy(z->be, p->stage + (int64_t)r * len, g + (int64_t)r * x->p + lo, (size_t)len * 4, NULL);
+        char what[160];
+        snprintf(what, sizeof what, "reduce-scatter of %s gradients [%lld, +%lld)", z->m->units[u].name,
+                 (long long)lo, (long long)len);
+        ZINF_TRY(zinf_comm_ireduce_scatter_f32(z->comm, p->stage, p->recv, len, &p->q, what));
+        if (!z->cfg->overlap_comm) ZINF_TRY(progress(z, true));
+    }
+    zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * 4);
+    x->gfull = NULL;
+    z->m->grads[u] = NULL;
+    return 0;
+}
+
+/* Stages 0-1: all-reduce unit u's full gradient in place. */
+static int allreduce_unit(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    if (z->W == 1) return 0;
+    if (z->pre != 1.0f) z->be->scale(z->be, x->gfull, x->pn, z->pre);
+    pending *p = push_pending(z);
+    if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    p->u = u;
+    char what[160];
+    snprintf(what, sizeof what, "all-reduce of %s gradients", z->m->units[u].name);
+    ZINF_TRY(zinf_comm_iallreduce_sum_f32(z->comm, x->gfull, x->pn, &p->q, what));
+    if (!z->cfg->overlap_comm) ZINF_TRY(progress(z, true));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- stage-3 gathers ---------- */
+static int start_gather(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    if (x->state) return 0;
+    x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * 4);
+    if (!x->full) return NOMEM(z, "gathered parameters", u);
+    char what[160];
+    snprintf(what, sizeof what, "all-gather of %s parameters", z->m->units[u].name);
+    ZINF_TRY(zinf_comm_iallgather_f32(z->comm, x->pshard, x->full, x->p, &x->greq, what));
+    x->state = 1;
+    if (!x->persistent) z->live += x->n;
+    return 0;
+}
+
+static int finish_gather(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    if (x->state == 1) {
+        double t0 = zinf_now();
+        ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
+        z->t.gather += zinf_now() - t0;
+        x->state = 2;
+    }
+    z->m->params[u] = x->full;
+    return 0;
+}
+
+static int release_unit(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    if (!x->state) return 0;
+    if (x->state == 1) ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
+    zfree(z, ZINF_MEM_PARAM, x->full, x->pn * 4);
+    x->full = NULL;
+    x->state = 0;
+    if (!x->persistent) z->live -= x->n;
+    z->m->params[u] = NULL;
+    return 0;
+}
+
+/* Make room so that gathered elements beyond the unit in use stay within max_live_parameters:
+ * drop kept (not in-flight) units, farthest next use first. */
+static int evict_for(zinf_zero *z, int k, int cur)
+{
+    int64_t limit = z->cfg->stage3_max_live_parameters;
+    while (z->live - (z->u[cur].persistent ? 0 : z->u[cur].n) > limit) {
+        int victim = -1, far = -1;
+        for (int v = 0; v < z->nunits; v++) {
+            if (v == cur || z->u[v].persistent || z->u[v].state != 2) continue;
+            int nu = z->nseq;
+            for (int j = k + 1; j < z->nseq; j++) if (z->seq[j].u == v) { nu = j; break; }
+            if (nu > far) { far = nu; victim = v; }
+        }
+        if (victim < 0) break; /* only in-flight prefetches remain; they were within budget */
+        ZINF_TRY(release_unit(z, victim));
+    }
+    return 0;
+}
+
+static void track_live(zinf_zero *z, int cur)
+{
+    int64_t beyond = z->live - (z->u[cur].persistent ? 0 : z->u[cur].n);
+    if (beyond > z->live_max_beyond) z->live_max_beyond = beyond;
+}
+
+static int prefetch(zinf_zero *z, int k, int cur)
+{
+    int64_t inflight = 0, cap = z->cfg->stage3_prefetch_bucket_size;
+    int64_t limit = z->cfg->stage3_max_live_parameters;
+    for (int v = 0; v < z->nunits; v++) if (z->u[v].state == 1) inflight += z->u[v].n;
+    for (int j = k + 1; j < z->nseq; j++) {
+        int v = z->seq[j].u;
+        zunit *x = &z->u[v];
+        if (x->state) continue;
+        if (inflight + x->n > cap) break;
+        if (z->live - (z->u[cur].persistent ? 0 : z->u[cur].n) + (x->persistent ? 0 : x->n) > limit) break;
+        ZINF_TRY(start_gather(z, v));
+        inflight += x->n;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- hooks -------------------- */
+static int hook_acquire(void *ctx, int u, int phase)
+{
+    zinf_zero *z = ctx;
+    zunit *x = &z->u[u];
+    ZINF_TRY(progress(z, false));
+    if (z->stage == 3) {
+        if (z->cursor >= z->nseq || z->seq[z->cursor].u != u || z->seq[z->cursor].phase != phase)
+            return zinf_errc(ZINF_EINVAL, "internal: unit %s used out of the stage-3 plan (use %d)",
+                             z->m->units[u].name, z->cursor);
+        int k = z->cursor++;
+        z->current = u;
+        if (!x->state) {
+            ZINF_TRY(start_gather(z, u));
+            ZINF_TRY(evict_for(z, k, u));
+        }
+        ZINF_TRY(finish_gather(z, u));
+        ZINF_TRY(prefetch(z, k, u));
+        track_live(z, u);
+    }
+    if (phase == 1 && z->stage >= 2 && !x->gfull) {
+        x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4);
+        if (!x->gfull) return NOMEM(z, "the gradient", u);
+        z->m->grads[u] = x->gfull;
+    }
+    return 0;
+}
+
+static int hook_release(void *ctx, int u, int phase)
+{
+    zinf_zero *z = ctx;
+    if (z->stage != 3) return 0;
+    zunit *x = &z->u[u];
+    int k = z->cursor - 1;
+    z->current = -1;
+    if (x->persistent) return 0;
+    int nk = z->nextuse[k];
+    /* keep the unit when it is used again within max_reuse_distance elements of other units */
+    if (nk >= 0 && z->reuse_dist[k] <= z->cfg->stage3_max_reuse_distance) return 0;
+    return release_unit(z, u);
+}
+
+static int hook_grad_ready(void *ctx, int u)
+{
+    zinf_zero *z = ctx;
+    double t0 = zinf_now();
+    int rc = 0;
+    if (z->stage >= 2) rc = reduce_scatter_unit(z, u);
+    else if (z->last_micro && z->cfg->overlap_comm) rc = allreduce_unit(z, u);
+    z->t.reduce += zinf_now() - t0;
+    return rc;
+}
+
+const zinf_unit_hooks *zinf_zero_hooks(zinf_zero *z) { return &z->hooks; }
+
+/* ---------------------------------------------------------------- plan --------------------- */
+static int build_plan(zinf_zero *z)
+{
+    int L = z->m->c.n_layer, n = 0;
+    z->nseq_full = 2 * (L + 3);
+    z->seq = calloc((size_t)z->nseq_full, sizeof *z->seq);
+    z->nextuse = calloc((size_t)z->nseq_full, sizeof(int));
+    z->reuse_dist = calloc((size_t)z->nseq_full, sizeof(int64_t));
+    if (!z->seq || !z->nextuse || !z->reuse_dist) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    /* the static order of zinf_model_forward/backward (model.h) */
+    z->seq[n++] = (use){0, 0};
+    for (int l = 0; l < L; l++) z->seq[n++] = (use){1 + l, 0};
+    z->seq[n++] = (use){L + 1, 0};
+    z->seq[n++] = (use){0, 0};
+    z->nseq_fwd = n;
+    z->seq[n++] = (use){0, 1};
+    z->seq[n++] = (use){L + 1, 1};
+    for (int l = L - 1; l >= 0; l--) z->seq[n++] = (use){1 + l, 1};
+    z->seq[n++] = (use){0, 1};
+    return 0;
+}
+
+/* next use and reuse distance for a plan of length len (forward only or forward + backward) */
+static void plan_distances(zinf_zero *z, int len)
+{
+    for (int k = 0; k < len; k++) {
+        z->nextuse[k] = -1;
+        z->reuse_dist[k] = 0;
+        int u = z->seq[k].u;
+        for (int j = k + 1; j < len; j++) {
+            if (z->seq[j].u == u) { z->nextuse[k] = j; break; }
+        }
+        if (z->nextuse[k] < 0) continue;
+        /* distinct other units in between */
+        char *seen = calloc((size_t)z->nunits, 1);
+        for (int j = k + 1; j < z->nextuse[k]; j++) {
+            int v = z->seq[j].u;
+            if (!seen[v]) { seen[v] = 1; z->reuse_dist[k] += z->u[v].n; }
+        }
+        free(seen);
+    }
+}
+
+/* ---------------------------------------------------------------- init / free -------------- */
+int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
+                   zinf_backend *be, uint64_t seed)
+{
+    *out = NULL;
+    if (be->cdt != ZINF_F32)
+        return zinf_errc(ZINF_ENOTSUP, "ZeRO over MPI collectives needs the fp32 CPU backend");
+    zinf_zero *z = calloc(1, sizeof *z);
+    if (!z) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    *out = z;
+    z->m = m;
+    z->cfg = cfg;
+    z->comm = comm;
+    z->be = be;
+    z->stage = cfg->zero_stage;
+    z->W = comm->size;
+    z->rank = comm->rank;
+    z->nunits = m->nunits;
+    z->current = -1;
+    z->hooks = (zinf_unit_hooks){z, hook_acquire, hook_release, hook_grad_ready};
+    /* DeepSpeed's averaging: prescale divides by W before the reduction; otherwise
+     * gradient_predivide_factor f divides before and f/W after */
+    double f = cfg->gradient_predivide_factor;
+    z->pre = cfg->prescale_gradients ? (float)(1.0 / z->W) : (float)(1.0 / f);
+    z->post = cfg->prescale_gradients ? 1.0f : (float)(f / z->W);
+    if (z->W == 1) z->pre = z->post = 1.0f;
+    z->u = calloc((size_t)z->nunits, sizeof *z->u);
+    if (!z->u) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+
+    int64_t maxpn = 0, persist_total = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        x->n = m->units[u].numel;
+        if (z->stage == 0) {
+            x->pn = x->n;
+            x->p = x->n;
+            x->off = 0;
+        } else {
+            x->pn = (x->n + z->W - 1) / z->W * z->W;
+            x->p = x->pn / z->W;
+            x->off = (int64_t)z->rank * x->p;
+        }
+        if (x->pn > maxpn) maxpn = x->pn;
+        if (z->stage == 3 && x->n <= cfg->stage3_param_persistence_threshold &&
+            persist_total + x->n <= cfg->stage3_model_persistence_threshold) {
+            x->persistent = true;
+            persist_total += x->n;
+        }
+    }
+    float *host = malloc((size_t)maxpn * sizeof(float));
+    if (!host) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int rc = 0;
+    for (int u = 0; u < z->nunits && !rc; u++) {
+        zunit *x = &z->u[u];
+        if (z->stage < 3) {
+            x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * 4);
+            if (!x->full) { rc = NOMEM(z, "parameters", u); break; }
+            zinf_model_init_params(m, u, seed, 0, x->pn, host);
+            be->copy(be, x->full, host, (size_t)x->pn * 4, NULL);
+            m->params[u] = x->full;
+            x->master = (float *)x->full + x->off;
+        } else {
+            x->pshard = zalloc(z, ZINF_MEM_PARAM_SHARD, x->p * 4);
+            if (!x->pshard) { rc = NOMEM(z, "the parameter shard", u); break; }
+            zinf_model_init_params(m, u, seed, x->off, x->p, host);
+            be->copy(be, x->pshard, host, (size_t)x->p * 4, NULL);
+            x->master = x->pshard;
+        }
+        /* compute is fp32 here, so the master weights are the parameter shard itself */
+        x->master_owned = false;
+        if (z->stage < 2) {
+            x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4);
+            if (!x->gfull) { rc = NOMEM(z, "gradients", u); break; }
+            m->grads[u] = x->gfull;
+        } else {
+            x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, x->p * 4);
+            if (!x->gacc) { rc = NOMEM(z, "the gradient accumulator", u); break; }
+        }
+        x->m = zalloc(z, ZINF_MEM_ADAM, x->p * 4);
+        x->v = zalloc(z, ZINF_MEM_ADAM, x->p * 4);
+        if (!x->m || !x->v) rc = NOMEM(z, "Adam states", u);
+    }
+    free(host);
+    if (!rc && z->stage == 3) rc = build_plan(z);
+    if (!rc) rc = be->sync(be);
+    return rc;
+}
+
+void zinf_zero_free(zinf_zero *z)
+{
+    if (!z) return;
+    for (int i = 0; i < z->npend; i++) zinf_comm_wait(z->comm, &z->pend[i].q), finish_pending(z, &z->pend[i]);
+    for (int u = 0; z->u && u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        if (x->state == 1) zinf_comm_wait(z->comm, &x->greq);
+        zfree(z, ZINF_MEM_PARAM, x->full, x->pn * 4);
+        zfree(z, ZINF_MEM_PARAM_SHARD, x->pshard, x->p * 4);
+        zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * 4);
+        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, x->p * 4);
+        if (x->master_owned) zfree(z, ZINF_MEM_MASTER, x->master, x->p * 4);
+        zfree(z, ZINF_MEM_ADAM, x->m, x->p * 4);
+        zfree(z, ZINF_MEM_ADAM, x->v, x->p * 4);
+    }
+    free(z->u);
+    free(z->pend);
+    free(z->seq);
+    free(z->nextuse);
+    free(z->reuse_dist);
+    free(z);
+}
+
+/* ---------------------------------------------------------------- step --------------------- */
+int zinf_zero_begin_step(zinf_zero *z)
+{
+    z->wait0 = z->comm->wait_s;
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * 4, NULL));
+        if (x->gacc) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
+    }
+    return 0;
+}
+
+int zinf_zero_begin_pass(zinf_zero *z, int with_backward, int last_micro)
+{
+    z->last_micro = last_micro != 0;
+    if (z->stage == 3) {
+        z->nseq = with_backward ? z->nseq_full : z->nseq_fwd;
+        plan_distances(z, z->nseq);
+        z->cursor = 0;
+    }
+    return 0;
+}
+
+int zinf_zero_end_pass(zinf_zero *z)
+{
+    double t0 = zinf_now();
+    ZINF_TRY(progress(z, z->stage >= 2)); /* stage 0/1 all-reduces may run on into reduce() */
+    z->t.reduce += zinf_now() - t0;
+    if (z->stage == 3) {
+        if (z->cursor != z->nseq)
+            return zinf_errc(ZINF_EINVAL, "internal: pass ended after %d of %d planned unit uses",
+                             z->cursor, z->nseq);
+        for (int u = 0; u < z->nunits; u++)
+            if (!z->u[u].persistent) ZINF_TRY(release_unit(z, u));
+    }
+    return 0;
+}
+
+int zinf_zero_reduce(zinf_zero *z, double *norm)
+{
+    double t0 = zinf_now();
+    if (z->stage < 2 && !(z->cfg->overlap_comm))
+        for (int u = 0; u < z->nunits; u++) ZINF_TRY(allreduce_unit(z, u));
+    ZINF_TRY(progress(z, true));
+    double s = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        if (z->stage < 2) {
+            if (z->post != 1.0f) z->be->scale(z->be, x->gfull, x->pn, z->post);
+            /* stage 0 holds the whole gradient on every rank; stage 1 counts its own shard */
+            s += z->be->sumsq(z->be, (float *)x->gfull + x->off, z->stage == 0 ? x->n : x->p);
+        } else {
+            if (z->post != 1.0f) z->be->scale(z->be, x->gacc, x->p, z->post);
+            s += z->be->sumsq(z->be, x->gacc, x->p);
+        }
+    }
+    if (z->stage >= 1) ZINF_TRY(zinf_comm_allreduce_sum_f64(z->comm, &s, 1));
+    *norm = sqrt(s);
+    z->t.reduce += zinf_now() - t0;
+    return 0;
+}
+
+/* Stages 1-2: every rank's updated shard into every rank's full parameters, in pieces of
+ * allgather_bucket_size elements (q per rank). */
+static int allgather_params(zinf_zero *z)
+{
+    int64_t q = z->cfg->allgather_bucket_size / z->W;
+    if (q < 1) q = 1;
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        int64_t qq = q < x->p ? q : x->p;
+        float *stage = zalloc(z, ZINF_MEM_COMM, qq * z->W * 4);
+        if (!stage) return NOMEM(z, "an all-gather bucket", u);
+        for (int64_t lo = 0; lo < x->p; lo += qq) {
+            int64_t len = x->p - lo < qq ? x->p - lo : qq;
+            zinf_req rq;
+            char what[160];
+            snprintf(what, sizeof what, "all-gather of updated %s parameters", z->m->units[u].name);
+            int rc = zinf_comm_iallgather_f32(z->comm, (float *)x->full + x->off + lo, stage, len, &rq, what);
+            if (!rc) rc = zinf_comm_wait(z->comm, &rq);
+            if (rc) { zfree(z, ZINF_MEM_COMM, stage, qq * z->W * 4); return rc; }
+            for (int r = 0; r < z->W; r++)
+                if (r != z->rank)
+                    z->be->copy(z->be, (float *)x->full + (int64_t)r * x->p + lo, stage + (int64_t)r * len,
+                                (size_t)len * 4, NULL);
+        }
+        zfree(z, ZINF_MEM_COMM, stage, qq * z->W * 4);
+    }
+    return 0;
+}
+
+int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
+{
+    double t0 = zinf_now();
+    zinf_adamw_args a = *a0;
+    int64_t sg = z->cfg->sub_group_size > 0 ? z->cfg->sub_group_size : INT64_MAX;
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        const zinf_unit *un = &z->m->units[u];
+        const float *g = z->stage >= 2 ? x->gacc : (const float *)x->gfull + x->off;
+        /* this rank's range of the unit, cut by tensor (decay or not) and by sub_group_size */
+        int64_t lo = x->off, hi = x->off + x->p < x->n ? x->off + x->p : x->n;
+        for (int t = 0; t < un->ntensors; t++) {
+            int64_t tlo = un->t[t].offset, thi = tlo + un->t[t].numel;
+            int64_t a_ = lo > tlo ? lo : tlo, b_ = hi < thi ? hi : thi;
+            a.weight_decay = un->t[t].decay ? (float)weight_decay : 0.0f;
+            for (int64_t i = a_; i < b_; i += sg) {
+                int64_t len = b_ - i < sg ? b_ - i : sg;
+                int64_t k = i - x->off;
+                z->be->adamw(z->be, x->master + k, NULL, g + k, x->m + k, x->v + k, len, &a);
+            }
+        }
+    }
+    ZINF_TRY(z->be->sync(z->be));
+    if (z->stage == 1 || z->stage == 2) ZINF_TRY(allgather_params(z));
+    if (z->stage == 3)
+        for (int u = 0; u < z->nunits; u++)
+            if (z->u[u].persistent) ZINF_TRY(release_unit(z, u)); /* stale: gathered again on use */
+    z->t.optimizer += zinf_now() - t0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- reports ------------------ */
+void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r)
+{
+    memset(r, 0, sizeof *r);
+    for (int k = 0; k < ZINF_MEM_NKINDS; k++) r->bytes[k] = z->mem[k];
+    r->total = z->mem_total;
+    r->peak = z->mem_peak;
+    r->live_max_beyond_current = z->live_max_beyond;
+}
+
+void zinf_zero_times_take(zinf_zero *z, zinf_zero_times *t)
+{
+    *t = z->t;
+    t->wait = z->comm->wait_s - z->wait0;
+    memset(&z->t, 0, sizeof z->t);
+    z->wait0 = z->comm->wait_s;
+}
+
+void zinf_zero_print_mem(const zinf_zero *z)
+{
+    static const char *names[ZINF_MEM_NKINDS] = {"parameters (full)", "parameter shard", "gradients (full)",
+                                                 "gradient accumulators", "fp32 master", "Adam m+v",
+                                                 "communication buffers"};
+    char line[512];
+    int n = snprintf(line, sizeof line, "memory on rank 0 (ZeRO stage %d, world %d):", z->stage, z->W);
+    for (int k = 0; k < ZINF_MEM_NKINDS; k++)
+        if (z->mem[k] && n < (int)sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s %.2f MiB;", names[k], (double)z->mem[k] / 1048576.0);
+    if (n < (int)sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, " peak %.2f MiB", (double)z->mem_peak / 1048576.0);
+    zinf_info("%s", line);
+}
+
+int zinf_zero_get_params(zinf_zero *z, int u, float *out)
+{
+    zunit *x = &z->u[u];
+    if (z->stage < 3) {
+        ZINF_TRY(z->be->copy(z->be, out, x->full, (size_t)x->n * 4, NULL));
+        return z->be->sync(z->be);
+    }
+    float *tmp = malloc((size_t)x->pn * 4);
+    if (!tmp) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    zinf_req rq;
+    int rc = zinf_comm_iallgather_f32(z->comm, x->pshard, tmp, x->p, &rq, "all-gather for a parameter check");
+    if (!rc) rc = zinf_comm_wait(z->comm, &rq);
+    if (!rc) memcpy(out, tmp, (size_t)x->n * 4);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,75 @@
+/* zero: ZeRO stages 0-3 over the collectives API. Owns the partitioning of each unit's flat
+ * buffer (padded to a multiple of the world size W; rank r owns [r*p, (r+1)*p)), the shard
+ * states and their memory, the stage-3 gather/release/prefetch plan, gradient reduction in
+ * buckets into the owners' fp32 accumulators, the global gradient norm, the optimizer step in
+ * sub_group_size tiles, and the per-rank memory report. Stages are one code path:
+ *   stage 0: full gradients all-reduced, every state replicated;
+ *   stage 1: full gradients all-reduced, optimizer states (master, m, v) sharded, parameters
+ *            all-gathered after the step in allgather_bucket_size pieces;
+ *   stage 2: gradients reduce-scattered in reduce_bucket_size buckets after each unit's backward;
+ *   stage 3: parameters sharded too, gathered per unit before use by a static prefetch plan. */
+#ifndef ZINF_ZERO_H
+#define ZINF_ZERO_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm.h"
+#include "config.h"
+#include "kernels.h"
+#include "model.h"
+
+typedef struct zinf_zero zinf_zero;
+
+/* Memory held by this rank, by state, in bytes (current and peak of the total). */
+typedef enum {
+    ZINF_MEM_PARAM = 0,  /* full (gathered or replicated) compute-dtype parameters */
+    ZINF_MEM_PARAM_SHARD,/* stage 3: this rank's compute-dtype parameter shard */
+    ZINF_MEM_GRAD,       /* full compute-dtype gradients written by the backward */
+    ZINF_MEM_GRAD_ACC,   /* fp32 gradient accumulators of this rank's shard */
+    ZINF_MEM_MASTER,     /* fp32 master weights of this rank's shard (none when compute is fp32) */
+    ZINF_MEM_ADAM,       /* Adam m and v of this rank's shard */
+    ZINF_MEM_COMM,       /* bucket and staging buffers */
+    ZINF_MEM_NKINDS
+} zinf_mem_kind;
+
+typedef struct zinf_mem_report {
+    int64_t bytes[ZINF_MEM_NKINDS];
+    int64_t total, peak;
+    int64_t live_max_beyond_current; /* stage 3: most gathered elements beyond the unit in use */
+} zinf_mem_report;
+
+typedef struct zinf_zero_times { double gather, reduce, wait, optimizer; } zinf_zero_times;
+
+int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
+                   zinf_backend *be, uint64_t seed);
+void zinf_zero_free(zinf_zero *z);
+
+/* Hooks for zinf_model_forward/backward. */
+const zinf_unit_hooks *zinf_zero_hooks(zinf_zero *z);
+
+/* Start of an optimizer step: zero gradient accumulators. */
+int zinf_zero_begin_step(zinf_zero *z);
+/* Before a forward pass: with_backward says whether a backward follows (stage 3 plan);
+ * last_micro marks the last micro-step of an optimizer step (stage 0/1 overlap the all-reduce). */
+int zinf_zero_begin_pass(zinf_zero *z, int with_backward, int last_micro);
+/* After the pass (and its backward): finish outstanding reductions, release gathered units. */
+int zinf_zero_end_pass(zinf_zero *z);
+/* After the last micro-step: reduce what is still unreduced (stage 0/1 all-reduce), average over
+ * ranks (prescale_gradients / gradient_predivide_factor), and return the global norm of the
+ * averaged gradients, still multiplied by the loss scale. */
+int zinf_zero_reduce(zinf_zero *z, double *norm);
+/* AdamW on this rank's shards with the given hyper-parameters (weight decay per tensor), then
+ * make the updated parameters visible (stage 1/2 all-gather, stage 3 refresh). */
+int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
+
+void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r);
+void zinf_zero_times_take(zinf_zero *z, zinf_zero_times *t); /* and reset */
+/* One line per state with MiB and the peak, on rank 0 via zinf_info. */
+void zinf_zero_print_mem(const zinf_zero *z);
+
+/* Copy this rank's view of unit u's full parameters into host fp32 (gathering in stage 3); for
+ * tests and checks that parameters agree across ranks. */
+int zinf_zero_get_params(zinf_zero *z, int u, float *out);
+
+#endif

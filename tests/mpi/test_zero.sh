@@ -1,0 +1,99 @@
+#!/bin/sh
+# ZeRO stages 0-3 at world sizes 1-4: one loss trajectory, parameters equal bit for bit across
+# ranks, per-rank state bytes as the ZeRO formulas say, the stage-3 prefetch plan within
+# stage3_max_live_parameters, buckets of any size, and failures that end the job with a message.
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+
+make_text "$TMP/add.txt" 3000
+run data --input "$TMP/add.txt" --out "$TMP/add"
+expect_ok "zinf data"
+D="$TMP/add_train_*.bin"
+
+# zrun NAME NP STAGE EXTRA-ZERO-JSON [flags]: 4 steps of a global batch of 12 sequences
+zrun() {
+    local name=$1 np=$2 stage=$3 extra=$4; shift 4
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "gradient_clipping": 1.0,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": %d %s}}\n' $((12 / np)) "$stage" "$extra" > "$TMP/$name.json"
+    mpi "$np" train --model test-mini --data "$D" --max_length 32 --max_steps 4 --logging_steps 1 \
+        --config "$TMP/$name.json" --out "$TMP/$name" --seed 3 "$@"
+    expect_ok "$name"
+}
+losses() { metric "$TMP/$1/metrics.jsonl" loss; }
+mem() { metric "$TMP/$1/metrics.jsonl" "$2"; }
+
+# --- every stage at every world size follows stage 0 on one rank ------------------------------
+zrun ref 1 0 ""
+losses ref > "$TMP/ref.loss"
+for st in 0 1 2 3; do
+    for np in 1 2 3 4; do
+        zrun "s${st}w${np}" $np $st ""
+        expect_has "s${st}w${np}: params agree" "parameters agree bit for bit across $np rank"
+        losses "s${st}w${np}" > "$TMP/cur.loss"
+        if paste "$TMP/ref.loss" "$TMP/cur.loss" | awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad || NR != 4 }'; then pass
+        else fail "stage $st at world $np: losses differ from stage 0 at world 1 by more than 2e-6 relative"; paste "$TMP/ref.loss" "$TMP/cur.loss" >&2; fi
+    done
+done
+
+# --- bytes per rank: Adam m+v (8 bytes per element) shard over W from stage 1 on; gradients from
+# --- stage 2 on (fp32 accumulators of the shard); parameters at stage 3 ------------------------
+P=$(mem s0w1 mem_param)            # 4 bytes x all parameters
+A1=$(mem s0w1 mem_adam)
+[ "$A1" -eq $((2 * P)) ] && pass || fail "stage 0: Adam bytes $A1 != 2 x parameter bytes $P"
+for np in 2 3 4; do
+    # padding adds at most W-1 elements per unit (L+2 = 4 units)
+    within() { awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN { exit !(a >= b && a <= b + s) }'; }
+    [ "$(mem s0w$np mem_adam)" -eq "$A1" ] && pass || fail "stage 0 world $np: Adam bytes should not shrink"
+    for st in 1 2 3; do
+        within "$(mem s${st}w$np mem_adam)" $((A1 / np)) $((8 * 4 * np)) && pass || fail "stage $st world $np: Adam bytes $(mem s${st}w$np mem_adam) != $A1 / $np"
+    done
+    [ "$(mem s1w$np mem_param)" -ge "$P" ] && [ "$(mem s1w$np mem_grad)" -ge "$P" ] && pass || fail "stage 1 keeps full parameters and gradients"
+    for st in 2 3; do
+        within "$(mem s${st}w$np mem_grad_acc)" $((P / np)) $((4 * 4 * np)) && pass || fail "stage $st world $np: gradient accumulator bytes != P / $np"
+        [ "$(mem s${st}w$np mem_grad)" -eq 0 ] && pass || fail "stage $st: full gradients left allocated after the step"
+    done
+    within "$(mem s3w$np mem_param_shard)" $((P / np)) $((4 * 4 * np)) && pass || fail "stage 3 world $np: parameter shard bytes != P / $np"
+    [ "$(mem s3w$np mem_param)" -lt "$P" ] && pass || fail "stage 3 world $np: full parameters stay gathered"
+done
+
+# --- stage-3 plan: small limits keep gathered units within max_live beyond the one in use ------
+zrun live 2 3 ', "stage3_max_live_parameters": 40000, "stage3_prefetch_bucket_size": 60000, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0'
+LIVE=$(mem live live_max_beyond_current)
+[ "$LIVE" -le 40000 ] && pass || fail "stage 3: $LIVE elements gathered beyond the unit in use > max_live 40000"
+[ "$LIVE" -gt 0 ] && pass || fail "stage 3: nothing was prefetched"
+losses live > "$TMP/cur.loss"
+paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "stage 3 with small limits changed the losses"
+zrun nolive 2 3 ', "stage3_max_live_parameters": 0, "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0'
+[ "$(mem nolive live_max_beyond_current)" -eq 0 ] && pass || fail "stage 3 with max_live 0 gathered ahead"
+
+# --- small buckets, overlap on and off, predivide ---------------------------------------------
+zrun bk1 3 1 ', "allgather_bucket_size": 1000, "reduce_bucket_size": 1000'
+zrun bk2 3 2 ', "allgather_bucket_size": 999, "reduce_bucket_size": 777, "overlap_comm": true'
+zrun bk3 4 3 ', "reduce_bucket_size": 500, "overlap_comm": false, "sub_group_size": 1000'
+zrun pre 2 0 ', "overlap_comm": true' 
+for n in bk1 bk2 bk3 pre; do
+    losses $n > "$TMP/cur.loss"
+    paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "$n: losses differ"
+done
+
+# --- wall_clock_breakdown and comms_logger print their lines -----------------------------------
+printf '{"train_batch_size": 8, "wall_clock_breakdown": true, "comms_logger": {"enabled": true}, "zero_optimization": {"stage": 3}}' > "$TMP/wc.json"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --config "$TMP/wc.json" --out "$TMP/wc"
+expect_ok "breakdown run"
+expect_has "breakdown" "time (ms): fwd" "gather" "reduce" "optimizer" "all-gather" "reduce-scatter"
+
+# --- failures end the job, naming the rank, instead of hanging ---------------------------------
+printf '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}' > "$TMP/f.json"
+OUTPUT=$(ZINF_FAULT="rank=1,step=2,kind=fail" "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 4 --config "$TMP/f.json" --out "$TMP/f" 2>&1); RC=$?
+expect_err "a rank that fails" "rank 1: injected failure at step 2"
+start=$(date +%s)
+OUTPUT=$(ZINF_FAULT="rank=0,step=2,kind=hang" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 4 --config "$TMP/f.json" --out "$TMP/f" --comm_timeout 3 2>&1); RC=$?
+expect_err "a stuck rank" "timed out after" "waiting for"
+[ $(( $(date +%s) - start )) -lt 60 ] && pass || fail "the collective timeout took more than 60 s"
+OUTPUT=$(ZINF_FAULT="rank=1,step=2,kind=kill" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 4 --config "$TMP/f.json" --out "$TMP/f" --comm_timeout 20 2>&1); RC=$?
+[ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && pass || fail "a killed rank: exit $RC (124 = hung)"
+
+finish
