@@ -25,4 +25,15 @@ int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt)
 }
 void zinf_backend_cuda_free(zinf_backend *be) { (void)be; }
 int zinf_backend_cuda_count(void) { return 0; }
+int zinf_dcoll_id_get(zinf_backend *be, unsigned char id[ZINF_DCOLL_ID_BYTES])
+{
+    (void)be; (void)id;
+    return -1004;
+}
+int zinf_dcoll_init(zinf_backend *be, const unsigned char id[ZINF_DCOLL_ID_BYTES], int rank, int size,
+                    zinf_dcoll *out)
+{
+    (void)be; (void)id; (void)rank; (void)size; (void)out;
+    return -1004;
+}
 #endif

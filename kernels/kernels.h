@@ -60,6 +60,7 @@ struct zinf_backend {
     void (*event_free)(zinf_backend *be, zinf_event *e);
     int (*event_record)(zinf_backend *be, zinf_event *e, zinf_stream *s);
     int (*stream_wait)(zinf_backend *be, zinf_stream *s, zinf_event *e);
+    int (*event_query)(zinf_backend *be, zinf_event *e); /* 1 when done, 0 when pending, <0 error */
     int (*sync)(zinf_backend *be); /* everything issued so far has finished */
 
     /* ---- operations; B batch, T time, C channels, NH heads, N = B*T rows ---- */
@@ -106,6 +107,8 @@ struct zinf_backend {
     double (*sumsq)(zinf_backend *be, const float *x, int64_t n); /* NaN/Inf propagate */
     void (*scale)(zinf_backend *be, float *x, int64_t n, float s);
     void (*axpy)(zinf_backend *be, float *y, const float *x, int64_t n, float a); /* y += a x */
+    /* y (fp32) += a * x, x in the compute dtype: gradients into fp32 accumulators */
+    void (*acc_f32)(zinf_backend *be, float *y, const void *x, int64_t n, float a);
     /* conversions between the compute dtype and fp32 (a copy when cdt is fp32) */
     void (*to_f32)(zinf_backend *be, float *dst, const void *src, int64_t n);
     void (*from_f32)(zinf_backend *be, void *dst, const float *src, int64_t n);
@@ -123,5 +126,23 @@ int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt);
 void zinf_backend_cuda_free(zinf_backend *be);
 /* Number of visible CUDA devices; 0 when none or not built. */
 int zinf_backend_cuda_count(void);
+
+/* Device collectives for buffers MPI cannot read (NCCL with CUDA). src/comm.c bootstraps them
+ * over MPI: rank 0 calls id_get, broadcasts the bytes, every rank calls init. All operations sum
+ * where they reduce and run on stream s (NULL: the backend's communication stream). */
+#define ZINF_DCOLL_ID_BYTES 128
+typedef struct zinf_dcoll {
+    void *ctx;
+    int (*allgather)(void *ctx, const void *send, void *recv, int64_t count, zinf_dtype dt);
+    int (*reduce_scatter)(void *ctx, const void *send, void *recv, int64_t count, zinf_dtype dt);
+    int (*allreduce)(void *ctx, void *buf, int64_t count, zinf_dtype dt);
+    /* the event recorded on the communication stream after the last call, and the stream
+     * the calls wait on (work on the compute stream issued before the call is waited for) */
+    zinf_event *(*record)(void *ctx);
+    void (*free)(void *ctx);
+} zinf_dcoll;
+int zinf_dcoll_id_get(zinf_backend *be, unsigned char id[ZINF_DCOLL_ID_BYTES]);
+int zinf_dcoll_init(zinf_backend *be, const unsigned char id[ZINF_DCOLL_ID_BYTES], int rank,
+                    int size, zinf_dcoll *out);
 
 #endif

@@ -80,7 +80,7 @@ static int allreduce(zinf_comm *c, void *buf, int64_t n, MPI_Datatype t, size_t 
 {
     for (int64_t off = 0; off < n; off += CHUNK) {
         int cnt = (int)(n - off < CHUNK ? n - off : CHUNK);
-        zinf_req q = {.active = true};
+        zinf_req q = {.active = true, .ev = NULL};
         snprintf(q.what, sizeof q.what, "%s", what);
         int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * (int64_t)es, cnt, t, op, c->world, &q.r);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, what);
@@ -94,45 +94,113 @@ static int allreduce(zinf_comm *c, void *buf, int64_t n, MPI_Datatype t, size_t 
 static int start(zinf_comm *c, zinf_req *q, const char *what, zinf_coll kind, int64_t bytes)
 {
     q->active = true;
+    q->ev = NULL;
     snprintf(q->what, sizeof q->what, "%s", what);
     c->n_calls[kind]++;
     c->bytes[kind] += bytes;
     return 0;
 }
 
-int zinf_comm_iallgather_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
-                             zinf_req *q, const char *what)
+int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
 {
-    if (count >= INT_MAX) return zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count);
-    start(c, q, what, ZINF_COLL_ALLGATHER, count * 4 * c->size);
-    int rc = MPI_Iallgather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, c->world, &q->r);
+    c->be = be;
+    if (strcmp(be->name, "cpu") == 0) return 0;
+    unsigned char id[ZINF_DCOLL_ID_BYTES] = {0};
+    int rc = c->rank == 0 ? zinf_dcoll_id_get(be, id) : 0;
+    int all = rc;
+    MPI_Bcast(&all, 1, MPI_INT, 0, c->world);
+    if (all) return zinf_errc(ZINF_ECOMM, "cannot create the device communicator id (NCCL)");
+    ZINF_TRY(zinf_comm_bcast(c, id, sizeof id, 0));
+    rc = zinf_dcoll_init(be, id, c->rank, c->size, &c->dev);
+    if (rc) return zinf_errc(ZINF_ECOMM, "rank %d: joining the device communicator (NCCL) failed", c->rank);
+    c->has_dev = true;
+    return 0;
+}
+
+void zinf_comm_detach(zinf_comm *c)
+{
+    if (c->has_dev && c->dev.free) c->dev.free(c->dev.ctx);
+    c->has_dev = false;
+    c->be = NULL;
+}
+
+static MPI_Datatype mpi_type(zinf_dtype dt) { return dt == ZINF_F32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+/* After a device collective was queued: its completion event. */
+static int dev_started(zinf_comm *c, zinf_req *q, int rc, const char *what)
+{
+    if (rc) return zinf_errc(ZINF_ECOMM, "rank %d: %s failed to start", c->rank, what);
+    q->ev = c->dev.record(c->dev.ctx);
+    if (!q->ev) return zinf_errc(ZINF_ECOMM, "rank %d: %s: no completion event", c->rank, what);
+    return 0;
+}
+
+static int too_big(int64_t count, const char *what)
+{
+    return count >= INT_MAX ? zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count) : 0;
+}
+
+int zinf_comm_iallgather(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,
+                         zinf_req *q, const char *what)
+{
+    start(c, q, what, ZINF_COLL_ALLGATHER, count * (int64_t)zinf_dtype_size(dt) * c->size);
+    if (c->has_dev) return dev_started(c, q, c->dev.allgather(c->dev.ctx, send, recv, count, dt), what);
+    ZINF_TRY(too_big(count, what));
+    int rc = MPI_Iallgather(send, (int)count, mpi_type(dt), recv, (int)count, mpi_type(dt), c->world, &q->r);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
 }
 
-int zinf_comm_ireduce_scatter_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
-                                  zinf_req *q, const char *what)
+int zinf_comm_ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_t count,
+                              zinf_dtype dt, zinf_req *q, const char *what)
 {
-    if (count >= INT_MAX) return zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count);
-    start(c, q, what, ZINF_COLL_REDUCE_SCATTER, count * 4 * c->size);
+    start(c, q, what, ZINF_COLL_REDUCE_SCATTER, count * (int64_t)zinf_dtype_size(dt) * c->size);
+    if (c->has_dev) return dev_started(c, q, c->dev.reduce_scatter(c->dev.ctx, send, recv, count, dt), what);
+    ZINF_TRY(too_big(count, what));
+    if (dt != ZINF_F32) return zinf_errc(ZINF_ENOTSUP, "%s: MPI reduces fp32 only", what);
     int rc = MPI_Ireduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, c->world, &q->r);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
 }
 
-int zinf_comm_iallreduce_sum_f32(zinf_comm *c, float *buf, int64_t count, zinf_req *q,
-                                 const char *what)
+int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, zinf_req *q,
+                         const char *what)
 {
-    if (count >= INT_MAX) return zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count);
-    start(c, q, what, ZINF_COLL_ALLREDUCE, count * 4);
+    start(c, q, what, ZINF_COLL_ALLREDUCE, count * (int64_t)zinf_dtype_size(dt));
+    if (c->has_dev) return dev_started(c, q, c->dev.allreduce(c->dev.ctx, buf, count, dt), what);
+    ZINF_TRY(too_big(count, what));
+    if (dt != ZINF_F32) return zinf_errc(ZINF_ENOTSUP, "%s: MPI reduces fp32 only", what);
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, c->world, &q->r);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
+}
+
+/* one poll: 1 done, 0 pending; failures end the job naming the collective */
+static int poll_req(zinf_comm *c, zinf_req *q)
+{
+    if (q->ev) {
+        int d = c->be->event_query(c->be, q->ev);
+        if (d < 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s failed on the device", q->what);
+            zinf_comm_abort(c, msg);
+        }
+        if (d) {
+            c->be->event_free(c->be, q->ev);
+            q->ev = NULL;
+        }
+        return d;
+    }
+    int done = 0;
+    if (MPI_Test(&q->r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s failed", q->what);
+        zinf_comm_abort(c, msg);
+    }
+    return done;
 }
 
 int zinf_comm_test(zinf_comm *c, zinf_req *q)
 {
     if (!q->active) return 1;
-    int done = 0;
-    int rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) zinf_comm_abort(c, q->what);
+    int done = poll_req(c, q);
     if (done) q->active = false;
     return done;
 }
@@ -142,14 +210,7 @@ int zinf_comm_wait(zinf_comm *c, zinf_req *q)
     if (!q->active) return 0;
     double t0 = MPI_Wtime(), pause = 1e-6;
     for (;;) {
-        int done = 0;
-        int rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s failed", q->what);
-            zinf_comm_abort(c, msg);
-        }
-        if (done) break;
+        if (poll_req(c, q)) break;
         double el = MPI_Wtime() - t0;
         if (c->timeout_s > 0 && el > c->timeout_s) {
             char msg[320];

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels.h"
+
 typedef struct zinf_comm {
     MPI_Comm world;
     int rank, size;
@@ -19,6 +21,10 @@ typedef struct zinf_comm {
     /* comms_logger counters */
     int64_t n_calls[4], bytes[4]; /* by zinf_coll kind */
     double wait_s;              /* time spent blocked in waits */
+    /* device collectives (NCCL) when the backend's buffers are not host memory; NULL: MPI */
+    zinf_backend *be;
+    zinf_dcoll dev;
+    bool has_dev;
 } zinf_comm;
 
 typedef enum { ZINF_COLL_ALLREDUCE = 0, ZINF_COLL_ALLGATHER, ZINF_COLL_REDUCE_SCATTER, ZINF_COLL_BCAST } zinf_coll;
@@ -26,6 +32,7 @@ typedef enum { ZINF_COLL_ALLREDUCE = 0, ZINF_COLL_ALLGATHER, ZINF_COLL_REDUCE_SC
 /* A collective in flight. `what` names it in timeout and failure messages. */
 typedef struct zinf_req {
     MPI_Request r;
+    zinf_event *ev;             /* device collectives: done when this event is */
     bool active;
     char what[160];
 } zinf_req;
@@ -44,15 +51,21 @@ int zinf_comm_allreduce_sum_f64(zinf_comm *c, double *buf, int64_t n);
 int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n);
 int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root);
 
-/* Nonblocking fp32 collectives on the world communicator (count < 2^31 per call).
- * all-gather: every rank sends `count` elements; recv holds size x count in rank order.
- * reduce-scatter: send holds size x count; rank r receives the sum of block r. */
-int zinf_comm_iallgather_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
-                             zinf_req *q, const char *what);
-int zinf_comm_ireduce_scatter_f32(zinf_comm *c, const float *send, float *recv, int64_t count,
-                                  zinf_req *q, const char *what);
-int zinf_comm_iallreduce_sum_f32(zinf_comm *c, float *buf, int64_t count, zinf_req *q,
-                                 const char *what);
+/* Use the backend's device collectives (NCCL) for buffer collectives when it has them: rank 0
+ * makes the id, MPI broadcasts it, every rank joins. A CPU backend keeps MPI. */
+int zinf_comm_attach(zinf_comm *c, zinf_backend *be);
+void zinf_comm_detach(zinf_comm *c);
+
+/* Nonblocking collectives on buffers of the backend (count elements of dt per rank):
+ * all-gather: every rank sends `count`; recv holds size x count in rank order.
+ * reduce-scatter: send holds size x count; rank r receives the sum of block r.
+ * all-reduce: in place, sum. Over MPI only fp32 reduces (16-bit types gather as bits). */
+int zinf_comm_iallgather(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,
+                         zinf_req *q, const char *what);
+int zinf_comm_ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_t count,
+                              zinf_dtype dt, zinf_req *q, const char *what);
+int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, zinf_req *q,
+                         const char *what);
 /* Finish a request; past comm->timeout_s the job is aborted with the rank and req->what. */
 int zinf_comm_wait(zinf_comm *c, zinf_req *q);
 /* Progress and poll: 1 when done (and the request is finished), 0 when still running. */

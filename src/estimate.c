@@ -171,19 +171,103 @@ int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name)
     return (int64_t)best;
 }
 
-int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param, int nodes,
-                  int gpus_per_node, int64_t largest_layer_params, const zinf_config *cfg,
-                  zinf_mem_estimate *out)
+int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world,
+                              int64_t bytes_out[ZINF_EST_NKINDS])
+{
+    for (int k = 0; k < ZINF_EST_NKINDS; k++) bytes_out[k] = 0;
+    if (!m) return zinf_err("estimate: no model");
+    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32)
+        return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
+    if (stage < 0 || stage > 3) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
+    if (world < 1) return zinf_err("world size %d: must be at least 1", world);
+    /* the units of zinf_model_init: embedding (wte + wpe), n_layer blocks, final LayerNorm */
+    const int64_t C = m->n_embd;
+    const int64_t sizes[3] = {(int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C,
+                              12 * C * C + 13 * C, 2 * C};
+    const int64_t counts[3] = {1, m->n_layer, 1};
+    const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2; /* bytes of the compute dtype */
+    const int64_t W = world;
+    int64_t total_n = 0;
+    for (int i = 0; i < 3; i++) {
+        const int64_t n = sizes[i], c = counts[i];
+        const int64_t pn = stage == 0 ? n : (n + W - 1) / W * W; /* zero.c's padding */
+        const int64_t p = stage == 0 ? n : pn / W;
+        total_n += c * n;
+        if (stage < 3) bytes_out[ZINF_EST_PARAM] += c * e * pn;
+        else bytes_out[ZINF_EST_PARAM_SHARD] += c * e * p;
+        if (stage < 2) bytes_out[ZINF_EST_GRAD] += c * e * pn;
+        else bytes_out[ZINF_EST_GRAD_ACC] += c * e * p;
+        if (precision == ZINF_EST_MIXED) bytes_out[ZINF_EST_MASTER] += c * 4 * p;
+        bytes_out[ZINF_EST_ADAM] += c * 8 * p;
+    }
+    if (total_n != zinf_model_num_params(m))
+        return zinf_err("estimate: units sum to %" PRId64 " parameters, model has %" PRId64,
+                         total_n, zinf_model_num_params(m));
+    return 0;
+}
+
+int zinf_estimate_rank_states_fp32(const zinf_model_cfg *m, int stage, int world,
+                                   int64_t bytes_out[ZINF_EST_NKINDS])
+{
+    return zinf_estimate_rank_states(m, ZINF_EST_FP32, stage, world, bytes_out);
+}
+
+/* fp32 model states and their placement: the exact per-unit bytes of zero.c */
+static int states_fp32(const zinf_model_cfg *m, int stage, int off_opt, int off_param,
+                       double ratio, int nodes, int gpus_per_node, zinf_mem_estimate *out)
+{
+    int64_t b[ZINF_EST_NKINDS];
+    ZINF_TRY(zinf_estimate_rank_states_fp32(m, stage, nodes * gpus_per_node, b));
+    out->stage = stage;
+    out->offload_optimizer = off_opt;
+    out->offload_param = off_param;
+    out->params = (double)(b[ZINF_EST_PARAM] + b[ZINF_EST_PARAM_SHARD]);
+    out->grads = (double)(b[ZINF_EST_GRAD] + b[ZINF_EST_GRAD_ACC]);
+    const double adam = (double)b[ZINF_EST_ADAM];
+    /* an offloaded optimizer updates an fp32 master of the shard (4 bytes = adam / 2) where it
+     * runs, unless the parameter shard itself lives there */
+    const double master = off_opt && off_opt != off_param ? ratio * adam / 2.0 : 0.0;
+    out->optim = adam + master;
+
+    double gpu = 0, cpu = 0, nvme = 0; /* per GPU */
+    double *place[3] = {&gpu, &cpu, &nvme};
+    *place[off_param] += out->params;
+    gpu += out->grads;
+    if (off_opt == ZINF_EST_NONE || ratio >= 1.0) {
+        *place[off_opt] += out->optim;
+    } else {
+        *place[off_opt] += adam * ratio + master;
+        gpu += adam - adam * ratio;
+    }
+    out->gpu_bytes = gpu;
+    out->cpu_bytes_per_node = cpu * gpus_per_node;
+    out->nvme_bytes_per_node = nvme * gpus_per_node;
+    return 0;
+}
+
+int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int off_opt,
+                       int off_param, int nodes, int gpus_per_node, int64_t largest_layer_params,
+                       const zinf_config *cfg, zinf_mem_estimate *out)
 {
     memset(out, 0, sizeof *out);
     if (!m) return zinf_err("estimate: no model");
+    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32)
+        return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
+    const bool fp32 = precision == ZINF_EST_FP32;
+    const double esz = fp32 ? 4.0 : 2.0; /* bytes per element of the compute dtype */
     const double psi = (double)zinf_model_num_params(m);
     /* partial optimizer offload (stage 3): the config's ratio applies to its own device */
     double ratio = 1.0;
     if (cfg && off_opt && (int)cfg->offload_optimizer.device == off_opt &&
         cfg->offload_optimizer.ratio > 0 && cfg->offload_optimizer.ratio < 1)
         ratio = cfg->offload_optimizer.ratio;
-    ZINF_TRY(zinf_estimate_states(psi, stage, off_opt, off_param, ratio, nodes, gpus_per_node, out));
+    if (fp32) {
+        ZINF_TRY(check_combo(stage, off_opt, off_param, nodes, gpus_per_node));
+        ZINF_TRY(states_fp32(m, stage, off_opt, off_param, ratio, nodes, gpus_per_node, out));
+    } else {
+        ZINF_TRY(zinf_estimate_states(psi, stage, off_opt, off_param, ratio, nodes, gpus_per_node,
+                                      out));
+    }
 
     const double N = (double)nodes * gpus_per_node, G = gpus_per_node;
     const double L = largest_layer_params > 0 ? (double)largest_layer_params
@@ -207,8 +291,8 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
                                       DS_PARAM_BUFFER_SIZE);
 
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
-    gbuf += 2.0 * dmin(rbs, psi); /* gradient reduction bucket */
-    if (stage == 1 || stage == 2) gbuf += 2.0 * dmin(abs_, psi); /* post-step all-gather bucket */
+    gbuf += esz * dmin(rbs, psi); /* gradient reduction bucket */
+    if (stage == 1 || stage == 2) gbuf += esz * dmin(abs_, psi); /* post-step all-gather bucket */
     if (stage == 3) {
         double emb, block, lnf;
         unit_sizes(m, &emb, &block, &lnf);
@@ -223,16 +307,17 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
         double live = 0;
         if (gath_total > 0)
             live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + prefetch)));
-        gbuf += 2.0 * live;  /* gathered units */
-        gbuf += 2.0 * pers;  /* persistent units, whole on every GPU */
-        gbuf += 2.0 * L;     /* the full gradient of the unit being differentiated */
+        gbuf += esz * live;  /* gathered units */
+        gbuf += esz * pers;  /* persistent units, whole on every GPU */
+        gbuf += esz * L;     /* the full gradient of the unit being differentiated */
     }
     const double shard = stage == 0 ? psi : psi / N;
     const double tile = dmin(sub, shard);
-    if (off_opt == ZINF_EST_NONE) gbuf += 4.0 * tile; /* fp32 gradient tile for the step */
+    /* fp32 gradient tile for the step: in fp32 only the copy for an offloaded optimizer */
+    if (off_opt == ZINF_EST_NONE) { if (!fp32) gbuf += 4.0 * tile; }
     else hbuf += 4.0 * tile;
     if (off_opt == ZINF_EST_NVME) hbuf += opt_bufs * 4.0 * tile; /* pinned swap staging */
-    if (off_param == ZINF_EST_NVME) hbuf += par_bufs * par_bufsize * 2.0;
+    if (off_param == ZINF_EST_NVME) hbuf += par_bufs * par_bufsize * esz;
 
     out->gpu_buffers = gbuf;
     out->cpu_buffers = hbuf;
@@ -240,6 +325,14 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
     out->gpu_bytes += gbuf;
     out->cpu_bytes_per_node += hbuf * G;
     return 0;
+}
+
+int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param, int nodes,
+                  int gpus_per_node, int64_t largest_layer_params, const zinf_config *cfg,
+                  zinf_mem_estimate *out)
+{
+    return zinf_estimate_prec(m, ZINF_EST_MIXED, stage, off_opt, off_param, nodes, gpus_per_node,
+                              largest_layer_params, cfg, out);
 }
 
 /* ------------------------------------------------------------------ printing --------------- */
@@ -283,18 +376,24 @@ static void print_items(FILE *out, const char *label, const char *const *names,
     fputc('\n', out);
 }
 
-int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *cfg, int nodes,
-                        int gpus_per_node)
+int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_config *cfg,
+                             int nodes, int gpus_per_node, int precision, int stage)
 {
     if (!m) return zinf_err("estimate: no model");
     ZINF_TRY(check_combo(0, 0, 0, nodes, gpus_per_node));
+    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32)
+        return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
+    if (stage > 3 || stage < -1) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
+    if (cfg && stage >= 0)
+        return zinf_err("estimate: a stage and a config both choose the row; give one of them");
+    const bool fp32 = precision == ZINF_EST_FP32;
     const char *lname;
     const int64_t psi = zinf_model_num_params(m);
     const int64_t L = zinf_estimate_largest_unit(m, &lname);
     const int world = nodes * gpus_per_node;
 
     fprintf(out, "zinf estimate: memory for parameters, gradients and optimizer states "
-                 "(mixed-precision Adam)\n");
+                 "(%s Adam)\n", fp32 ? "fp32" : "mixed-precision");
     fprintf(out, "  hardware: %d node%s x %d GPU%s per node = %d GPU%s (data-parallel world %d)\n",
             nodes, nodes > 1 ? "s" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "", world,
             world > 1 ? "s" : "", world);
@@ -304,10 +403,16 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
             m->n_positions);
     fprintf(out, "  params:   Psi = %" PRId64 " (%.1fM); largest unit: %s, %" PRId64 " (%.1fM)\n",
             psi, (double)psi / 1e6, lname, L, (double)L / 1e6);
-    fprintf(out, "  states:   2Psi 16-bit params + 2Psi 16-bit grads + 12Psi fp32 master/m/v; stage 1\n"
-                 "            shards the optimizer states over the %d GPU%s, stage 2 also the grads,\n"
-                 "            stage 3 also the params\n",
-            world, world > 1 ? "s" : "");
+    if (fp32)
+        fprintf(out, "  states:   4Psi fp32 params + 4Psi fp32 grads + 8Psi Adam m/v (the master is the\n"
+                     "            params); stage 1 shards m/v over the %d GPU%s, stage 2 also the grads,\n"
+                     "            stage 3 also the params; each unit padded to a multiple of %d, exactly\n",
+                world, world > 1 ? "s" : "", world);
+    else
+        fprintf(out, "  states:   2Psi 16-bit params + 2Psi 16-bit grads + 12Psi fp32 master/m/v; stage 1\n"
+                     "            shards the optimizer states over the %d GPU%s, stage 2 also the grads,\n"
+                     "            stage 3 also the params\n",
+                world, world > 1 ? "s" : "");
     static const char *const bnames[] = {
         "reduce_bucket_size", "allgather_bucket_size", "sub_group_size",
         "stage3_prefetch_bucket_size", "stage3_max_live_parameters",
@@ -319,11 +424,17 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
                             (double)cfg->stage3_max_live_parameters,
                             (double)cfg->stage3_param_persistence_threshold};
         print_items(out, "buffers:", bnames, v, cfg->zero_stage == 3 ? 6 : 3);
-        if (!cfg->fp16 && !cfg->bf16)
+        if (!fp32 && !cfg->fp16 && !cfg->bf16)
             fprintf(out, "  note:     the config enables neither fp16 nor bf16 (fp32 training: "
                          "4+4+8 bytes per\n"
                          "            parameter); the figures assume 16-bit params and grads, as "
-                         "DeepSpeed's do\n");
+                         "DeepSpeed's do;\n"
+                         "            --precision fp32 counts fp32 training\n");
+        if (fp32 && (cfg->fp16 || cfg->bf16))
+            fprintf(out, "  note:     the config enables %s (mixed precision); the figures count "
+                         "fp32 training\n"
+                         "            (--precision fp32); without it they count mixed precision\n",
+                    cfg->fp16 ? "fp16" : "bf16");
     } else {
         const double v[] = {DS_REDUCE_BUCKET, DS_ALLGATHER_BUCKET, DS_SUB_GROUP, DS_PREFETCH,
                             DS_MAX_LIVE, DS_PERSISTENCE};
@@ -342,13 +453,16 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
     if (cfg) {
         rows[nrows++] = (row){cfg->zero_stage, (int)cfg->offload_optimizer.device,
                               (int)cfg->offload_param.device};
+    } else if (stage >= 0) {
+        rows[nrows++] = (row){stage, 0, 0};
     } else {
         for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) rows[nrows++] = ROWS[i];
     }
     for (size_t i = 0; i < nrows; i++) {
         const row r = rows[i];
         zinf_mem_estimate e;
-        ZINF_TRY(zinf_estimate(m, r.stage, r.opt, r.param, nodes, gpus_per_node, L, cfg, &e));
+        ZINF_TRY(zinf_estimate_prec(m, precision, r.stage, r.opt, r.param, nodes, gpus_per_node, L,
+                                    cfg, &e));
         char optname[32];
         double ratio = cfg ? cfg->offload_optimizer.ratio : 1.0;
         if (cfg && r.opt && ratio > 0 && ratio < 1)
@@ -365,12 +479,37 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
         fprintf(out, "  * the config's stage and offload devices\n");
     fprintf(out, "  GiB = 2^30 bytes. GPU = model states kept on the GPU + buffers (reduction and "
                  "gather buckets,\n"
-                 "  gathered units, fp32 gradient tile); per node = %d GPU%s' host and NVMe shares. "
+                 "  gathered units%s); per node = %d GPU%s' host and NVMe shares. "
                  "Activations are\n"
                  "  not included. See zinf-estimate(1).\n",
-            gpus_per_node, gpus_per_node > 1 ? "s" : "");
+            fp32 ? "" : ", fp32 gradient tile", gpus_per_node, gpus_per_node > 1 ? "s" : "");
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
+    return 0;
+}
+
+int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *cfg, int nodes,
+                        int gpus_per_node)
+{
+    return zinf_estimate_print_prec(out, m, cfg, nodes, gpus_per_node, ZINF_EST_MIXED, -1);
+}
+
+int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
+                              int world, int prefix_stage)
+{
+    int64_t b[ZINF_EST_NKINDS];
+    ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, world, b));
+    static const char *const names[ZINF_EST_NKINDS] = {"param",  "param_shard", "grad", "grad_acc",
+                                                       "master", "adam",        "comm"};
+    int64_t total = 0;
+    if (prefix_stage) fprintf(out, "stage=%d ", stage);
+    for (int k = 0; k < ZINF_EST_NKINDS; k++) {
+        fprintf(out, "%s=%" PRId64 " ", names[k], b[k]);
+        total += b[k];
+    }
+    fprintf(out, "total=%" PRId64 "\n", total);
+    if (fflush(out) != 0 || ferror(out))
+        return zinf_errc(ZINF_EIO, "estimate: writing the bytes failed: %s", strerror(errno));
     return 0;
 }
 
@@ -378,15 +517,25 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n\n"
+            "usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
+            "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n\n"
             "Print per-GPU and per-node memory for the model states (16-bit params and grads,\n"
-            "fp32 master + Adam m/v) and ZeRO's buffers, for every stage and offload choice,\n"
-            "or only for the stage and offload devices of the DeepSpeed config C.\n\n"
+            "fp32 master + Adam m/v; or with --precision fp32, fp32 params and grads + Adam m/v)\n"
+            "and ZeRO's buffers, for every stage and offload choice, or only for the stage and\n"
+            "offload devices of the DeepSpeed config C, or only for stage S without offload.\n\n"
             "flags:\n"
             "  --model M            a preset (%s) or a GPT-2 config.json\n"
             "  --config C           a DeepSpeed JSON config: its buffer sizes and its row only\n"
             "  --nodes N            number of nodes (default 1)\n"
             "  --gpus-per-node G    GPUs (ranks) per node (default 1; also --gpus_per_node)\n"
+            "  --precision P        mixed (default: the ZeRO paper's 2+2+12 bytes per parameter)\n"
+            "                       or fp32 (zinf's CPU backend: 4+4+8, the master is the params;\n"
+            "                       per-unit padding counted exactly)\n"
+            "  --stage S            only stage S (0-3) without offload (not with --config)\n"
+            "  --print-bytes        instead of the table, one line of exact bytes per rank at rest:\n"
+            "                       param= param_shard= grad= grad_acc= master= adam= comm= total=\n"
+            "                       (the mem_* categories of a run's metrics.jsonl); for stage S,\n"
+            "                       the config's stage, or every stage (lines start stage=S)\n"
             "  --help               this text\n\n"
             "See zinf-estimate(1).\n",
             zinf_model_presets());
@@ -406,12 +555,17 @@ static int parse_count(const char *flag, const char *s, int *out)
 static int run(int argc, char **argv, bool *help)
 {
     const char *model = NULL, *config = NULL;
-    int nodes = 1, gpus = 1;
+    int nodes = 1, gpus = 1, precision = ZINF_EST_MIXED, stage = -1;
+    bool print_bytes = false;
     int i = 1;
     if (i < argc && argv[i] && strcmp(argv[i], "estimate") == 0) i++;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; continue; }
+        if (!strcmp(a, "--print-bytes") || !strcmp(a, "--print_bytes")) {
+            print_bytes = true;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0)
             return zinf_err("estimate: unexpected argument '%s' (see zinf estimate --help)", a);
         char name[64];
@@ -422,8 +576,11 @@ static int run(int argc, char **argv, bool *help)
             return zinf_err("estimate: unknown flag %s (see zinf estimate --help)", a);
         memcpy(name, a + 2, n);
         name[n] = 0;
+        if (!strcmp(name, "print-bytes") || !strcmp(name, "print_bytes"))
+            return zinf_err("estimate: --%s takes no value", name);
         bool known = !strcmp(name, "model") || !strcmp(name, "config") || !strcmp(name, "nodes") ||
-                     !strcmp(name, "gpus-per-node") || !strcmp(name, "gpus_per_node");
+                     !strcmp(name, "gpus-per-node") || !strcmp(name, "gpus_per_node") ||
+                     !strcmp(name, "precision") || !strcmp(name, "stage");
         if (!known) return zinf_err("estimate: unknown flag --%s (see zinf estimate --help)", name);
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
@@ -432,16 +589,33 @@ static int run(int argc, char **argv, bool *help)
         if (!strcmp(name, "model")) model = val;
         else if (!strcmp(name, "config")) config = val;
         else if (!strcmp(name, "nodes")) ZINF_TRY(parse_count("--nodes", val, &nodes));
-        else ZINF_TRY(parse_count("--gpus-per-node", val, &gpus));
+        else if (!strcmp(name, "precision")) {
+            if (!strcmp(val, "mixed")) precision = ZINF_EST_MIXED;
+            else if (!strcmp(val, "fp32")) precision = ZINF_EST_FP32;
+            else return zinf_err("estimate: --precision %s: expected mixed or fp32", val);
+        } else if (!strcmp(name, "stage")) {
+            if (strlen(val) != 1 || val[0] < '0' || val[0] > '3')
+                return zinf_err("estimate: --stage %s: expected 0, 1, 2 or 3", val);
+            stage = val[0] - '0';
+        } else ZINF_TRY(parse_count("--gpus-per-node", val, &gpus));
     }
     if (*help) { usage(stdout); return 0; }
     if (!model) return zinf_err("estimate: --model is required (see zinf estimate --help)");
     if ((long long)nodes * gpus > INT_MAX / 2)
         return zinf_err("estimate: %d nodes x %d GPUs per node is too many", nodes, gpus);
+    if (config && stage >= 0)
+        return zinf_err("estimate: --stage and --config both choose the row; give one of them");
 
     zinf_model_cfg m;
     ZINF_TRY(zinf_model_cfg_load(&m, model));
-    if (!config) return zinf_estimate_print(stdout, &m, NULL, nodes, gpus);
+    if (!config) {
+        if (!print_bytes)
+            return zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
+        if (stage >= 0) return zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0);
+        for (int s = 0; s < 4; s++)
+            ZINF_TRY(zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1));
+        return 0;
+    }
 
     zinf_flags f;
     zinf_flags_defaults(&f);
@@ -450,7 +624,10 @@ static int run(int argc, char **argv, bool *help)
     zinf_config *cfg = malloc(sizeof *cfg);
     if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
     int rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
-    if (!rc) rc = zinf_estimate_print(stdout, &m, cfg, nodes, gpus);
+    if (!rc && print_bytes)
+        rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0);
+    else if (!rc)
+        rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
     free(cfg);
     return rc;
 }

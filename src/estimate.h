@@ -22,6 +22,25 @@
 /* Where an offloaded state lives: same values as zinf_offload_device. */
 enum { ZINF_EST_NONE = 0, ZINF_EST_CPU = 1, ZINF_EST_NVME = 2 };
 
+/* The precision the states are counted in: the paper's mixed precision (16-bit params and grads,
+ * fp32 master + m + v: 2 + 2 + 12 bytes per parameter; the default), or fp32 training as zinf's
+ * CPU backend does it (4-byte params and grads, Adam m + v 8 bytes, no separate master: it is
+ * the fp32 parameters themselves). */
+enum { ZINF_EST_MIXED = 0, ZINF_EST_FP32 = 1 };
+
+/* The state categories of one rank, in the order (and with the meaning) of zinf_mem_kind in
+ * zero.h, so that they can be compared with the mem_* bytes a run reports. */
+enum {
+    ZINF_EST_PARAM = 0,   /* full parameters (stages 0-2; stage 3 only while gathered) */
+    ZINF_EST_PARAM_SHARD, /* stage 3: this rank's parameter shard */
+    ZINF_EST_GRAD,        /* full gradients (stages 0-1; stages 2-3 only during the backward) */
+    ZINF_EST_GRAD_ACC,    /* stages 2-3: gradient partition (fp32 accumulators in fp32 mode) */
+    ZINF_EST_MASTER,      /* fp32 master weights (0 in fp32 mode: they alias the parameters) */
+    ZINF_EST_ADAM,        /* Adam m and v */
+    ZINF_EST_COMM,        /* bucket and staging buffers: 0 at rest */
+    ZINF_EST_NKINDS
+};
+
 typedef struct zinf_mem_estimate {
     int stage;
     int offload_optimizer;      /* 0 none, 1 cpu, 2 nvme */
@@ -57,12 +76,53 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
  * *name (may be NULL) is set to a static description. */
 int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name);
 
+/* The model states one rank of a world of `world` ranks holds at rest (after a step), in bytes,
+ * exactly as zinf's ZeRO engine allocates them: each unit (the embedding wte + wpe, each block,
+ * the final LayerNorm) is split on its own; from stage 1 on its n elements are padded to
+ * pn = ceil(n / world) x world and each rank owns p = pn / world of them (stage 0: pn = p = n).
+ * Summed over the units, for fp32 (the CPU backend; zero.c reports the same numbers):
+ *   stage 0: param 4n, grad 4n, adam 8n
+ *   stage 1: param 4pn, grad 4pn, adam 8p
+ *   stage 2: param 4pn, grad_acc 4p, adam 8p       (full gradients only during the backward)
+ *   stage 3: param_shard 4p, grad_acc 4p, adam 8p  (gathered units only while in use)
+ * master is 0 (it aliases the fp32 parameters) and comm is 0 (buffers are freed at rest).
+ * Returns 0 or ZINF_EINVAL (stage outside 0-3, world < 1, no model). */
+int zinf_estimate_rank_states_fp32(const zinf_model_cfg *m, int stage, int world,
+                                   int64_t bytes_out[ZINF_EST_NKINDS]);
+
+/* The same per-unit accounting for either precision: fp32 as above; mixed as the paper counts
+ * (16-bit param 2pn / param_shard 2p, grad 2pn / grad_acc 2p, master 4p, adam 8p; at stage 0
+ * master 4n and adam 8n), i.e. the paper's formula plus the padding. */
+int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world,
+                              int64_t bytes_out[ZINF_EST_NKINDS]);
+
+/* zinf_estimate for either precision (zinf_estimate is precision ZINF_EST_MIXED). For fp32 the
+ * model states are zinf_estimate_rank_states_fp32's exact bytes (params = param + param_shard,
+ * grads = grad + grad_acc, optim = master + adam); an offloaded optimizer takes Adam m + v and an
+ * fp32 master of the shard (4p) with it, unless the parameter shard is offloaded to the same
+ * device (stage 3), where the master is that shard. Buffers in the compute dtype (buckets,
+ * gathered units, the unit gradient) count 4 bytes per element instead of 2, and the fp32
+ * gradient tile is counted only with optimizer offload (in fp32 the step needs no conversion). */
+int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int off_opt,
+                       int off_param, int nodes, int gpus_per_node, int64_t largest_layer_params,
+                       const zinf_config *cfg, zinf_mem_estimate *out);
+
 /* Print the header and the table: every valid stage x offload row, or, with cfg, only the row
  * of cfg's stage and offload devices (marked "*"). Returns 0 or ZINF_EINVAL / ZINF_EIO. */
 int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *cfg_or_NULL,
                         int nodes, int gpus_per_node);
+/* The same in the given precision; stage >= 0 (only without a config) prints only that stage's
+ * row without offload, -1 every row. */
+int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_config *cfg_or_NULL,
+                             int nodes, int gpus_per_node, int precision, int stage);
 
-/* `zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G] [--help]`. argv[0] is
+/* One line "param=B param_shard=B grad=B grad_acc=B master=B adam=B comm=B total=B" (bytes,
+ * zinf_estimate_rank_states), prefixed "stage=S " when prefix_stage. Returns 0 or an error. */
+int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
+                              int world, int prefix_stage);
+
+/* `zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G] [--precision P]
+ * [--stage S] [--print-bytes] [--help]`. argv[0] is
  * skipped (the program or subcommand name), and so is a following "estimate", so both
  * (argc, argv) of the process and (argc - 1, argv + 1) work. Prints "zinf: error: ..." and
  * returns 1 on bad input; 0 otherwise. Needs no MPI. */

@@ -366,6 +366,7 @@ static int setup(run *r)
     } else rc = zinf_err("--device %s: expected cpu or cuda", o->device);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     r->be_ok = true;
+    ZINF_TRY(zinf_comm_agree(comm, zinf_comm_attach(comm, &r->be)));
 
     zinf_flags flags = o->flags;
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
@@ -444,6 +445,7 @@ static void teardown(run *r)
     free(r->inp);
     free(r->tgt);
     if (r->be_ok) {
+        zinf_comm_detach(r->comm);
         if (strcmp(r->be.name, "cpu") == 0) zinf_backend_cpu_free(&r->be);
         else zinf_backend_cuda_free(&r->be);
     }

@@ -12,8 +12,10 @@ typedef struct zunit {
     int64_t n, pn, p, off;  /* numel, padded numel, shard size, this rank's shard start */
     void *full;             /* full parameters (pn); stage 3: only while gathered */
     void *pshard;           /* stage 3: this rank's parameter shard (p) */
-    void *gfull;            /* full gradient (pn); stages 2-3: only during backward */
-    float *gacc;            /* stages 2-3: fp32 gradient accumulator of the shard (p) */
+    void *gfull;            /* full compute-dtype gradient (pn); transient unless it is the
+                               fp32 accumulator itself (stages 0-1 with fp32 compute) */
+    float *gacc;            /* fp32 gradient accumulator: the shard (p) at stages 2-3, the whole
+                               unit (pn) at stages 0-1 with 16-bit compute */
     float *master, *m, *v;  /* fp32 optimizer states of the shard (p) */
     bool master_owned;      /* false when master aliases the fp32 parameter shard */
     int state;              /* stage 3: 0 released, 1 gather in flight, 2 gathered */
@@ -24,7 +26,7 @@ typedef struct zunit {
 typedef struct pending {
     zinf_req q;
     int u;
-    float *stage, *recv;    /* reduce-scatter staging (W x len) and result (len) */
+    void *stage, *recv;     /* reduce-scatter staging (W x len) and result (len), compute dtype */
     int64_t dst, len;       /* into gacc[dst .. dst+len) */
     int64_t stage_bytes;
 } pending;
@@ -37,6 +39,9 @@ struct zinf_zero {
     zinf_comm *comm;
     zinf_backend *be;
     int stage, W, rank, nunits;
+    size_t es;              /* bytes per element of the compute dtype */
+    bool f32;               /* compute dtype is fp32: masters alias parameters, gradients
+                               accumulate in place */
     zunit *u;
     zinf_unit_hooks hooks;
     /* reductions in flight */
@@ -99,9 +104,9 @@ static pending *push_pending(zinf_zero *z)
 static void finish_pending(zinf_zero *z, pending *p)
 {
     if (p->recv) {
-        z->be->axpy(z->be, z->u[p->u].gacc + p->dst, p->recv, p->len, 1.0f);
+        z->be->acc_f32(z->be, z->u[p->u].gacc + p->dst, p->recv, p->len, z->f32 ? 1.0f : z->pre);
         zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
-        zfree(z, ZINF_MEM_COMM, p->recv, p->len * 4);
+        zfree(z, ZINF_MEM_COMM, p->recv, p->len * (int64_t)z->es);
     }
 }
 
@@ -128,8 +133,10 @@ static int progress(zinf_zero *z, bool wait_all)
 static int reduce_scatter_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
-    float *g = x->gfull;
-    if (z->pre != 1.0f) z->be->scale(z->be, g, x->pn, z->pre);
+    char *g = x->gfull;
+    size_t es = z->es;
+    /* fp32: DeepSpeed's order (divide, then sum); 16-bit: summed first, scaled into fp32 */
+    if (z->f32 && z->pre != 1.0f) z->be->scale(z->be, x->gfull, x->pn, z->pre);
     int64_t q = z->cfg->reduce_bucket_size / z->W;
     if (q < 1) q = 1;
     if (q > x->p) q = x->p;
@@ -140,22 +147,37 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
         p->u = u;
         p->dst = lo;
         p->len = len;
-        p->stage_bytes = len * z->W * 4;
+        p->stage_bytes = len * z->W * (int64_t)es;
         p->stage = zalloc(z, ZINF_MEM_COMM, p->stage_bytes);
-        p->recv = zalloc(z, ZINF_MEM_COMM, len * 4);
+        p->recv = zalloc(z, ZINF_MEM_COMM, len * (int64_t)es);
         if (!p->stage || !p->recv) return NOMEM(z, "a reduce-scatter bucket", u);
         for (int r = 0; r < z->W; r++)
-            z->be->copy(z->be, p->stage + (int64_t)r * len, g + (int64_t)r * x->p + lo, (size_t)len * 4, NULL);
+            z->be->copy(z->be, (char *)p->stage + (size_t)r * len * es, g + ((size_t)r * x->p + lo) * es,
+                        (size_t)len * es, NULL);
         char what[160];
         snprintf(what, sizeof what, "reduce-scatter of %s gradients [%lld, +%lld)", z->m->units[u].name,
                  (long long)lo, (long long)len);
-        ZINF_TRY(zinf_comm_ireduce_scatter_f32(z->comm, p->stage, p->recv, len, &p->q, what));
+        ZINF_TRY(zinf_comm_ireduce_scatter(z->comm, p->stage, p->recv, len, z->be->cdt, &p->q, what));
         if (!z->cfg->overlap_comm) ZINF_TRY(progress(z, true));
     }
-    zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * 4);
+    zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)es);
     x->gfull = NULL;
     z->m->grads[u] = NULL;
     return 0;
+}
+
+/* Stages 0-1: the fp32 accumulator of unit u's whole gradient. */
+static float *acc01(zunit *x) { return x->gacc ? x->gacc : (float *)x->gfull; }
+
+/* Stages 0-1 with 16-bit compute: add the micro-step's gradient into the fp32 accumulator and
+ * drop it. */
+static void accumulate_unit(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    z->be->acc_f32(z->be, x->gacc, x->gfull, x->pn, 1.0f);
+    zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
+    x->gfull = NULL;
+    z->m->grads[u] = NULL;
 }
 
 /* Stages 0-1: all-reduce unit u's full gradient in place. */
@@ -163,13 +185,14 @@ static int allreduce_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     if (z->W == 1) return 0;
-    if (z->pre != 1.0f) z->be->scale(z->be, x->gfull, x->pn, z->pre);
+    float *acc = acc01(x);
+    if (z->pre != 1.0f) z->be->scale(z->be, acc, x->pn, z->pre);
     pending *p = push_pending(z);
     if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     p->u = u;
     char what[160];
     snprintf(what, sizeof what, "all-reduce of %s gradients", z->m->units[u].name);
-    ZINF_TRY(zinf_comm_iallreduce_sum_f32(z->comm, x->gfull, x->pn, &p->q, what));
+    ZINF_TRY(zinf_comm_iallreduce(z->comm, acc, x->pn, ZINF_F32, &p->q, what));
     if (!z->cfg->overlap_comm) ZINF_TRY(progress(z, true));
     return 0;
 }
@@ -179,11 +202,11 @@ static int start_gather(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     if (x->state) return 0;
-    x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * 4);
+    x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * (int64_t)z->es);
     if (!x->full) return NOMEM(z, "gathered parameters", u);
     char what[160];
     snprintf(what, sizeof what, "all-gather of %s parameters", z->m->units[u].name);
-    ZINF_TRY(zinf_comm_iallgather_f32(z->comm, x->pshard, x->full, x->p, &x->greq, what));
+    ZINF_TRY(zinf_comm_iallgather(z->comm, x->pshard, x->full, x->p, z->be->cdt, &x->greq, what));
     x->state = 1;
     if (!x->persistent) z->live += x->n;
     return 0;
@@ -207,7 +230,7 @@ static int release_unit(zinf_zero *z, int u)
     zunit *x = &z->u[u];
     if (!x->state) return 0;
     if (x->state == 1) ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
-    zfree(z, ZINF_MEM_PARAM, x->full, x->pn * 4);
+    zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
     x->full = NULL;
     x->state = 0;
     if (!x->persistent) z->live -= x->n;
@@ -277,8 +300,9 @@ static int hook_acquire(void *ctx, int u, int phase)
         ZINF_TRY(prefetch(z, k, u));
         track_live(z, u);
     }
-    if (phase == 1 && z->stage >= 2 && !x->gfull) {
-        x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4);
+    /* transient full gradients (all but stages 0-1 with fp32 compute) start at zero */
+    if (phase == 1 && !x->gfull) {
+        x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * (int64_t)z->es);
         if (!x->gfull) return NOMEM(z, "the gradient", u);
         z->m->grads[u] = x->gfull;
     }
@@ -305,7 +329,10 @@ static int hook_grad_ready(void *ctx, int u)
     double t0 = zinf_now();
     int rc = 0;
     if (z->stage >= 2) rc = reduce_scatter_unit(z, u);
-    else if (z->last_micro && z->cfg->overlap_comm) rc = allreduce_unit(z, u);
+    else {
+        if (!z->f32) accumulate_unit(z, u);
+        if (z->last_micro && z->cfg->overlap_comm) rc = allreduce_unit(z, u);
+    }
     z->t.reduce += zinf_now() - t0;
     return rc;
 }
@@ -360,8 +387,6 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
                    zinf_backend *be, uint64_t seed)
 {
     *out = NULL;
-    if (be->cdt != ZINF_F32)
-        return zinf_errc(ZINF_ENOTSUP, "ZeRO over MPI collectives needs the fp32 CPU backend");
     zinf_zero *z = calloc(1, sizeof *z);
     if (!z) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     *out = z;
@@ -373,6 +398,8 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->W = comm->size;
     z->rank = comm->rank;
     z->nunits = m->nunits;
+    z->es = zinf_dtype_size(be->cdt);
+    z->f32 = be->cdt == ZINF_F32;
     z->current = -1;
     z->hooks = (zinf_unit_hooks){z, hook_acquire, hook_release, hook_grad_ready};
     /* DeepSpeed's averaging: prescale divides by W before the reduction; otherwise
@@ -405,38 +432,52 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
         }
     }
     float *host = malloc((size_t)maxpn * sizeof(float));
-    if (!host) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    float *dtmp = z->f32 ? NULL : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)maxpn * sizeof(float));
+    if (!host || (!z->f32 && !dtmp)) {
+        free(host);
+        return zinf_errc(ZINF_ENOMEM, "out of memory for initialisation");
+    }
     int rc = 0;
+    size_t es = z->es;
     for (int u = 0; u < z->nunits && !rc; u++) {
         zunit *x = &z->u[u];
-        if (z->stage < 3) {
-            x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * 4);
-            if (!x->full) { rc = NOMEM(z, "parameters", u); break; }
-            zinf_model_init_params(m, u, seed, 0, x->pn, host);
-            be->copy(be, x->full, host, (size_t)x->pn * 4, NULL);
-            m->params[u] = x->full;
-            x->master = (float *)x->full + x->off;
-        } else {
-            x->pshard = zalloc(z, ZINF_MEM_PARAM_SHARD, x->p * 4);
-            if (!x->pshard) { rc = NOMEM(z, "the parameter shard", u); break; }
-            zinf_model_init_params(m, u, seed, x->off, x->p, host);
-            be->copy(be, x->pshard, host, (size_t)x->p * 4, NULL);
-            x->master = x->pshard;
+        /* parameters: the whole unit below stage 3, this rank's shard at stage 3; the values
+         * come from the counter-based initialiser, so a shard is made without the rest */
+        int64_t first = z->stage == 3 ? x->off : 0, count = z->stage == 3 ? x->p : x->pn;
+        void **store = z->stage == 3 ? &x->pshard : &x->full;
+        *store = zalloc(z, z->stage == 3 ? ZINF_MEM_PARAM_SHARD : ZINF_MEM_PARAM, count * (int64_t)es);
+        if (!*store) { rc = NOMEM(z, "parameters", u); break; }
+        zinf_model_init_params(m, u, seed, first, count, host);
+        if (z->f32) be->copy(be, *store, host, (size_t)count * 4, NULL);
+        else {
+            be->copy(be, dtmp, host, (size_t)count * 4, NULL);
+            be->from_f32(be, *store, dtmp, count);
         }
-        /* compute is fp32 here, so the master weights are the parameter shard itself */
-        x->master_owned = false;
-        if (z->stage < 2) {
-            x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4);
+        if (z->stage < 3) m->params[u] = x->full;
+        char *pstore = z->stage == 3 ? (char *)x->pshard : (char *)x->full + (size_t)x->off * es;
+        if (z->f32) {
+            x->master = (float *)pstore; /* fp32 compute: the master weights are the parameters */
+        } else {
+            x->master = zalloc(z, ZINF_MEM_MASTER, x->p * 4);
+            if (!x->master) { rc = NOMEM(z, "fp32 master weights", u); break; }
+            x->master_owned = true;
+            be->copy(be, x->master, z->stage == 3 ? dtmp : dtmp + x->off, (size_t)x->p * 4, NULL);
+        }
+        if (z->stage < 2 && z->f32) {
+            x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4); /* the accumulator, kept */
             if (!x->gfull) { rc = NOMEM(z, "gradients", u); break; }
             m->grads[u] = x->gfull;
         } else {
-            x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, x->p * 4);
+            int64_t na = z->stage < 2 ? x->pn : x->p;
+            x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, na * 4);
             if (!x->gacc) { rc = NOMEM(z, "the gradient accumulator", u); break; }
         }
         x->m = zalloc(z, ZINF_MEM_ADAM, x->p * 4);
         x->v = zalloc(z, ZINF_MEM_ADAM, x->p * 4);
         if (!x->m || !x->v) rc = NOMEM(z, "Adam states", u);
+        if (!rc) rc = be->sync(be); /* host and dtmp are reused by the next unit */
     }
+    if (dtmp) be->free(be, ZINF_PLACE_DEVICE, dtmp);
     free(host);
     if (!rc && z->stage == 3) rc = build_plan(z);
     if (!rc) rc = be->sync(be);
@@ -450,10 +491,10 @@ void zinf_zero_free(zinf_zero *z)
     for (int u = 0; z->u && u < z->nunits; u++) {
         zunit *x = &z->u[u];
         if (x->state == 1) zinf_comm_wait(z->comm, &x->greq);
-        zfree(z, ZINF_MEM_PARAM, x->full, x->pn * 4);
-        zfree(z, ZINF_MEM_PARAM_SHARD, x->pshard, x->p * 4);
-        zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * 4);
-        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, x->p * 4);
+        zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
+        zfree(z, ZINF_MEM_PARAM_SHARD, x->pshard, x->p * (int64_t)z->es);
+        zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
+        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, (z->stage < 2 ? x->pn : x->p) * 4);
         if (x->master_owned) zfree(z, ZINF_MEM_MASTER, x->master, x->p * 4);
         zfree(z, ZINF_MEM_ADAM, x->m, x->p * 4);
         zfree(z, ZINF_MEM_ADAM, x->v, x->p * 4);
@@ -473,7 +514,8 @@ int zinf_zero_begin_step(zinf_zero *z)
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * 4, NULL));
-        if (x->gacc) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
+        if (x->gacc)
+            ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)(z->stage < 2 ? x->pn : x->p) * 4, NULL));
     }
     return 0;
 }
@@ -514,9 +556,10 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         if (z->stage < 2) {
-            if (z->post != 1.0f) z->be->scale(z->be, x->gfull, x->pn, z->post);
+            float *acc = acc01(x);
+            if (z->post != 1.0f) z->be->scale(z->be, acc, x->pn, z->post);
             /* stage 0 holds the whole gradient on every rank; stage 1 counts its own shard */
-            s += z->be->sumsq(z->be, (float *)x->gfull + x->off, z->stage == 0 ? x->n : x->p);
+            s += z->be->sumsq(z->be, acc + x->off, z->stage == 0 ? x->n : x->p);
         } else {
             if (z->post != 1.0f) z->be->scale(z->be, x->gacc, x->p, z->post);
             s += z->be->sumsq(z->be, x->gacc, x->p);
@@ -537,22 +580,25 @@ static int allgather_params(zinf_zero *z)
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         int64_t qq = q < x->p ? q : x->p;
-        float *stage = zalloc(z, ZINF_MEM_COMM, qq * z->W * 4);
+        size_t es = z->es;
+        char *full = x->full;
+        char *stage = zalloc(z, ZINF_MEM_COMM, qq * z->W * (int64_t)es);
         if (!stage) return NOMEM(z, "an all-gather bucket", u);
         for (int64_t lo = 0; lo < x->p; lo += qq) {
             int64_t len = x->p - lo < qq ? x->p - lo : qq;
             zinf_req rq;
             char what[160];
             snprintf(what, sizeof what, "all-gather of updated %s parameters", z->m->units[u].name);
-            int rc = zinf_comm_iallgather_f32(z->comm, (float *)x->full + x->off + lo, stage, len, &rq, what);
+            int rc = zinf_comm_iallgather(z->comm, full + (size_t)(x->off + lo) * es, stage, len, z->be->cdt, &rq, what);
             if (!rc) rc = zinf_comm_wait(z->comm, &rq);
-            if (rc) { zfree(z, ZINF_MEM_COMM, stage, qq * z->W * 4); return rc; }
+            if (rc) { zfree(z, ZINF_MEM_COMM, stage, qq * z->W * (int64_t)es); return rc; }
             for (int r = 0; r < z->W; r++)
                 if (r != z->rank)
-                    z->be->copy(z->be, (float *)x->full + (int64_t)r * x->p + lo, stage + (int64_t)r * len,
-                                (size_t)len * 4, NULL);
+                    z->be->copy(z->be, full + ((size_t)r * x->p + lo) * es, stage + (size_t)r * len * es,
+                                (size_t)len * es, NULL);
         }
-        zfree(z, ZINF_MEM_COMM, stage, qq * z->W * 4);
+        ZINF_TRY(z->be->sync(z->be));
+        zfree(z, ZINF_MEM_COMM, stage, qq * z->W * (int64_t)es);
     }
     return 0;
 }
@@ -565,7 +611,8 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         const zinf_unit *un = &z->m->units[u];
-        const float *g = z->stage >= 2 ? x->gacc : (const float *)x->gfull + x->off;
+        const float *g = z->stage >= 2 ? x->gacc : acc01(x) + x->off;
+        char *pstore = z->stage == 3 ? (char *)x->pshard : (char *)x->full + (size_t)x->off * z->es;
         /* this rank's range of the unit, cut by tensor (decay or not) and by sub_group_size */
         int64_t lo = x->off, hi = x->off + x->p < x->n ? x->off + x->p : x->n;
         for (int t = 0; t < un->ntensors; t++) {
@@ -575,7 +622,8 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
             for (int64_t i = a_; i < b_; i += sg) {
                 int64_t len = b_ - i < sg ? b_ - i : sg;
                 int64_t k = i - x->off;
-                z->be->adamw(z->be, x->master + k, NULL, g + k, x->m + k, x->v + k, len, &a);
+                z->be->adamw(z->be, x->master + k, z->f32 ? NULL : pstore + (size_t)k * z->es, g + k,
+                             x->m + k, x->v + k, len, &a);
             }
         }
     }
@@ -624,16 +672,22 @@ void zinf_zero_print_mem(const zinf_zero *z)
 int zinf_zero_get_params(zinf_zero *z, int u, float *out)
 {
     zunit *x = &z->u[u];
-    if (z->stage < 3) {
-        ZINF_TRY(z->be->copy(z->be, out, x->full, (size_t)x->n * 4, NULL));
-        return z->be->sync(z->be);
+    zinf_backend *be = z->be;
+    void *full = x->full;
+    int rc = 0;
+    if (z->stage == 3) {
+        full = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)x->pn * z->es);
+        if (!full) return zinf_errc(ZINF_ENOMEM, "out of memory for a parameter check");
+        zinf_req rq;
+        rc = zinf_comm_iallgather(z->comm, x->pshard, full, x->p, be->cdt, &rq, "all-gather for a parameter check");
+        if (!rc) rc = zinf_comm_wait(z->comm, &rq);
     }
-    float *tmp = malloc((size_t)x->pn * 4);
-    if (!tmp) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    zinf_req rq;
-    int rc = zinf_comm_iallgather_f32(z->comm, x->pshard, tmp, x->p, &rq, "all-gather for a parameter check");
-    if (!rc) rc = zinf_comm_wait(z->comm, &rq);
-    if (!rc) memcpy(out, tmp, (size_t)x->n * 4);
-    free(tmp);
+    float *f = z->f32 ? full : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)x->n * 4);
+    if (!rc && !f) rc = zinf_errc(ZINF_ENOMEM, "out of memory for a parameter check");
+    if (!rc && !z->f32) be->to_f32(be, f, full, x->n);
+    if (!rc) rc = be->copy(be, out, f, (size_t)x->n * 4, NULL);
+    if (!rc) rc = be->sync(be);
+    if (f && f != full) be->free(be, ZINF_PLACE_DEVICE, f);
+    if (z->stage == 3 && full) be->free(be, ZINF_PLACE_DEVICE, full);
     return rc;
 }

@@ -422,6 +422,14 @@ static void cpu_axpy(zinf_backend *be, float *y, const float *x, int64_t n, floa
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* the compute dtype is fp32 here, so accumulating it is axpy */
+static void cpu_acc_f32(zinf_backend *be, float *y, const void *x, int64_t n, float a)
+{
+    cpu_axpy(be, y, (const float *)x, n, a);
+}
+
+static int cpu_event_query(zinf_backend *be, zinf_event *e) { return 1; }
+
 static void cpu_to_f32(zinf_backend *be, float *dst, const void *src, int64_t n)
 {
     if (n > 0 && dst != src) memcpy(dst, src, (size_t)n * sizeof(float));
@@ -451,6 +459,7 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .event_free = cpu_event_free,
         .event_record = cpu_event_record,
         .stream_wait = cpu_stream_wait,
+        .event_query = cpu_event_query,
         .sync = cpu_sync,
         .encoder_fwd = cpu_encoder_fwd,
         .encoder_bwd = cpu_encoder_bwd,
@@ -468,6 +477,7 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .sumsq = cpu_sumsq,
         .scale = cpu_scale,
         .axpy = cpu_axpy,
+        .acc_f32 = cpu_acc_f32,
         .to_f32 = cpu_to_f32,
         .from_f32 = cpu_from_f32,
     };
