@@ -60,7 +60,24 @@
  *     memory: reduce_bucket_size 5e8 is 1 GB of 16-bit buffer).
  *   - Precision: both assume 16-bit parameters and gradients. A config with neither fp16 nor bf16
  *     trains in fp32 (4 + 4 + 8 bytes: the same 16Psi in total, split differently); the table says
- *     so in a note but keeps the mixed-precision figures, as DeepSpeed's estimators do. */
+ *     so in a note but keeps the mixed-precision figures, as DeepSpeed's estimators do, unless
+ *     --precision fp32 is given.
+ *
+ * FP32 (--precision fp32): the states as zero.c allocates them on the fp32 CPU backend, unit by
+ * unit (embedding wte+wpe, each block, final LayerNorm), n elements padded from stage 1 on to
+ * pn = ceil(n/N) x N, shard p = pn/N (stage 0: pn = p = n), per rank at rest:
+ *
+ *   state                      stage 0   stage 1   stage 2   stage 3
+ *   fp32 parameters            4n        4pn       4pn       4p (shard)
+ *   fp32 gradients             4n        4pn       4p (acc)  4p (acc)
+ *   fp32 master                0: the fp32 parameters are the master weights
+ *   Adam m + v                 8n        8p        8p        8p
+ *
+ * summed over the units (zinf_estimate_rank_states_fp32; a run's metrics.jsonl reports the same
+ * bytes). An offloaded optimizer also needs an fp32 master of the shard where it runs (4p) unless
+ * the parameter shard is offloaded there too. Buffers: as above with 4 bytes per element for the
+ * compute-dtype ones (buckets, gathered units, unit gradient); no fp32 gradient tile on the GPU
+ * (nothing to convert), the host copy of it with optimizer offload. */
 #include "estimate.h"
 
 #include <errno.h>

@@ -58,28 +58,58 @@ struct zinf_zero {
     int64_t live_max_beyond;
     /* memory */
     int64_t mem[ZINF_MEM_NKINDS], mem_total, mem_peak;
+    /* device backends: freed transient blocks kept for reuse by size (cudaMalloc/cudaFree in the
+     * step would synchronise the device every time) */
+    bool caching;
+    struct { void *p; int64_t bytes; } *cache;
+    int ncache, capcache;
+    int64_t cached;
     zinf_zero_times t;
     double wait0;
     float pre, post;        /* gradient averaging factors */
 };
 
 /* ---------------------------------------------------------------- memory ------------------- */
+/* Zeroed when freshly allocated; a block reused from the cache is zeroed for gradients only
+ * (parameters and staging are overwritten whole). */
 static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes)
 {
-    void *p = z->be->alloc(z->be, ZINF_PLACE_DEVICE, (size_t)(bytes > 0 ? bytes : 1));
+    void *p = NULL;
+    for (int i = 0; z->caching && i < z->ncache; i++) {
+        if (z->cache[i].bytes != bytes) continue;
+        p = z->cache[i].p;
+        z->cache[i] = z->cache[--z->ncache];
+        z->cached -= bytes;
+        if (k == ZINF_MEM_GRAD && z->be->memset0(z->be, p, (size_t)bytes, NULL)) return NULL;
+        break;
+    }
+    if (!p) p = z->be->alloc(z->be, ZINF_PLACE_DEVICE, (size_t)(bytes > 0 ? bytes : 1));
     if (!p) return NULL;
     z->mem[k] += bytes;
     z->mem_total += bytes;
-    if (z->mem_total > z->mem_peak) z->mem_peak = z->mem_total;
+    if (z->mem_total + z->cached > z->mem_peak) z->mem_peak = z->mem_total + z->cached;
     return p;
 }
 
 static void zfree(zinf_zero *z, zinf_mem_kind k, void *p, int64_t bytes)
 {
     if (!p) return;
-    z->be->free(z->be, ZINF_PLACE_DEVICE, p);
     z->mem[k] -= bytes;
     z->mem_total -= bytes;
+    if (z->caching && (k == ZINF_MEM_PARAM || k == ZINF_MEM_GRAD || k == ZINF_MEM_COMM)) {
+        if (z->ncache == z->capcache) {
+            int nc = z->capcache ? 2 * z->capcache : 32;
+            void *np = realloc(z->cache, (size_t)nc * sizeof *z->cache);
+            if (np) { z->cache = np; z->capcache = nc; }
+        }
+        if (z->ncache < z->capcache) {
+            z->cache[z->ncache].p = p;
+            z->cache[z->ncache++].bytes = bytes;
+            z->cached += bytes;
+            return;
+        }
+    }
+    z->be->free(z->be, ZINF_PLACE_DEVICE, p);
 }
 
 #define NOMEM(z, what, u)                                                                         \
@@ -399,6 +429,7 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->rank = comm->rank;
     z->nunits = m->nunits;
     z->es = zinf_dtype_size(be->cdt);
+    z->caching = strcmp(be->name, "cpu") != 0;
     z->f32 = be->cdt == ZINF_F32;
     z->current = -1;
     z->hooks = (zinf_unit_hooks){z, hook_acquire, hook_release, hook_grad_ready};
@@ -499,6 +530,8 @@ void zinf_zero_free(zinf_zero *z)
         zfree(z, ZINF_MEM_ADAM, x->m, x->p * 4);
         zfree(z, ZINF_MEM_ADAM, x->v, x->p * 4);
     }
+    for (int i = 0; i < z->ncache; i++) z->be->free(z->be, ZINF_PLACE_DEVICE, z->cache[i].p);
+    free(z->cache);
     free(z->u);
     free(z->pend);
     free(z->seq);
@@ -664,6 +697,8 @@ void zinf_zero_print_mem(const zinf_zero *z)
     for (int k = 0; k < ZINF_MEM_NKINDS; k++)
         if (z->mem[k] && n < (int)sizeof line)
             n += snprintf(line + n, sizeof line - (size_t)n, " %s %.2f MiB;", names[k], (double)z->mem[k] / 1048576.0);
+    if (z->cached && n < (int)sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, " allocator cache %.2f MiB;", (double)z->cached / 1048576.0);
     if (n < (int)sizeof line)
         snprintf(line + n, sizeof line - (size_t)n, " peak %.2f MiB", (double)z->mem_peak / 1048576.0);
     zinf_info("%s", line);

@@ -301,6 +301,110 @@ static void check_print(void)
     CHECK(zinf_config_load(&bad, fx, &f, 3, NULL) != 0, "world 3 accepted");
 }
 
+/* --precision fp32: zinf's CPU engine (zero.c) allocates per unit, padding each to a multiple of
+ * W from stage 1 on; written out here from the unit list of model.c */
+static void check_fp32(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "gpt2-124m") == 0, "load");
+    const int64_t psi = zinf_model_num_params(&m), C = m.n_embd;
+    const int64_t unit[3] = {(int64_t)m.padded_vocab * C + (int64_t)m.n_positions * C,
+                             12 * C * C + 13 * C, 2 * C};
+    const int64_t cnt[3] = {1, m.n_layer, 1};
+    const int worlds[] = {1, 2, 3, 4, 7, 8, 64};
+    for (size_t w = 0; w < NELEM(worlds); w++) {
+        const int64_t W = worlds[w];
+        int64_t sum_pn = 0, sum_p = 0;
+        for (int i = 0; i < 3; i++) {
+            int64_t pn = (unit[i] + W - 1) / W * W;
+            sum_pn += cnt[i] * pn;
+            sum_p += cnt[i] * (pn / W);
+        }
+        for (int st = 0; st < 4; st++) {
+            int64_t b[ZINF_EST_NKINDS];
+            CHECK(zinf_estimate_rank_states_fp32(&m, st, (int)W, b) == 0, "fp32 %d/%d: %s", st,
+                  (int)W, zinf_errmsg());
+            const int64_t full = st ? 4 * sum_pn : 4 * psi, shard = st ? 4 * sum_p : 4 * psi;
+            const int64_t want[ZINF_EST_NKINDS] = {
+                st < 3 ? full : 0, st == 3 ? shard : 0, st < 2 ? full : 0, st >= 2 ? shard : 0,
+                0, 2 * shard, 0};
+            for (int k = 0; k < ZINF_EST_NKINDS; k++)
+                CHECK(b[k] == want[k], "fp32 stage %d world %d kind %d: %lld, want %lld", st,
+                      (int)W, k, (long long)b[k], (long long)want[k]);
+            /* padding: fewer than W elements per unit, (L + 2) units */
+            const int64_t tot = b[0] + b[1] + b[2] + b[3] + b[4] + b[5] + b[6];
+            const int64_t ideal = st == 0 ? 16 * psi : st == 1 ? 8 * psi + 8 * psi / W
+                                : st == 2 ? 4 * psi + 12 * psi / W : 16 * psi / W;
+            CHECK(tot >= ideal && tot <= ideal + 16 * (W - 1) * (m.n_layer + 2) + 16,
+                  "fp32 stage %d world %d: %lld bytes vs %lld", st, (int)W, (long long)tot,
+                  (long long)ideal);
+            /* mixed: the paper's 2 + 2 + 12 with the same padding */
+            int64_t x[ZINF_EST_NKINDS];
+            CHECK(zinf_estimate_rank_states(&m, ZINF_EST_MIXED, st, (int)W, x) == 0, "mixed");
+            CHECK(x[0] == want[0] / 2 && x[1] == want[1] / 2 && x[2] == want[2] / 2 &&
+                      x[3] == want[3] / 2 && x[4] == shard && x[5] == 2 * shard && x[6] == 0,
+                  "mixed stage %d world %d", st, (int)W);
+
+            /* the table's states are these bytes, all on the GPU without offload */
+            zinf_mem_estimate e;
+            CHECK(zinf_estimate_prec(&m, ZINF_EST_FP32, st, 0, 0, 1, (int)W, 0, NULL, &e) == 0,
+                  "estimate fp32: %s", zinf_errmsg());
+            CHECK(e.params + e.grads + e.optim == (double)tot, "fp32 states %g != %lld",
+                  e.params + e.grads + e.optim, (long long)tot);
+            CHECK_CLOSE(e.gpu_bytes, (double)tot + e.gpu_buffers, RT, 0, "fp32 GPU");
+            CHECK(e.cpu_bytes_per_node == 0 && e.nvme_bytes_per_node == 0, "fp32 host use");
+            /* precision mixed through zinf_estimate_prec is zinf_estimate */
+            zinf_mem_estimate a, c;
+            CHECK(zinf_estimate_prec(&m, ZINF_EST_MIXED, st, 0, 0, 1, (int)W, 0, NULL, &a) == 0 &&
+                      zinf_estimate(&m, st, 0, 0, 1, (int)W, 0, NULL, &c) == 0,
+                  "mixed estimate");
+            CHECK(memcmp(&a, &c, sizeof a) == 0, "zinf_estimate_prec(mixed) != zinf_estimate");
+        }
+        /* optimizer offload: Adam m + v and an fp32 master (4p) move, unless the parameter shard
+         * is on the same device (stage 3, both cpu) */
+        zinf_mem_estimate none, off, both;
+        int64_t b[ZINF_EST_NKINDS];
+        CHECK(zinf_estimate_rank_states_fp32(&m, 2, (int)W, b) == 0, "stage 2");
+        CHECK(zinf_estimate_prec(&m, ZINF_EST_FP32, 2, 0, 0, 1, (int)W, 0, NULL, &none) == 0 &&
+                  zinf_estimate_prec(&m, ZINF_EST_FP32, 2, 1, 0, 1, (int)W, 0, NULL, &off) == 0,
+              "stage 2 offload");
+        CHECK_CLOSE(off.cpu_bytes_per_node / W - off.cpu_buffers,
+                    (double)b[ZINF_EST_ADAM] * 1.5, RT, 0, "fp32 offload: m + v + master on host");
+        CHECK_CLOSE(gpu_states(&none) - gpu_states(&off), (double)b[ZINF_EST_ADAM], RT, 0,
+                    "fp32 offload: m + v leave the GPU");
+        CHECK(zinf_estimate_rank_states_fp32(&m, 3, (int)W, b) == 0, "stage 3");
+        CHECK(zinf_estimate_prec(&m, ZINF_EST_FP32, 3, 1, 1, 1, (int)W, 0, NULL, &both) == 0,
+              "stage 3 offload");
+        CHECK_CLOSE(both.optim, (double)b[ZINF_EST_ADAM], RT, 0, "master aliases offloaded params");
+        CHECK_CLOSE(gpu_states(&both), (double)b[ZINF_EST_GRAD_ACC], RT, 0, "only grads on GPU");
+    }
+    int64_t b[ZINF_EST_NKINDS];
+    CHECK(zinf_estimate_rank_states_fp32(&m, 4, 2, b) == ZINF_EINVAL, "stage 4 accepted");
+    CHECK(zinf_estimate_rank_states_fp32(&m, 1, 0, b) == ZINF_EINVAL, "world 0 accepted");
+    CHECK(zinf_estimate_rank_states(&m, 7, 1, 1, b) == ZINF_EINVAL, "precision 7 accepted");
+
+    /* the table in fp32 mode for one stage: one row */
+    FILE *f = tmpfile();
+    CHECK(f != NULL, "tmpfile");
+    if (f) {
+        CHECK(zinf_estimate_print_prec(f, &m, NULL, 1, 4, ZINF_EST_FP32, 2) == 0, "print: %s",
+              zinf_errmsg());
+        rewind(f);
+        char line[512];
+        int nrow = 0, stage = -1;
+        bool fp32_title = false;
+        while (fgets(line, sizeof line, f)) {
+            char opt[16], par[16];
+            double g;
+            if (strstr(line, "(fp32 Adam)")) fp32_title = true;
+            if (sscanf(line, " %d %15s %15s %lf", &stage, opt, par, &g) == 4) nrow++;
+        }
+        fclose(f);
+        CHECK(nrow == 1 && stage == 2, "fp32 --stage 2 table: %d rows, stage %d", nrow, stage);
+        CHECK(fp32_title, "fp32 table title");
+    }
+}
+
 static void check_main(void)
 {
     char *a1[] = {"zinf", "estimate", NULL};
@@ -315,6 +419,14 @@ static void check_main(void)
     CHECK(zinf_estimate_main(5, a5) != 0, "unknown flag accepted");
     char *a6[] = {"estimate", "--model", NULL};
     CHECK(zinf_estimate_main(2, a6) != 0, "--model without a value accepted");
+    char *a7[] = {"estimate", "--model", "test-mini", "--precision", "fp16", NULL};
+    CHECK(zinf_estimate_main(5, a7) != 0, "--precision fp16 accepted");
+    char *a8[] = {"estimate", "--model", "test-mini", "--stage", "4", NULL};
+    CHECK(zinf_estimate_main(5, a8) != 0, "--stage 4 accepted");
+    char *a9[] = {"estimate", "--model", "test-mini", "--print-bytes=1", NULL};
+    CHECK(zinf_estimate_main(4, a9) != 0, "--print-bytes=1 accepted");
+    char *a10[] = {"estimate", "--model", "test-mini", "--stage", "1", "--config", "x.json", NULL};
+    CHECK(zinf_estimate_main(7, a10) != 0, "--stage with --config accepted");
 }
 
 int main(void)
@@ -355,6 +467,7 @@ int main(void)
 
     check_config_buffers();
     check_print();
+    check_fp32();
     check_main();
     return check_done("test_estimate");
 }
