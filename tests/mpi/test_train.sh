@@ -105,6 +105,21 @@ mpi 3 train --model test-mini --data "$D" --config "$TMP/b32.json" --max_steps 1
 expect_err "batch rule at world 3" "train_batch_size 32" "world size 3"
 [ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "batch rule: expected one error line"
 
+# the hostfile launcher runs as many ranks as the slots add up to
+printf '# two ranks here\nlocalhost slots=2\n' > "$TMP/hosts"
+OUTPUT=$(ZINF="$ZINF" sh "${top_srcdir:-.}/jobs/mpirun/train.sh" "$TMP/hosts" --model test-mini --data "$D" --max_length 32 \
+    --max_steps 1 --out "$TMP/hf" 2>&1); RC=$?
+expect_ok "hostfile launcher"
+expect_has "hostfile launcher" "on 2 ranks"
+printf 'localhost slots=two\n' > "$TMP/badhosts"
+OUTPUT=$(ZINF="$ZINF" sh "${top_srcdir:-.}/jobs/mpirun/train.sh" "$TMP/badhosts" --data "$D" 2>&1); RC=$?
+expect_err "hostfile with bad slots" "bad slots"
+
+# --per_rank_logs: every rank writes its own log
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 1 --out "$TMP/pr" --per_rank_logs
+expect_ok "per-rank logs"
+[ -s "$TMP/pr/logs/rank0.log" ] && [ -f "$TMP/pr/logs/rank1.log" ] && pass || fail "per-rank logs: rank0.log/rank1.log missing"
+
 mpi 1 train --model test-mini --data "$D" --device cuda --max_steps 1 --out "$TMP/x"
 expect_err "--device cuda without CUDA" "--device cuda"
 
