@@ -29,5 +29,5 @@ awk -v out="$OUT" 'BEGIN { srand(1); n = 0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 mpirun --oversubscribe -np 2 ./zinf train --config jobs/configs/demo-addition.json \
     --model test-mini --data "$OUT/add_train_*.bin" --val "$OUT/addval_train_*.bin" --out "$OUT" \
-    --max_length 30 --max_steps 800 --eval_prompts "$OUT/heldout.tsv" --max_new_tokens 4 "$@"
+    --max_length 30 --max_steps 1500 --eval_prompts "$OUT/heldout.tsv" --max_new_tokens 4 "$@"
 echo "zinf: metrics in $OUT/metrics.jsonl"

@@ -1177,6 +1177,7 @@ int zinf_config_load(zinf_config *cfg, const char *path, const zinf_flags *flags
 static const char DEFAULT_CONFIG[] =
     "{\"train_micro_batch_size_per_gpu\": \"auto\", \"gradient_accumulation_steps\": \"auto\", "
     "\"train_batch_size\": \"auto\", \"gradient_clipping\": \"auto\", "
+    "\"fp16\": {\"enabled\": \"auto\"}, \"bf16\": {\"enabled\": \"auto\"}, "
     "\"zero_optimization\": {\"stage\": 0}}";
 
 int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_size, FILE *warn)

@@ -379,6 +379,12 @@ static int setup(run *r)
     rc = notices(r);
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
+    if (o->prompts) { /* fail before training, not after it */
+        FILE *pf = fopen(o->prompts, "r");
+        if (!pf) rc = zinf_errc(-errno, "--eval_prompts %s: %s", o->prompts, strerror(errno));
+        else fclose(pf);
+        ZINF_TRY(zinf_comm_agree(comm, rc));
+    }
     rc = zinf_data_open(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1);
     if (!rc && o->val) {
         rc = zinf_data_open(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0);
