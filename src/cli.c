@@ -246,13 +246,17 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
 {
     const char *input = NULL, *prefix = NULL;
     double valf = 0;
-    int64_t shard = 0;
+    int64_t shard = 0, random_n = 0, vocab = 50257;
+    uint64_t seed = 1;
     bool h = false;
     const flag tab[] = {
         {"input", F_STR, &input, NULL, "text file to tokenise (bytes are tokens, vocabulary 256)"},
         {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
         {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
+        {"random", F_INT, &random_n, NULL, "instead of --input: N uniformly random tokens (benchmarks)"},
+        {"vocab", F_INT, &vocab, NULL, "vocabulary of --random tokens (default 50257)"},
+        {"seed", F_U64, &seed, NULL, "seed of --random tokens (default 1)"},
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
     };
@@ -260,12 +264,20 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     ZINF_TRY(parse_flags("data", tab, argc, argv, first, NULL, 0, &npos));
     if (h) {
         *help = true;
-        printf("usage: zinf data --input FILE --out PREFIX [--val_fraction F] [--shard_tokens N]\n\n"
-               "Turn a text file into byte-level token shards (llm.c format).\n\nflags:\n");
+        printf("usage: zinf data --input FILE --out PREFIX [--val_fraction F] [--shard_tokens N]\n"
+               "       zinf data --random N --vocab V --out PREFIX [--seed S]\n\n"
+               "Turn a text file into byte-level token shards (llm.c format), or write N random\n"
+               "tokens for benchmarks.\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
-    if (!input || !prefix) return zinf_err("data: --input and --out are required");
+    if (!prefix) return zinf_err("data: --out is required");
+    if (random_n) {
+        if (input) return zinf_err("data: --random and --input exclude each other");
+        if (vocab > INT32_MAX) return zinf_err("data: --vocab %lld is too large", (long long)vocab);
+        return zinf_data_make_random(prefix, random_n, (int)vocab, seed, stdout);
+    }
+    if (!input) return zinf_err("data: --input (or --random) is required");
     return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
 }
 

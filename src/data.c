@@ -501,3 +501,27 @@ int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_f
     free(text);
     return rc;
 }
+
+int zinf_data_make_random(const char *prefix, int64_t ntokens, int vocab, uint64_t seed, FILE *out)
+{
+    if (ntokens < 2) return zinf_err("data: --random needs at least 2 tokens, got %lld", (long long)ntokens);
+    if (vocab < 2) return zinf_err("data: --vocab must be at least 2, got %d", vocab);
+    uint32_t *tok = malloc((size_t)ntokens * sizeof *tok);
+    if (!tok) return zinf_errc(ZINF_ENOMEM, "data: out of memory for %lld tokens", (long long)ntokens);
+    uint64_t x = seed ^ 0x2545F4914F6CDD1DULL;
+    for (int64_t i = 0; i < ntokens; i++) {
+        /* splitmix64, then a multiply-shift into [0, vocab) */
+        x += 0x9e3779b97f4a7c15ULL;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        tok[i] = (uint32_t)(((z >> 32) * (uint64_t)vocab) >> 32);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s_train_000000.bin", prefix);
+    int rc = zinf_data_write_shard(path, tok, ntokens);
+    free(tok);
+    if (!rc && out) fprintf(out, "%s %lld tokens\n", path, (long long)ntokens);
+    return rc;
+}

@@ -42,6 +42,10 @@ int64_t zinf_data_slice_start(int64_t step, int64_t global_batch, int micro, int
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
                          int64_t shard_tokens, FILE *out);
 
+/* `zinf data --random N`: one shard <prefix>_train_000000.bin of N tokens drawn uniformly from
+ * [0, vocab) with the seed, for benchmarks and tests that need a real vocabulary size. */
+int zinf_data_make_random(const char *prefix, int64_t ntokens, int vocab, uint64_t seed, FILE *out);
+
 /* Write one shard (version 1 when every token < 65536, else version 2) atomically:
  * tmp file, fsync, rename. */
 int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n);

@@ -35,6 +35,16 @@ printf 'abc' > "$TMP/t.txt"
 run data --input "$TMP/t.txt" --out "$TMP/t" --val_fraction 1.5
 expect_err "data: bad val fraction" "val_fraction"
 
+# --random: N tokens below the vocabulary, readable by train; the first loss is ln(V) on them
+run data --random 20000 --vocab 300 --seed 5 --out "$TMP/rnd"
+expect_ok "data --random"
+printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 300, "n_positions": 32}\n' > "$TMP/v300.json"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/rndo"
+expect_ok "train on random tokens"
+close "$(metric "$TMP/rndo/metrics.jsonl" loss | head -1)" 5.7038 0.01 && pass || fail "random tokens: first loss is not ln(300)"
+run data --random 100 --input "$TMP/t.txt" --out "$TMP/x"
+expect_err "data: --random with --input" "exclude each other"
+
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
 expect_ok "config show at world 4"
