@@ -17,7 +17,11 @@ const char *zinf_dtype_name(zinf_dtype dt)
     return "?";
 }
 
-#ifndef ZINF_HAVE_CUDA
+#ifdef ZINF_HAVE_CUDA
+int zinf_backend_cuda_built(void) { return 1; }
+#else
+int zinf_backend_cuda_built(void) { return 0; }
+const char *zinf_backend_cuda_error(void) { return "this build has no CUDA backend"; }
 int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt)
 {
     (void)be; (void)device; (void)cdt;

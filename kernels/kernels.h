@@ -126,6 +126,10 @@ int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt);
 void zinf_backend_cuda_free(zinf_backend *be);
 /* Number of visible CUDA devices; 0 when none or not built. */
 int zinf_backend_cuda_count(void);
+/* 1 when this build has the CUDA backend. */
+int zinf_backend_cuda_built(void);
+/* Why the CUDA backend's last call failed ("" when none). */
+const char *zinf_backend_cuda_error(void);
 
 /* Device collectives for buffers MPI cannot read (NCCL with CUDA). src/comm.c bootstraps them
  * over MPI: rank 0 calls id_get, broadcasts the bytes, every rank calls init. All operations sum

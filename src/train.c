@@ -265,11 +265,12 @@ static int check_prompts(run *r, const char *path)
     int64_t total = 0, correct = 0, lineno = 0;
     int B = m->B, T = m->T, Vp = m->c.padded_vocab;
     float *logits = malloc((size_t)B * T * Vp * sizeof(float));
+    float *dlogits = r->be.alloc(&r->be, ZINF_PLACE_DEVICE, (size_t)B * T * Vp * sizeof(float));
     int32_t *tok = calloc((size_t)B * T, sizeof(int32_t));
     int *len = calloc((size_t)B, sizeof(int)), *done = calloc((size_t)B, sizeof(int));
     char (*want)[256] = calloc((size_t)B, 256), (*got)[256] = calloc((size_t)B, 256);
     int rc = 0;
-    if (!logits || !tok || !len || !done || !want || !got) { rc = zinf_errc(ZINF_ENOMEM, "out of memory"); goto out; }
+    if (!logits || !dlogits || !tok || !len || !done || !want || !got) { rc = zinf_errc(ZINF_ENOMEM, "out of memory"); goto out; }
     int shown = 0;
     for (bool eof = false; !eof && !rc;) {
         int nb = 0;
@@ -297,8 +298,8 @@ static int check_prompts(run *r, const char *path)
         if (rc || nb == 0) break;
         for (int64_t g = 0; g < r->o->max_new_tokens; g++) {
             ZINF_TRY(pass(r, tok, NULL, NULL, false, false, 0, NULL));
-            r->be.to_f32(&r->be, (float *)m->grad_mem, m->logits, (int64_t)B * T * Vp);
-            ZINF_TRY(r->be.copy(&r->be, logits, m->grad_mem, (size_t)B * T * Vp * 4, NULL));
+            r->be.to_f32(&r->be, dlogits, m->logits, (int64_t)B * T * Vp);
+            ZINF_TRY(r->be.copy(&r->be, logits, dlogits, (size_t)B * T * Vp * 4, NULL));
             ZINF_TRY(r->be.sync(&r->be));
             int active = 0;
             for (int b = 0; b < nb; b++) {
@@ -342,6 +343,7 @@ static int check_prompts(run *r, const char *path)
     }
 out:
     fclose(f);
+    if (dlogits) r->be.free(&r->be, ZINF_PLACE_DEVICE, dlogits);
     free(logits); free(tok); free(len); free(done); free(want); free(got);
     return rc;
 }
@@ -354,22 +356,26 @@ static int setup(run *r)
     int rc;
     zinf_log_init(comm->rank, NULL); /* rank 0 prints; the per-rank files are opened below */
     if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
+    zinf_flags flags = o->flags;
+    ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
+    /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */
+    zinf_dtype cdt = r->cfg.bf16 ? ZINF_BF16 : r->cfg.fp16 ? ZINF_F16 : ZINF_F32;
     if (strcmp(o->device, "cpu") == 0) rc = zinf_backend_cpu_init(&r->be);
     else if (strcmp(o->device, "cuda") == 0) {
         int n = zinf_backend_cuda_count();
-        if (n <= 0)
-            rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: %s", zinf_backend_cuda_count() == 0 &&
-                           zinf_backend_cuda_init(&r->be, 0, ZINF_BF16) == ZINF_ENOTSUP
-                               ? "this zinf was built without CUDA (configure --with-cuda)"
-                               : "no CUDA device is visible");
-        else rc = zinf_backend_cuda_init(&r->be, comm->local_rank % n, ZINF_BF16);
+        if (!zinf_backend_cuda_built())
+            rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: this zinf was built without CUDA (configure "
+                           "--with-cuda on a machine with nvcc and NCCL)");
+        else if (n <= 0) rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: no CUDA device is visible");
+        else {
+            rc = zinf_backend_cuda_init(&r->be, comm->local_rank % n, cdt);
+            if (rc) rc = zinf_errc(rc, "--device cuda: GPU %d: %s", comm->local_rank % n, zinf_backend_cuda_error());
+        }
     } else rc = zinf_err("--device %s: expected cpu or cuda", o->device);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     r->be_ok = true;
     ZINF_TRY(zinf_comm_agree(comm, zinf_comm_attach(comm, &r->be)));
 
-    zinf_flags flags = o->flags;
-    ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     zinf_model_cfg mc;
     ZINF_TRY(zinf_comm_agree(comm, zinf_model_cfg_load(&mc, o->model)));
     r->T = r->cfg.seq_len > 0 ? (int)r->cfg.seq_len : mc.n_positions;

@@ -1,0 +1,52 @@
+#!/bin/sh
+# GPT-2 training speed on GPUs: zinf next to PyTorch measured in the same run.
+# Usage (on a GPU node, after `source .gpu-bundle/activate.sh` where the host lacks the libraries):
+#   jobs/bench/gpt2_speed.sh [--model gpt2-124m] [--np 1] [--stage 0] [--micro 16] [--T 1024]
+#                            [--steps 30] [--recompute] [--no-torch]
+# Prints tokens/s, ms/step, MFU (FLOPs per token 6N + 12*L*C*T over 989 TFLOP/s bf16 dense, the
+# H100/H200 SXM figure) and peak GPU memory, for zinf and for PyTorch eager and torch.compile.
+set -eu
+here=$(cd "$(dirname "$0")/../.." && pwd)
+ZINF=${ZINF:-$here/zinf}
+model=gpt2-124m np=1 stage=0 micro=16 T=1024 steps=30 recompute=false torch=yes
+while [ $# -gt 0 ]; do
+    case $1 in
+    --model) model=$2; shift ;; --np) np=$2; shift ;; --stage) stage=$2; shift ;;
+    --micro) micro=$2; shift ;; --T) T=$2; shift ;; --steps) steps=$2; shift ;;
+    --recompute) recompute=true ;; --no-torch) torch=no ;;
+    *) echo "gpt2_speed.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+tmp=${TMPDIR:-/tmp}/zinf-bench.$$
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+"$ZINF" data --random $((np * micro * (T + 1) * (steps + 2))) --vocab 50257 --out "$tmp/rand" >/dev/null
+ac=""
+[ "$recompute" = true ] && ac=', "activation_checkpointing": {}'
+cat > "$tmp/ds.json" <<JSON
+{ "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+  "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
+  "zero_optimization": {"stage": $stage, "overlap_comm": true}, "wall_clock_breakdown": true $ac }
+JSON
+mpirun -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
+    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || {
+    tail -20 "$tmp/zinf.log" >&2; exit 1; }
+# steady state: the median of the second half of the steps
+tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 2' | sort -n |
+      awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+params=$(sed -n 's/.*(\([0-9.]*\)M parameters, L=\([0-9]*\) C=\([0-9]*\).*/\1 \2 \3/p' "$tmp/zinf.log" | head -1)
+peak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
+set -- $params
+flops=$(awk -v n="$1" -v l="$2" -v c="$3" -v t="$T" 'BEGIN { printf "%.6g", 6 * n * 1e6 + 12 * l * c * t }')
+# row WHO TOKENS_PER_S PEAK: ms/step from the tokens of one step; MFU per GPU
+row() { awk -v who="$1" -v tps="$2" -v peak="$3" -v f="$flops" -v np="$np" -v mb="$micro" -v t="$T" 'BEGIN {
+    printf "%-22s %12.0f %10.1f %7.1f%% %10s\n", who, tps, 1e3 * np * mb * t / tps, 100 * tps / np * f / 989e12, peak }'; }
+echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO stage $stage, recompute $recompute"
+printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
+row "zinf" "$tps" "${peak:-?}"
+grep "time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown: /'
+if [ "$torch" = yes ] && [ "$np" -eq 1 ] && python3 -c 'import torch' 2>/dev/null; then
+    python3 "$here/jobs/bench/torch_gpt2.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" |
+    while read -r _ mode ttps _ tpeak; do row "PyTorch ($mode)" "$ttps" "$tpeak"; done
+fi

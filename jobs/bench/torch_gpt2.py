@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Reference for jobs/bench/gpt2_speed.sh: GPT-2 training throughput in PyTorch on the same GPU,
+same shapes (bf16 autocast, fused AdamW, B x T tokens per step), eager and torch.compile.
+Prints one line per mode: `torch MODE tokens_per_s ms_per_step peak_gib`."""
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-774m": (36, 1280, 20),
+           "gpt2-1.5b": (48, 1600, 25)}
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.NH = NH
+        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.fc, self.fcproj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.NH, C // self.NH).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, L, C, NH, V=50304, T=1024):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.blocks = nn.ModuleList(Block(C, NH) for _ in range(L))
+        self.lnf = nn.LayerNorm(C)
+
+    def forward(self, idx, tgt):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lnf(x) @ self.wte.weight.T
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1))
+
+
+def run(mode, args):
+    L, C, NH = PRESETS[args.model]
+    torch.manual_seed(0)
+    model = GPT(L, C, NH).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
+    fwd = torch.compile(model) if mode == "compile" else model
+    idx = torch.randint(0, 50257, (args.micro, args.T), device="cuda")
+    tgt = torch.randint(0, 50257, (args.micro, args.T), device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = fwd(idx, tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    dt = sorted(times[args.steps // 3:])[len(times[args.steps // 3:]) // 2]
+    print(f"torch {mode} {args.micro * args.T / dt:.0f} {1e3 * dt:.1f} "
+          f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
+    del model, opt, fwd
+    torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="gpt2-124m")
+    ap.add_argument("--micro", type=int, default=16)
+    ap.add_argument("--T", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--modes", default="eager,compile")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    for m in a.modes.split(","):
+        run(m, a)
