@@ -531,9 +531,13 @@ static int loop(run *r)
                       (double)cm->bytes[ZINF_COLL_REDUCE_SCATTER] / 1048576.0);
         }
         if (r->metrics) {
-            fprintf(r->metrics, "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.7g, \"grad_norm\": %.7g, "
-                    "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %g, \"skipped\": %s",
-                    (long long)done, s.loss, s.lr, s.norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
+            char norm[32];
+            /* JSON has no NaN: a gradient norm that overflowed is null */
+            if (isfinite(s.norm)) snprintf(norm, sizeof norm, "%.7g", s.norm);
+            else snprintf(norm, sizeof norm, "null");
+            fprintf(r->metrics, "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.7g, \"grad_norm\": %s, "
+                    "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %.17g, \"skipped\": %s",
+                    (long long)done, s.loss, s.lr, norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
             if (eval_now) fprintf(r->metrics, ", \"val_loss\": %.7g", val_loss);
             fprintf(r->metrics, "}\n");
             fflush(r->metrics);

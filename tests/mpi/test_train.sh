@@ -77,6 +77,29 @@ done
 # clipping at 1.0: every logged grad_norm is the pre-clip norm, and the run still trains
 [ "$k" -eq 10 ] && pass || fail "expected 10 logged lr values, got $k"
 
+# fp16 dynamic loss scaling with DeepSpeed's DynamicLossScaler rules: from 2^127 with window 3 and
+# hysteresis 1 the scale doubles after the 4th clean update (stable interval 3), the doubled scale
+# 2^128 overflows fp32 at update 5, which is skipped and halves it; again 4 clean, 1 skipped.
+# A skipped step does not step the scheduler, so update 6 runs at update 5's lr.
+cat > "$TMP/ls.json" <<'JSON'
+{ "train_batch_size": 8, "fp16": {"enabled": true, "initial_scale_power": 127, "hysteresis": 1,
+  "loss_scale_window": 3}, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.001,
+  "warmup_num_steps": 4, "warmup_type": "linear"}} }
+JSON
+mpi 1 train --model test-mini --data "$D" --max_length 32 --max_steps 12 --logging_steps 1 --config "$TMP/ls.json" --out "$TMP/ls"
+expect_ok "fp16 loss scaling"
+expect_has "overflow is logged" "step 5: gradient overflow, step skipped; loss scale now 1.70141e+38"
+[ "$(metric "$TMP/ls/metrics.jsonl" skipped | tr '\n' ' ')" = "false false false false true false false false false true false false " ] \
+    && pass || fail "skipped steps: $(metric "$TMP/ls/metrics.jsonl" skipped | tr '\n' ' ')"
+S=$(metric "$TMP/ls/metrics.jsonl" loss_scale | tr '\n' ' ')
+set -- $S
+close "$4" 3.4028236692093846e+38 1e-12 && close "$5" 1.7014118346046923e+38 1e-12 && pass || fail "loss scales: $S"
+LR=$(metric "$TMP/ls/metrics.jsonl" lr | tr '\n' ' ')
+set -- $LR
+[ "$5" = "$6" ] && pass || fail "the scheduler stepped on a skipped step: lr $LR"
+grep -q '"grad_norm": null' "$TMP/ls/metrics.jsonl" && pass || fail "an overflowed norm is not null in metrics.jsonl"
+
 # --- failures: one clear line, from one rank -----------------------------------------------
 mpi 2 train --model test-mini --data "$TMP/nothing_*.bin" --max_steps 1 --out "$TMP/x"
 expect_err "no data files" "no files match"
