@@ -22,6 +22,18 @@ int zinf_backend_cuda_built(void) { return 1; }
 #else
 int zinf_backend_cuda_built(void) { return 0; }
 const char *zinf_backend_cuda_error(void) { return "this build has no CUDA backend"; }
+zinf_event *zinf_cuda_event_new_timed(zinf_backend *be);
+double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b);
+zinf_event *zinf_cuda_event_new_timed(zinf_backend *be)
+{
+    (void)be;
+    return NULL;
+}
+double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b)
+{
+    (void)a; (void)b;
+    return -1.0;
+}
 int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype cdt)
 {
     (void)be; (void)device; (void)cdt;

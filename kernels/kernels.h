@@ -62,6 +62,8 @@ struct zinf_backend {
     int (*stream_wait)(zinf_backend *be, zinf_stream *s, zinf_event *e);
     int (*event_query)(zinf_backend *be, zinf_event *e); /* 1 when done, 0 when pending, <0 error */
     int (*sync)(zinf_backend *be); /* everything issued so far has finished */
+    /* device memory in use and in total (bytes), for reports; NULL on the CPU backend */
+    int (*mem_info)(zinf_backend *be, size_t *used, size_t *total);
 
     /* ---- operations; B batch, T time, C channels, NH heads, N = B*T rows ---- */
     /* out[N,C] = wte[tok] + wpe[t] */

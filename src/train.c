@@ -93,6 +93,7 @@ typedef struct run {
     FILE *metrics;
     int32_t *inp, *tgt;
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
+    size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
 } run;
 
@@ -509,6 +510,10 @@ static int loop(run *r)
             zinf_info("flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), "
                       "%.3g FLOP/s", (long long)done, flops_per_token * (double)tokens_per_step,
                       (long long)tokens_per_step, flops_per_token * (double)tokens_per_step / dt);
+        if (r->be.mem_info) {
+            size_t used = 0, tot = 0;
+            if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;
+        }
         if (!log_now && !eval_now) continue;
         double tps = (double)tokens_per_step * (double)window_steps / window_t;
         double ms = 1e3 * window_t / (double)window_steps;
@@ -579,6 +584,9 @@ static int check_params_agree(run *r)
     zinf_mem_report mr;
     zinf_zero_mem(r->z, &mr);
     zinf_zero_print_mem(r->z);
+    if (r->be.mem_info)
+        zinf_info("peak GPU memory %.2f GiB in use on rank 0 (cudaMemGetInfo after each step)",
+                  (double)r->dev_peak / 1073741824.0);
     if (r->metrics) {
         fprintf(r->metrics, "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "

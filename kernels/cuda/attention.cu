@@ -1,0 +1,688 @@
+/* attention: causal self-attention that never stores the T x T matrix (flash-attention 2 style).
+ *
+ * Layout (as kernels.h): qkv[B,T,3C] packs q|k|v, head h at channels h*hs..; out[B,T,C];
+ * lse[B,NH,T] = natural log-sum-exp of the scaled scores of each query row.
+ *
+ * Two implementations behind one entry point:
+ *  - fast path (bf16/fp16 compute, head size 64): tensor-core tiles (mma.sync m16n8k16, operands
+ *    through ldmatrix from padded shared memory), 64 query rows x 64 keys per step, 4 warps of 16
+ *    rows each, fp32 accumulation and softmax in registers (base-2 exponentials).
+ *      forward: one block per (query tile, b*h), online softmax over key tiles 0..diagonal.
+ *      backward: D_i = rowsum(dO o O) first; then one kernel with a block per (key tile, b*h)
+ *      that walks the query tiles and accumulates dK and dV in registers, and one with a block
+ *      per (query tile, b*h) that walks the key tiles for dQ. Each output row belongs to exactly
+ *      one block: no atomics, the result is deterministic. Scores and P are recomputed from lse.
+ *  - generic path (fp32, or any other head size up to 256): one warp per row (query row for the
+ *    forward and dQ, key row for dK/dV), one key (query) at a time, the head's channels spread
+ *    over the lanes. Slow, simple, and exact enough to match the CPU reference at fp32.
+ * Every gradient is accumulated (+=) into dqkv, as kernels.h requires. */
+#include <math.h>
+
+#include <type_traits>
+
+#include "cuda_common.h"
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+/* ===================================================================== shared: D = rowsum(dO o O) */
+
+/* D[(b*NH + h)*T + i] = sum_d dout[b,i,h,d] * out[b,i,h,d]; one warp per row */
+template <typename T>
+__global__ void attn_D_k(float *D, const T *dout, const T *out, int B, int T_, int C, int NH)
+{
+    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, hs = C / NH;
+    if (rowid >= (int64_t)B * NH * T_) return;
+    int i = (int)(rowid % T_);
+    int64_t bh = rowid / T_;
+    int h = (int)(bh % NH), b = (int)(bh / NH);
+    int64_t off = ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
+    float s = 0.0f;
+    for (int d = lane; d < hs; d += 32) s += to_f(dout[off + d]) * to_f(out[off + d]);
+    s = warp_sum(s);
+    if (lane == 0) D[rowid] = s;
+}
+
+/* ===================================================================== generic path */
+
+/* forward: one warp per query row; lane owns channels lane + 32*k (k < ND) */
+template <typename T, int ND>
+__global__ void attn_fwd_generic_k(T *out, float *lse, const T *qkv, int B, int T_, int C, int NH,
+                                   float scale)
+{
+    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, hs = C / NH;
+    if (rowid >= (int64_t)B * NH * T_) return;
+    int i = (int)(rowid % T_);
+    int64_t bh = rowid / T_;
+    int h = (int)(bh % NH), b = (int)(bh / NH);
+    int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * hs;
+    float q[ND], o[ND];
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        q[k] = d < hs ? to_f(base[i * C3 + d]) : 0.0f;
+        o[k] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j <= i; j++) {
+        const T *kr = base + j * C3 + C, *vr = base + j * C3 + 2 * C;
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            int d = lane + 32 * k;
+            if (d < hs) s += q[k] * to_f(kr[d]);
+        }
+        s = warp_sum(s) * scale;
+        float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+        l = l * corr + p;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            int d = lane + 32 * k;
+            o[k] = o[k] * corr + (d < hs ? p * to_f(vr[d]) : 0.0f);
+        }
+        m = mn;
+    }
+    T *orow = out + ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        if (d < hs) orow[d] = from_f<T>(o[k] * inv);
+    }
+    if (lane == 0) lse[rowid] = m + logf(l);
+}
+
+/* dQ: one warp per query row i, keys j = 0..i */
+template <typename T, int ND>
+__global__ void attn_bwd_dq_generic_k(T *dqkv, const T *dout, const T *qkv, const float *lse,
+                                      const float *Dv, int B, int T_, int C, int NH, float scale)
+{
+    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, hs = C / NH;
+    if (rowid >= (int64_t)B * NH * T_) return;
+    int i = (int)(rowid % T_);
+    int64_t bh = rowid / T_;
+    int h = (int)(bh % NH), b = (int)(bh / NH);
+    int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * hs;
+    const T *dor = dout + ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
+    float q[ND], go[ND], dq[ND];
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        q[k] = d < hs ? to_f(base[i * C3 + d]) : 0.0f;
+        go[k] = d < hs ? to_f(dor[d]) : 0.0f;
+        dq[k] = 0.0f;
+    }
+    float L = lse[rowid], Di = Dv[rowid];
+    for (int j = 0; j <= i; j++) {
+        const T *kr = base + j * C3 + C, *vr = base + j * C3 + 2 * C;
+        float s = 0.0f, dp = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            int d = lane + 32 * k;
+            if (d < hs) {
+                s += q[k] * to_f(kr[d]);
+                dp += go[k] * to_f(vr[d]);
+            }
+        }
+        s = warp_sum(s) * scale;
+        dp = warp_sum(dp);
+        float p = expf(s - L), ds = p * (dp - Di) * scale;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            int d = lane + 32 * k;
+            if (d < hs) dq[k] += ds * to_f(kr[d]);
+        }
+    }
+    T *g = dqkv + ((int64_t)b * T_ + i) * C3 + (int64_t)h * hs;
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        if (d < hs) g[d] = from_f<T>(to_f(g[d]) + dq[k]);
+    }
+}
+
+/* dK, dV: one warp per key row j, queries i = j..T-1 */
+template <typename T, int ND>
+__global__ void attn_bwd_dkv_generic_k(T *dqkv, const T *dout, const T *qkv, const float *lse,
+                                       const float *Dv, int B, int T_, int C, int NH, float scale)
+{
+    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32, hs = C / NH;
+    if (rowid >= (int64_t)B * NH * T_) return;
+    int j = (int)(rowid % T_);
+    int64_t bh = rowid / T_;
+    int h = (int)(bh % NH), b = (int)(bh / NH);
+    int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * hs;
+    float kk[ND], vv[ND], dk[ND], dv[ND];
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        kk[k] = d < hs ? to_f(base[j * C3 + C + d]) : 0.0f;
+        vv[k] = d < hs ? to_f(base[j * C3 + 2 * C + d]) : 0.0f;
+        dk[k] = dv[k] = 0.0f;
+    }
+    const float *Lrow = lse + bh * T_, *Drow = Dv + bh * T_;
+    for (int i = j; i < T_; i++) {
+        const T *qr = base + i * C3;
+        const T *dor = dout + ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
+        float s = 0.0f, dp = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            int d = lane + 32 * k;
+            if (d < hs) {
+                s += to_f(qr[d]) * kk[k];
+                dp += to_f(dor[d]) * vv[k];
+            }
+        }
+        s = warp_sum(s) * scale;
+        dp = warp_sum(dp);
+        float p = expf(s - Lrow[i]), ds = p * (dp - Drow[i]) * scale;
+#pragma unroll
+        for (int k = 0; k < ND; k++) {
+            int d = lane + 32 * k;
+            if (d < hs) {
+                dk[k] += ds * to_f(qr[d]);
+                dv[k] += p * to_f(dor[d]);
+            }
+        }
+    }
+    T *g = dqkv + ((int64_t)b * T_ + j) * C3 + (int64_t)h * hs;
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        if (d < hs) {
+            g[C + d] = from_f<T>(to_f(g[C + d]) + dk[k]);
+            g[2 * C + d] = from_f<T>(to_f(g[2 * C + d]) + dv[k]);
+        }
+    }
+}
+
+/* ===================================================================== fast path: tensor cores */
+
+#define FA_D 64   /* head size */
+#define FA_BR 64  /* rows (queries or keys) per tile */
+#define FA_LD 72  /* shared-memory row stride in elements: 144 bytes, conflict-free for ldmatrix */
+#define FA_THREADS 128
+
+template <typename T> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+};
+template <> struct Mma<__half> {
+    static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+};
+
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void *p)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* Asynchronous copies (cp.async, sm_80+): rows at or past T are zero-filled (src-size 0). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool pred)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Start copying rows r0..r0+63 (channels 0..63) of a strided matrix into a [64][FA_LD] tile;
+ * rows at or past T become zeros. 16-byte pieces, 4 per thread; complete after cp_async_wait
+ * and a barrier. */
+template <typename T>
+__device__ __forceinline__ void fa_load_tile(T *s, const T *g, int r0, int T_, int64_t stride)
+{
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int idx = threadIdx.x + k * FA_THREADS; /* 0..511: row idx/8, pack idx%8 */
+        int r = idx / 8, cp = (idx % 8) * 8;
+        bool in = r0 + r < T_;
+        cp_async16(s + r * FA_LD + cp, g + (int64_t)(in ? r0 + r : 0) * stride + cp, in);
+    }
+}
+
+/* A operand (16 rows x 64 cols as 4 k-steps) of this warp's 16 rows, from a tile */
+template <typename T>
+__device__ __forceinline__ void fa_frag_a(uint32_t f[4][4], const T *s, int row0, int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+        ldsm_x4(f[ks], s + (row0 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + ks * 16 + (lane / 16) * 8);
+}
+
+/* acc[16 x 64] += A[16 x 64] * S^T where S is a [64][FA_LD] tile (its rows are the n index):
+ * e.g. scores Q K^T with S = K. */
+template <typename T>
+__device__ __forceinline__ void fa_mma_abt(float acc[8][4], const uint32_t a[4][4], const T *s, int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldsm_x4(b, s + (np * 16 + (lane % 8) + (lane / 16) * 8) * FA_LD + ks * 16 + ((lane / 8) & 1) * 8);
+            Mma<T>::run(acc[2 * np], a[ks], b[0], b[1]);
+            Mma<T>::run(acc[2 * np + 1], a[ks], b[2], b[3]);
+        }
+}
+
+/* acc[16 x 64] += P[16 x 64] * S where P is in accumulator layout (fp32, rounded to T here) and
+ * S is a [64][FA_LD] tile whose rows are the k index: e.g. P V with S = V. */
+template <typename T>
+__device__ __forceinline__ void fa_mma_pb(float acc[8][4], const float p[8][4], const T *s, int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t a[4];
+        a[0] = Mma<T>::pack(p[2 * ks][0], p[2 * ks][1]);
+        a[1] = Mma<T>::pack(p[2 * ks][2], p[2 * ks][3]);
+        a[2] = Mma<T>::pack(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+        a[3] = Mma<T>::pack(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            uint32_t b[4];
+            ldsm_x4_t(b, s + (ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + dp * 16 + (lane / 16) * 8);
+            Mma<T>::run(acc[2 * dp], a, b[0], b[1]);
+            Mma<T>::run(acc[2 * dp + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+__device__ __forceinline__ void zero_acc(float a[8][4])
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) a[n][e] = 0.0f;
+}
+
+/* Accumulator element (n, e) of lane: row g + 8*(e >= 2), column n*8 + 2t + (e & 1). */
+
+template <typename T>
+__global__ void __launch_bounds__(FA_THREADS)
+flash_fwd_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale_log2)
+{
+    __shared__ __align__(16) T sQ[FA_BR * FA_LD], sK[2][FA_BR * FA_LD], sV[2][FA_BR * FA_LD];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int qt = gridDim.x - 1 - blockIdx.x; /* the longest (diagonal-farthest) tiles first */
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
+    const int q0 = qt * FA_BR;
+
+    fa_load_tile(sQ, base, q0, T_, C3);
+    fa_load_tile(sK[0], base + C, 0, T_, C3);
+    fa_load_tile(sV[0], base + 2 * C, 0, T_, C3);
+    cp_async_commit();
+    uint32_t qf[4][4];
+    float o[8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    zero_acc(o);
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    for (int kt = 0; kt <= qt; kt++) {
+        const int buf = kt & 1;
+        if (kt < qt) { /* prefetch the next key tile into the other buffer */
+            fa_load_tile(sK[buf ^ 1], base + C, (kt + 1) * FA_BR, T_, C3);
+            fa_load_tile(sV[buf ^ 1], base + 2 * C, (kt + 1) * FA_BR, T_, C3);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (kt == 0) fa_frag_a(qf, sQ, warp * 16, lane);
+        float s[8][4];
+        zero_acc(s);
+        fa_mma_abt(s, qf, sK[buf], lane);
+        /* scale to base 2, causal mask (only the diagonal tile has masked entries) */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
+                float v = s[n][e] * scale_log2;
+                if (kt == qt && key > row[e >> 1]) v = -INFINITY;
+                s[n][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            float mn = fmaxf(m[r], mx[r]); /* finite: every row sees key kt*64 <= row */
+            corr[r] = exp2f(m[r] - mn);
+            m[r] = mn;
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = exp2f(s[n][e] - m[e >> 1]);
+                s[n][e] = p;
+                l[e >> 1] += p;
+                o[n][e] *= corr[e >> 1];
+            }
+        fa_mma_pb(o, s, sV[buf], lane);
+        __syncthreads(); /* everyone is done with buf before it is refilled */
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= T_) continue;
+        float inv = 1.0f / l[r];
+        T *orow = out + ((int64_t)b * T_ + row[r]) * C + (int64_t)h * FA_D;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) =
+                Mma<T>::pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        if (t == 0) lse[(int64_t)bh * T_ + row[r]] = (m[r] + log2f(l[r])) * LN2;
+    }
+}
+
+/* dK, dV: a block per (key tile, b*h); warp w owns keys kt*64 + 16w.. ; walks query tiles
+ * kt..last. Computes the transposed quantities S^T = K Q^T, P^T, dP^T = V dO^T. */
+template <typename T>
+__global__ void __launch_bounds__(FA_THREADS)
+flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dv, int T_,
+                 int C, int NH, float scale, float scale_log2)
+{
+    __shared__ __align__(16) T sQ[2][FA_BR * FA_LD], sO[2][FA_BR * FA_LD];
+    __shared__ float sL[2][FA_BR], sD[2][FA_BR];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int kt = blockIdx.x, nt_all = gridDim.x; /* small kt = most query tiles: first */
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
+    const T *obase = dout + (int64_t)b * T_ * C + (int64_t)h * FA_D;
+    const float *Lrow = lse + (int64_t)bh * T_, *Drow = Dv + (int64_t)bh * T_;
+
+    /* K and V of this block's keys, staged through buffer 1, kept in registers */
+    uint32_t kf[4][4], vf[4][4];
+    fa_load_tile(sQ[1], base + C, kt * FA_BR, T_, C3);
+    fa_load_tile(sO[1], base + 2 * C, kt * FA_BR, T_, C3);
+    cp_async_commit();
+    /* the first query tile (= kt) into buffer 0 */
+    auto load_q = [&](int qt, int buf) {
+        fa_load_tile(sQ[buf], base, qt * FA_BR, T_, C3);
+        fa_load_tile(sO[buf], obase, qt * FA_BR, T_, (int64_t)C);
+        if (threadIdx.x < FA_BR) {
+            int q = qt * FA_BR + threadIdx.x;
+            sL[buf][threadIdx.x] = q < T_ ? Lrow[q] * LOG2E : INFINITY; /* padding rows: p = 0 */
+            sD[buf][threadIdx.x] = q < T_ ? Drow[q] : 0.0f;
+        }
+        cp_async_commit();
+    };
+    load_q(kt, 0);
+    cp_async_wait<1>();
+    __syncthreads();
+    fa_frag_a(kf, sQ[1], warp * 16, lane);
+    fa_frag_a(vf, sO[1], warp * 16, lane);
+    __syncthreads(); /* buffer 1 is free for the prefetch */
+
+    float dk[8][4], dv[8][4];
+    zero_acc(dk);
+    zero_acc(dv);
+    const int key[2] = {kt * FA_BR + warp * 16 + g, kt * FA_BR + warp * 16 + g + 8};
+    for (int qt = kt; qt < nt_all; qt++) {
+        const int buf = (qt - kt) & 1;
+        if (qt + 1 < nt_all) {
+            load_q(qt + 1, buf ^ 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        float p[8][4], dp[8][4];
+        zero_acc(p);
+        zero_acc(dp);
+        fa_mma_abt(p, kf, sQ[buf], lane); /* S^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int ql = n * 8 + 2 * t + (e & 1), q = qt * FA_BR + ql;
+                float v = exp2f(p[n][e] * scale_log2 - sL[buf][ql]);
+                p[n][e] = q >= key[e >> 1] ? v : 0.0f;
+            }
+        fa_mma_pb(dv, p, sO[buf], lane); /* dV += P^T dO */
+        fa_mma_abt(dp, vf, sO[buf], lane); /* dP^T = V dO^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int ql = n * 8 + 2 * t + (e & 1);
+                dp[n][e] = p[n][e] * (dp[n][e] - sD[buf][ql]); /* dS^T without the scale */
+            }
+        fa_mma_pb(dk, dp, sQ[buf], lane); /* dK += dS^T Q */
+        __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T_) continue;
+        T *gk = dqkv + ((int64_t)b * T_ + key[r]) * C3 + C + (int64_t)h * FA_D, *gv = gk + C;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            int c = n * 8 + 2 * t;
+            float k0 = to_f(gk[c]) + dk[n][2 * r] * scale, k1 = to_f(gk[c + 1]) + dk[n][2 * r + 1] * scale;
+            float v0 = to_f(gv[c]) + dv[n][2 * r], v1 = to_f(gv[c + 1]) + dv[n][2 * r + 1];
+            *reinterpret_cast<uint32_t *>(gk + c) = Mma<T>::pack(k0, k1);
+            *reinterpret_cast<uint32_t *>(gv + c) = Mma<T>::pack(v0, v1);
+        }
+    }
+}
+
+/* dQ: a block per (query tile, b*h); warp w owns rows qt*64 + 16w..; walks key tiles 0..qt. */
+template <typename T>
+__global__ void __launch_bounds__(FA_THREADS)
+flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dv, int T_,
+               int C, int NH, float scale, float scale_log2)
+{
+    __shared__ __align__(16) T sK[2][FA_BR * FA_LD], sV[2][FA_BR * FA_LD];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
+    const T *obase = dout + (int64_t)b * T_ * C + (int64_t)h * FA_D;
+    const int q0 = qt * FA_BR;
+
+    /* Q and dO staged through buffer 1 into registers; key tile 0 into buffer 0 */
+    uint32_t qf[4][4], of[4][4];
+    fa_load_tile(sK[1], base, q0, T_, C3);
+    fa_load_tile(sV[1], obase, q0, T_, (int64_t)C);
+    cp_async_commit();
+    fa_load_tile(sK[0], base + C, 0, T_, C3);
+    fa_load_tile(sV[0], base + 2 * C, 0, T_, C3);
+    cp_async_commit();
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float L2[2], Di[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        bool ok = row[r] < T_;
+        L2[r] = ok ? lse[(int64_t)bh * T_ + row[r]] * LOG2E : INFINITY;
+        Di[r] = ok ? Dv[(int64_t)bh * T_ + row[r]] : 0.0f;
+    }
+    cp_async_wait<1>();
+    __syncthreads();
+    fa_frag_a(qf, sK[1], warp * 16, lane);
+    fa_frag_a(of, sV[1], warp * 16, lane);
+    __syncthreads(); /* buffer 1 is free for the prefetch */
+    float dq[8][4];
+    zero_acc(dq);
+    for (int kt = 0; kt <= qt; kt++) {
+        const int buf = kt & 1;
+        if (kt < qt) {
+            fa_load_tile(sK[buf ^ 1], base + C, (kt + 1) * FA_BR, T_, C3);
+            fa_load_tile(sV[buf ^ 1], base + 2 * C, (kt + 1) * FA_BR, T_, C3);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        float p[8][4], dp[8][4];
+        zero_acc(p);
+        zero_acc(dp);
+        fa_mma_abt(p, qf, sK[buf], lane);  /* S = Q K^T */
+        fa_mma_abt(dp, of, sV[buf], lane); /* dP = dO V^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
+                float pv = exp2f(p[n][e] * scale_log2 - L2[e >> 1]);
+                if (key > row[e >> 1]) pv = 0.0f;
+                dp[n][e] = pv * (dp[n][e] - Di[e >> 1]);
+            }
+        fa_mma_pb(dq, dp, sK[buf], lane); /* dQ += dS K */
+        __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= T_) continue;
+        T *gq = dqkv + ((int64_t)b * T_ + row[r]) * C3 + (int64_t)h * FA_D;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            int c = n * 8 + 2 * t;
+            float q0v = to_f(gq[c]) + dq[n][2 * r] * scale, q1v = to_f(gq[c + 1]) + dq[n][2 * r + 1] * scale;
+            *reinterpret_cast<uint32_t *>(gq + c) = Mma<T>::pack(q0v, q1v);
+        }
+    }
+}
+
+/* ===================================================================== dispatch */
+
+static bool use_fast(CudaImpl *im, int hs, const void *a, const void *b, const void *c)
+{
+    return im->cdt != ZINF_F32 && hs == FA_D && aligned16(a) && aligned16(b) && (!c || aligned16(c));
+}
+
+template <typename T>
+static void attn_fwd_t(CudaImpl *im, T *out, float *lse, const T *qkv, int B, int T_, int C, int NH)
+{
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    if constexpr (!std::is_same<T, float>::value) {
+        if (use_fast(im, hs, out, qkv, NULL)) {
+            dim3 grid(cdiv(T_, FA_BR), (unsigned)(B * NH));
+            flash_fwd_k<T><<<grid, FA_THREADS, 0, im->stream>>>(out, lse, qkv, T_, C, NH, scale * LOG2E);
+            zinf_cuda_check_launch(im, "attention_fwd");
+            return;
+        }
+    }
+    unsigned grid = cdiv((int64_t)B * NH * T_, 4);
+#define FWD_CASE(ND)                                                                              \
+    if (hs <= 32 * ND) {                                                                          \
+        attn_fwd_generic_k<T, ND><<<grid, 128, 0, im->stream>>>(out, lse, qkv, B, T_, C, NH, scale); \
+        zinf_cuda_check_launch(im, "attention_fwd");                                              \
+        return;                                                                                   \
+    }
+    FWD_CASE(1)
+    FWD_CASE(2)
+    FWD_CASE(4)
+    FWD_CASE(8)
+#undef FWD_CASE
+    zinf_cuda_fail(im, "attention_fwd", ZINF_CUDA_ENOTSUP, "attention_fwd: head size %d > 256", hs);
+}
+
+template <typename T>
+static void attn_bwd_t(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const T *out,
+                       const float *lse, int B, int T_, int C, int NH)
+{
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    int64_t rows = (int64_t)B * NH * T_;
+    float *D = (float *)zinf_cuda_scratch(im, (size_t)rows * sizeof(float), "attention_bwd");
+    if (!D) return;
+    attn_D_k<T><<<cdiv(rows, 8), 256, 0, im->stream>>>(D, dout, out, B, T_, C, NH);
+    if constexpr (!std::is_same<T, float>::value) {
+        if (use_fast(im, hs, dqkv, dout, qkv)) {
+            dim3 grid(cdiv(T_, FA_BR), (unsigned)(B * NH));
+            flash_bwd_dkdv_k<T><<<grid, FA_THREADS, 0, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
+                                                                     NH, scale, scale * LOG2E);
+            flash_bwd_dq_k<T><<<grid, FA_THREADS, 0, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
+                                                                   NH, scale, scale * LOG2E);
+            zinf_cuda_check_launch(im, "attention_bwd");
+            return;
+        }
+    }
+    unsigned grid = cdiv(rows, 4);
+#define BWD_CASE(ND)                                                                              \
+    if (hs <= 32 * ND) {                                                                          \
+        attn_bwd_dkv_generic_k<T, ND><<<grid, 128, 0, im->stream>>>(dqkv, dout, qkv, lse, D, B, T_, C, NH, scale); \
+        attn_bwd_dq_generic_k<T, ND><<<grid, 128, 0, im->stream>>>(dqkv, dout, qkv, lse, D, B, T_, C, NH, scale);  \
+        zinf_cuda_check_launch(im, "attention_bwd");                                              \
+        return;                                                                                   \
+    }
+    BWD_CASE(1)
+    BWD_CASE(2)
+    BWD_CASE(4)
+    BWD_CASE(8)
+#undef BWD_CASE
+    zinf_cuda_fail(im, "attention_bwd", ZINF_CUDA_ENOTSUP, "attention_bwd: head size %d > 256", hs);
+}
+
+void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T_,
+                      int C, int NH)
+{
+    CudaImpl *im = impl_of(be);
+    if ((int64_t)B * T_ * C <= 0 || NH <= 0) return;
+    ZINF_DISPATCH_CDT(im->cdt, attn_fwd_t<T>(im, (T *)out, lse, (const T *)qkv, B, T_, C, NH));
+}
+
+void cu_attention_bwd(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
+                      const void *out, const float *lse, int B, int T_, int C, int NH)
+{
+    CudaImpl *im = impl_of(be);
+    if ((int64_t)B * T_ * C <= 0 || NH <= 0) return;
+    ZINF_DISPATCH_CDT(im->cdt, attn_bwd_t<T>(im, (T *)dqkv, (const T *)dout, (const T *)qkv,
+                                             (const T *)out, lse, B, T_, C, NH));
+}

@@ -1,0 +1,27 @@
+/* cuda_backend: the extra C entry points of the CUDA backend, beyond what kernels.h declares
+ * (zinf_backend_cuda_init/free/count). Plain C; no CUDA types, so src/ may include it. */
+#ifndef ZINF_CUDA_BACKEND_H
+#define ZINF_CUDA_BACKEND_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels.h"
+
+/* The message of the CUDA backend's last failure ("" when none): why init failed (no device,
+ * cuBLASLt refused, ...), or which operation failed and with what CUDA error, as returned by a
+ * negative status from sync/copy/stream_sync. Valid until the next failure. */
+const char *zinf_backend_cuda_error(void);
+
+/* Benchmark helpers: an event that records time (be->event_new makes events without timing,
+ * which are cheaper), freed with be->event_free; and the milliseconds between two such events
+ * once both have completed (negative on error, e.g. an event without timing or not yet done). */
+zinf_event *zinf_cuda_event_new_timed(zinf_backend *be);
+double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1055 @@
+/* test_backend_ops: every operation of kernels.h on the CUDA backend, against the CPU reference
+ * backend, for each compute dtype (fp32, bf16, fp16), with random inputs (the way ggml's
+ * test-backend-ops does). Exits 77 (skip) when no CUDA device is visible.
+ *
+ * Inputs are drawn in fp32, rounded to the compute dtype on the host, and the CPU backend runs on
+ * the rounded values, so the reference sees exactly what the GPU sees; only the GPU's arithmetic
+ * and its output rounding differ. Gradients start from random values, not zeros, because every
+ * backward accumulates (+=).
+ *
+ * Error measure (one line per op/dtype/tensor): err_i = |got_i - ref_i| / (|ref_i| + rms(ref)),
+ * i.e. relative, with the tensor's rms as the floor for entries near zero (for fp16 outputs,
+ * |got - ref| is first reduced by 2^-24, the smallest fp16 subnormal: tiny gradients such as
+ * softmax probabilities times 1/N round to 0 there). Pass when max err_i <= tol. Tolerances:
+ *   fp32: 1e-5 elementwise / short rows; 5e-5 long reductions (matmul over K up to 3072, dw/db
+ *         over N = 4096 rows, softmax over 50257 columns, attention over 1024 keys);
+ *   bf16: 1e-2 (2.5 ulp; attention's P and dS are rounded to bf16 for the tensor cores: 2e-2);
+ *   fp16: 5e-3 (attention 1e-2).
+ * NaN/Inf in the output where the reference is finite always fails. Casts must be bit-exact
+ * (round-to-nearest-even), and each backward run twice from the same inputs must give the same
+ * bits (determinism). LayerNorm's mean/rstd, attention's lse and the xent losses are fp32 and
+ * held to 1e-5 / 2e-5 in every dtype.
+ *
+ * Usage: test_backend_ops            all ops, small and GPT-2-sized shapes (~1.5 min on an H100
+ *                                    box, mostly the CPU reference)
+ *        test_backend_ops --small    small shapes only (seconds)
+ *        test_backend_ops --bench [B] [fp16]   no checks: per-op timings at GPT-2 124M shapes
+ *                                    (bf16 unless fp16) and a whole training step's tokens/s */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cuda_backend.h"
+#include "kernels.h"
+
+/* ---------------------------------------------------------------- host-side dtype handling */
+
+static uint16_t f2bf(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+    if (ax < 0x38800000u) {                                    /* half subnormal or zero */
+        float af;
+        memcpy(&af, &ax, 4);
+        double q = (double)af * 16777216.0; /* units of 2^-24, exact */
+        uint32_t m = (uint32_t)nearbyint(q); /* round half even (default mode) */
+        return (uint16_t)(sign | m);
+    }
+    uint32_t e = (ax >> 23) - 127 + 15, mant = ax & 0x7fffffu;
+    uint32_t h = (e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+static float h2f(uint16_t h)
+{
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    float f;
+    if (e == 0) f = ldexpf((float)m, -24);
+    else if (e == 31) f = m ? NAN : INFINITY;
+    else f = ldexpf((float)(m | 0x400u), (int)e - 25);
+    return (h & 0x8000u) ? -f : f;
+}
+static float round_to(zinf_dtype dt, float f)
+{
+    return dt == ZINF_BF16 ? bf2f(f2bf(f)) : dt == ZINF_F16 ? h2f(f2h(f)) : f;
+}
+
+/* ---------------------------------------------------------------- random numbers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rng_uniform(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((rng_u64() >> 40) * (1.0 / 16777216.0));
+}
+static int rng_int(int n) { return (int)(rng_u64() % (uint64_t)n); }
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+/* random values in [lo, hi], rounded to dt */
+static float *hrand(zinf_dtype dt, int64_t n, float lo, float hi)
+{
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = round_to(dt, rng_uniform(lo, hi));
+    return x;
+}
+static float *hcopy(const float *x, int64_t n)
+{
+    float *y = xmalloc((size_t)n * sizeof(float));
+    memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+/* ---------------------------------------------------------------- device buffers */
+
+typedef struct {
+    zinf_backend *cpu, *gpu;
+    zinf_dtype dt;
+    const char *dn;
+} ctx;
+
+static size_t es(const ctx *c) { return zinf_dtype_size(c->dt); }
+
+static void *dalloc(ctx *c, size_t bytes)
+{
+    void *p = c->gpu->alloc(c->gpu, ZINF_PLACE_DEVICE, bytes);
+    if (!p) {
+        fprintf(stderr, "device alloc of %zu bytes failed: %s\n", bytes, zinf_backend_cuda_error());
+        exit(1);
+    }
+    return p;
+}
+static void dfree(ctx *c, void *p) { c->gpu->free(c->gpu, ZINF_PLACE_DEVICE, p); }
+
+static void encode(zinf_dtype dt, void *dst, const float *src, int64_t n)
+{
+    if (dt == ZINF_F32) memcpy(dst, src, (size_t)n * 4);
+    else
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = dt == ZINF_BF16 ? f2bf(src[i]) : f2h(src[i]);
+}
+static void decode(zinf_dtype dt, float *dst, const void *src, int64_t n)
+{
+    if (dt == ZINF_F32) memcpy(dst, src, (size_t)n * 4);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = dt == ZINF_BF16 ? bf2f(((const uint16_t *)src)[i]) : h2f(((const uint16_t *)src)[i]);
+}
+
+/* upload n floats as the compute dtype / as fp32 / as int32 */
+static void *up(ctx *c, const float *h, int64_t n)
+{
+    void *d = dalloc(c, (size_t)n * es(c));
+    void *tmp = xmalloc((size_t)n * es(c));
+    encode(c->dt, tmp, h, n);
+    CHECK(c->gpu->copy(c->gpu, d, tmp, (size_t)n * es(c), NULL) == 0, "upload: %s", zinf_backend_cuda_error());
+    free(tmp);
+    return d;
+}
+static void *upf(ctx *c, const float *h, int64_t n)
+{
+    void *d = dalloc(c, (size_t)n * 4);
+    CHECK(c->gpu->copy(c->gpu, d, h, (size_t)n * 4, NULL) == 0, "upload: %s", zinf_backend_cuda_error());
+    return d;
+}
+static int32_t *upi(ctx *c, const int32_t *h, int64_t n)
+{
+    void *d = dalloc(c, (size_t)n * 4);
+    CHECK(c->gpu->copy(c->gpu, d, h, (size_t)n * 4, NULL) == 0, "upload: %s", zinf_backend_cuda_error());
+    return d;
+}
+/* download n values of the compute dtype / fp32 (after a sync that reports op failures) */
+static int gsync(ctx *c, const char *op)
+{
+    int rc = c->gpu->sync(c->gpu);
+    CHECK(rc == 0, "%s [%s]: sync returned %d: %s", op, c->dn, rc, zinf_backend_cuda_error());
+    return rc;
+}
+static float *down(ctx *c, const void *d, int64_t n)
+{
+    void *tmp = xmalloc((size_t)n * es(c));
+    float *h = xmalloc((size_t)n * sizeof(float));
+    CHECK(c->gpu->copy(c->gpu, tmp, d, (size_t)n * es(c), NULL) == 0, "download: %s", zinf_backend_cuda_error());
+    decode(c->dt, h, tmp, n);
+    free(tmp);
+    return h;
+}
+static float *downf(ctx *c, const void *d, int64_t n)
+{
+    float *h = xmalloc((size_t)n * sizeof(float));
+    CHECK(c->gpu->copy(c->gpu, h, d, (size_t)n * 4, NULL) == 0, "download: %s", zinf_backend_cuda_error());
+    return h;
+}
+static void *down_raw(ctx *c, const void *d, size_t bytes)
+{
+    void *h = xmalloc(bytes);
+    CHECK(c->gpu->copy(c->gpu, h, d, bytes, NULL) == 0, "download: %s", zinf_backend_cuda_error());
+    return h;
+}
+
+/* ---------------------------------------------------------------- comparison */
+
+static double tol_of(const ctx *c, double f32, double bf16, double f16)
+{
+    return c->dt == ZINF_F32 ? f32 : c->dt == ZINF_BF16 ? bf16 : f16;
+}
+
+/* One line per comparison; CHECKs the result. */
+static void compare(const ctx *c, const char *op, const char *what, const float *got,
+                    const float *ref, int64_t n, double tol)
+{
+    double ss = 0;
+    int64_t nref_bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(ref[i])) ss += (double)ref[i] * ref[i];
+        else nref_bad++;
+    }
+    double rms = n ? sqrt(ss / (double)n) : 0;
+    /* fp16 cannot hold values below its smallest subnormal 2^-24: allow that much absolutely */
+    double atol = c->dt == ZINF_F16 ? 5.9604645e-8 : 0.0;
+    double maxrel = 0, maxabs = 0;
+    int64_t at = -1, nbad = 0, first_bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(ref[i])) {
+            if (!(isnan(ref[i]) ? isnan(got[i]) : got[i] == ref[i])) {
+                nbad++;
+                if (first_bad < 0) first_bad = i;
+            }
+            continue;
+        }
+        if (!isfinite(got[i])) {
+            nbad++;
+            if (first_bad < 0) first_bad = i;
+            continue;
+        }
+        double d = fabs((double)got[i] - ref[i]);
+        double r = (d > atol ? d - atol : 0.0) / (fabs(ref[i]) + rms + 1e-30);
+        if (d > maxabs) maxabs = d;
+        if (r > maxrel) {
+            maxrel = r;
+            at = i;
+        }
+    }
+    int ok = nbad == 0 && maxrel <= tol;
+    printf("%-4s %-14s %-5s %-22s n=%-10lld rms=%-10.3g max_abs=%-10.3g max_rel=%-10.3g", ok ? "ok" : "FAIL",
+           op, c->dn, what, (long long)n, rms, maxabs, maxrel);
+    if (at >= 0) printf(" at %lld (got %.7g want %.7g)", (long long)at, got[at], ref[at]);
+    if (nbad) printf(" NONFINITE x%lld first at %lld (got %g want %g)", (long long)nbad, (long long)first_bad,
+                     got[first_bad], ref[first_bad]);
+    printf(" tol=%.1e\n", tol);
+    (void)nref_bad;
+    CHECK(ok, "%s [%s] %s: max_rel %.3g > tol %.1e or %lld non-finite", op, c->dn, what, maxrel, tol,
+          (long long)nbad);
+}
+
+/* Determinism: two byte buffers must be equal. */
+static void same_bits(const ctx *c, const char *op, const char *what, const void *a, const void *b,
+                      size_t bytes)
+{
+    int eq = memcmp(a, b, bytes) == 0;
+    size_t at = 0;
+    if (!eq)
+        for (at = 0; at < bytes && ((const char *)a)[at] == ((const char *)b)[at]; at++) {}
+    printf("%-4s %-14s %-5s %-22s deterministic%s", eq ? "ok" : "FAIL", op, c->dn, what,
+           eq ? "\n" : "");
+    if (!eq) printf(": runs differ first at byte %zu of %zu\n", at, bytes);
+    CHECK(eq, "%s [%s] %s: two runs differ", op, c->dn, what);
+}
+
+/* ---------------------------------------------------------------- casts */
+
+static void test_casts(ctx *c)
+{
+    const int64_t n = 100003;
+    float *h = xmalloc(n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        float r = rng_uniform(-1, 1);
+        int e = rng_int(60) - 30;
+        h[i] = ldexpf(r, e); /* wide exponent range: subnormals and overflow for fp16 */
+    }
+    float specials[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65519.0f, 65520.0f, 1e30f, -1e30f,
+                        INFINITY, -INFINITY, NAN, 5.96e-8f, 2.98e-8f, 1.0000001f, 3.0e-39f};
+    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) h[i] = specials[i];
+    float *dsrc = upf(c, h, n);
+    void *d16 = dalloc(c, n * es(c));
+    float *dback = dalloc(c, n * 4);
+    c->gpu->from_f32(c->gpu, d16, dsrc, n);
+    c->gpu->to_f32(c->gpu, dback, d16, n);
+    gsync(c, "casts");
+    void *raw = down_raw(c, d16, n * es(c));
+    float *back = downf(c, dback, n);
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        float want = round_to(c->dt, h[i]);
+        float got;
+        decode(c->dt, &got, (const char *)raw + i * es(c), 1);
+        int eq = isnan(want) ? isnan(got) && isnan(back[i])
+                             : memcmp(&got, &want, 4) == 0 && memcmp(&back[i], &want, 4) == 0;
+        if (!eq && bad++ == 0) first = i;
+    }
+    printf("%-4s %-14s %-5s %-22s n=%lld bit-exact RNE%s", bad ? "FAIL" : "ok", "from/to_f32", c->dn,
+           "round trip", (long long)n, bad ? "" : "\n");
+    if (bad) {
+        float got;
+        decode(c->dt, &got, (const char *)raw + first * es(c), 1);
+        printf(": %lld differ, first at %lld: in %.9g got %.9g back %.9g want %.9g\n", (long long)bad,
+               (long long)first, h[first], got, back[first], round_to(c->dt, h[first]));
+    }
+    CHECK(bad == 0, "casts [%s]: %lld values differ", c->dn, (long long)bad);
+    free(raw);
+    free(back);
+    free(h);
+    dfree(c, dsrc);
+    dfree(c, d16);
+    dfree(c, dback);
+}
+
+/* ---------------------------------------------------------------- memory, copies, streams */
+
+static void test_memory(ctx *c)
+{
+    zinf_backend *g = c->gpu;
+    const size_t n = 1 << 20, bytes = n * 4;
+    int ok = 1;
+    float *dev = g->alloc(g, ZINF_PLACE_DEVICE, bytes);
+    float *pin = g->alloc(g, ZINF_PLACE_PINNED, bytes);
+    float *hst = g->alloc(g, ZINF_PLACE_HOST, bytes);
+    float *dev2 = g->alloc(g, ZINF_PLACE_DEVICE, bytes);
+    CHECK(dev && pin && hst && dev2, "alloc failed: %s", zinf_backend_cuda_error());
+    if (!dev || !pin || !hst || !dev2) return;
+    /* zeroed */
+    float *z = downf(c, dev, n);
+    for (size_t i = 0; i < n; i++) ok &= z[i] == 0 && pin[i] == 0 && hst[i] == 0;
+    free(z);
+    CHECK(ok, "alloc: memory not zeroed");
+    float *src = xmalloc(bytes);
+    for (size_t i = 0; i < n; i++) src[i] = (float)i * 0.5f;
+    /* pageable -> device (synchronous), device -> device, device -> pinned on a stream */
+    zinf_stream *s = g->stream_new(g);
+    zinf_event *e = g->event_new(g);
+    CHECK(s && e, "stream/event creation failed: %s", zinf_backend_cuda_error());
+    CHECK(g->copy(g, dev, src, bytes, NULL) == 0, "copy h->d: %s", zinf_backend_cuda_error());
+    memset(src, 0, bytes); /* a synchronous copy no longer reads src */
+    CHECK(g->copy(g, dev2, dev, bytes, NULL) == 0, "copy d->d");
+    CHECK(g->event_record(g, e, NULL) == 0, "event_record");
+    CHECK(g->stream_wait(g, s, e) == 0, "stream_wait");
+    CHECK(g->copy(g, pin, dev2, bytes, s) == 0, "copy d->pinned async");
+    CHECK(g->stream_sync(g, s) == 0, "stream_sync: %s", zinf_backend_cuda_error());
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= pin[i] == (float)i * 0.5f;
+    CHECK(ok, "copy chain pageable->device->device->pinned lost data");
+    /* pinned -> device on a stream, then the compute stream waits for it and scales */
+    for (size_t i = 0; i < n; i++) pin[i] = (float)i;
+    CHECK(g->copy(g, dev, pin, bytes, s) == 0, "copy pinned->d async");
+    CHECK(g->event_record(g, e, s) == 0, "event_record on stream");
+    CHECK(g->stream_wait(g, NULL, e) == 0, "compute waits on stream");
+    g->scale(g, dev, (int64_t)n, 2.0f);
+    /* memset0 of a device range and of pinned memory, then device -> pageable host */
+    CHECK(g->memset0(g, dev + 100, 50 * 4, NULL) == 0, "memset0 device");
+    CHECK(g->copy(g, hst, dev, bytes, NULL) == 0, "copy d->host");
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= hst[i] == ((i >= 100 && i < 150) ? 0.0f : 2.0f * (float)i);
+    CHECK(ok, "stream/event ordering or memset0 on device wrong");
+    CHECK(g->memset0(g, pin, bytes, NULL) == 0, "memset0 pinned");
+    CHECK(g->memset0(g, hst + 7, 4, NULL) == 0, "memset0 host");
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= pin[i] == 0;
+    ok &= hst[7] == 0 && hst[8] == 16.0f;
+    CHECK(ok, "memset0 of pinned/host memory wrong");
+    /* host -> host through the backend */
+    CHECK(g->copy(g, src, hst, bytes, NULL) == 0, "copy host->host");
+    CHECK(memcmp(src, hst, bytes) == 0, "copy host->host wrong");
+    /* pinned -> pinned, async on a stream */
+    for (size_t i = 0; i < n; i++) hst[i] = -(float)i;
+    CHECK(g->copy(g, pin, hst, bytes, s) == 0, "copy host->pinned");
+    CHECK(g->stream_sync(g, s) == 0, "stream_sync");
+    CHECK(memcmp(pin, hst, bytes) == 0, "copy host->pinned wrong");
+    CHECK(gsync(c, "memory") == 0, "sync");
+    printf("%-4s %-14s %-5s %-22s\n", check_failures_ ? "?" : "ok", "memory/streams", c->dn,
+           "alloc/copy/memset0/events");
+    g->event_free(g, e);
+    g->stream_free(g, s);
+    g->free(g, ZINF_PLACE_DEVICE, dev);
+    g->free(g, ZINF_PLACE_DEVICE, dev2);
+    g->free(g, ZINF_PLACE_PINNED, pin);
+    g->free(g, ZINF_PLACE_HOST, hst);
+    free(src);
+}
+
+
+/* decode a downloaded raw buffer of the compute dtype */
+static float *dec(const ctx *c, const void *raw, int64_t n)
+{
+    float *h = xmalloc((size_t)n * sizeof(float));
+    decode(c->dt, h, raw, n);
+    return h;
+}
+
+/* ---------------------------------------------------------------- encoder */
+
+static void test_encoder(ctx *c, int B, int T, int C, int V)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "B%d T%d C%d V%d", B, T, C, V);
+    int64_t N = (int64_t)B * T, nte = (int64_t)V * C, npe = (int64_t)T * C;
+    int32_t *tok = xmalloc(N * 4);
+    for (int64_t i = 0; i < N; i++) /* half the tokens from a set of 5: many repeats */
+        tok[i] = (i % 2) ? rng_int(5) : rng_int(V);
+    tok[0] = V - 1;
+    float *wte = hrand(c->dt, nte, -1, 1), *wpe = hrand(c->dt, npe, -1, 1);
+    float *out = xmalloc(N * C * 4);
+    c->cpu->encoder_fwd(c->cpu, out, tok, wte, wpe, B, T, C);
+    int32_t *dtok = upi(c, tok, N);
+    void *dwte = up(c, wte, nte), *dwpe = up(c, wpe, npe);
+    void *dout = dalloc(c, N * C * es(c));
+    c->gpu->encoder_fwd(c->gpu, dout, dtok, dwte, dwpe, B, T, C);
+    gsync(c, "encoder_fwd");
+    float *got = down(c, dout, N * C);
+    compare(c, "encoder_fwd", nm, got, out, N * C, tol_of(c, 1e-6, 1e-2, 5e-3));
+    free(got);
+    dfree(c, dwte);
+    dfree(c, dwpe);
+    /* backward: accumulate onto random gradients; twice on the GPU for determinism */
+    float *gte = hrand(c->dt, nte, -1, 1), *gpe = hrand(c->dt, npe, -1, 1);
+    float *gy = hrand(c->dt, N * C, -1, 1);
+    void *dgy = up(c, gy, N * C);
+    void *raw[2][2];
+    for (int r = 0; r < 2; r++) {
+        void *dgte = up(c, gte, nte), *dgpe = up(c, gpe, npe);
+        c->gpu->encoder_bwd(c->gpu, dgte, dgpe, dgy, dtok, B, T, C);
+        gsync(c, "encoder_bwd");
+        raw[r][0] = down_raw(c, dgte, nte * es(c));
+        raw[r][1] = down_raw(c, dgpe, npe * es(c));
+        dfree(c, dgte);
+        dfree(c, dgpe);
+    }
+    c->cpu->encoder_bwd(c->cpu, gte, gpe, gy, tok, B, T, C);
+    float *g1 = dec(c, raw[0][0], nte), *g2 = dec(c, raw[0][1], npe);
+    compare(c, "encoder_bwd", "dwte", g1, gte, nte, tol_of(c, 1e-6, 1e-2, 5e-3));
+    compare(c, "encoder_bwd", "dwpe", g2, gpe, npe, tol_of(c, 1e-6, 1e-2, 5e-3));
+    same_bits(c, "encoder_bwd", nm, raw[0][0], raw[1][0], nte * es(c));
+    for (int r = 0; r < 2; r++) free(raw[r][0]), free(raw[r][1]);
+    free(g1), free(g2), free(tok), free(wte), free(wpe), free(out), free(gte), free(gpe), free(gy);
+    dfree(c, dtok), dfree(c, dout), dfree(c, dgy);
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+static void test_layernorm(ctx *c, int64_t N, int C)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld C%d", (long long)N, C);
+    float *x = hrand(c->dt, N * C, -2, 3), *w = hrand(c->dt, C, 0.5f, 1.5f), *b = hrand(c->dt, C, -1, 1);
+    float *out = xmalloc(N * C * 4), *mean = xmalloc(N * 4), *rstd = xmalloc(N * 4);
+    c->cpu->layernorm_fwd(c->cpu, out, mean, rstd, x, w, b, N, C);
+    void *dx_ = up(c, x, N * C), *dw_ = up(c, w, C), *db_ = up(c, b, C);
+    void *dout = dalloc(c, N * C * es(c));
+    float *dmean = dalloc(c, N * 4), *drstd = dalloc(c, N * 4);
+    c->gpu->layernorm_fwd(c->gpu, dout, dmean, drstd, dx_, dw_, db_, N, C);
+    gsync(c, "layernorm_fwd");
+    float *go = down(c, dout, N * C), *gm = downf(c, dmean, N), *gr = downf(c, drstd, N);
+    compare(c, "layernorm_fwd", nm, go, out, N * C, tol_of(c, 1e-5, 1e-2, 5e-3));
+    compare(c, "layernorm_fwd", "mean", gm, mean, N, tol_of(c, 1e-5, 1e-5, 1e-5));
+    compare(c, "layernorm_fwd", "rstd", gr, rstd, N, tol_of(c, 1e-5, 1e-5, 1e-5));
+    free(go), free(gm), free(gr);
+    /* backward from the CPU's statistics (both sides get the same ones) */
+    float *dy = hrand(c->dt, N * C, -1, 1);
+    float *gx = hrand(c->dt, N * C, -1, 1), *gw = hrand(c->dt, C, -1, 1), *gb = hrand(c->dt, C, -1, 1);
+    void *ddy = up(c, dy, N * C);
+    float *cm = upf(c, mean, N), *cr = upf(c, rstd, N);
+    void *raw[2][3];
+    for (int r = 0; r < 2; r++) {
+        void *dgx = up(c, gx, N * C), *dgw = up(c, gw, C), *dgb = up(c, gb, C);
+        c->gpu->layernorm_bwd(c->gpu, dgx, dgw, dgb, ddy, dx_, dw_, cm, cr, N, C);
+        gsync(c, "layernorm_bwd");
+        raw[r][0] = down_raw(c, dgx, N * C * es(c));
+        raw[r][1] = down_raw(c, dgw, C * es(c));
+        raw[r][2] = down_raw(c, dgb, C * es(c));
+        dfree(c, dgx), dfree(c, dgw), dfree(c, dgb);
+    }
+    c->cpu->layernorm_bwd(c->cpu, gx, gw, gb, dy, x, w, mean, rstd, N, C);
+    float *h0 = dec(c, raw[0][0], N * C), *h1 = dec(c, raw[0][1], C), *h2 = dec(c, raw[0][2], C);
+    compare(c, "layernorm_bwd", "dx", h0, gx, N * C, tol_of(c, 1e-5, 1e-2, 5e-3));
+    compare(c, "layernorm_bwd", "dw", h1, gw, C, tol_of(c, 5e-5, 1e-2, 5e-3));
+    compare(c, "layernorm_bwd", "db", h2, gb, C, tol_of(c, 5e-5, 1e-2, 5e-3));
+    same_bits(c, "layernorm_bwd", "dx", raw[0][0], raw[1][0], N * C * es(c));
+    same_bits(c, "layernorm_bwd", "dw", raw[0][1], raw[1][1], C * es(c));
+    same_bits(c, "layernorm_bwd", "db", raw[0][2], raw[1][2], C * es(c));
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++) free(raw[r][k]);
+    free(h0), free(h1), free(h2), free(x), free(w), free(b), free(out), free(mean), free(rstd);
+    free(dy), free(gx), free(gw), free(gb);
+    dfree(c, dx_), dfree(c, dw_), dfree(c, db_), dfree(c, dout), dfree(c, dmean), dfree(c, drstd);
+    dfree(c, ddy), dfree(c, cm), dfree(c, cr);
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld K%d OC%d%s%s", (long long)N, K, OC, bias ? " +b" : "",
+             with_dx ? "" : " nodx");
+    float *x = hrand(c->dt, N * K, -1, 1), *w = hrand(c->dt, (int64_t)OC * K, -1, 1);
+    float *bb = bias ? hrand(c->dt, OC, -1, 1) : NULL;
+    float *out = xmalloc(N * OC * 4);
+    c->cpu->matmul_fwd(c->cpu, out, x, w, bb, N, K, OC);
+    void *dx_ = up(c, x, N * K), *dw_ = up(c, w, (int64_t)OC * K), *db_ = bias ? up(c, bb, OC) : NULL;
+    void *dout = dalloc(c, N * OC * es(c));
+    c->gpu->matmul_fwd(c->gpu, dout, dx_, dw_, db_, N, K, OC);
+    gsync(c, "matmul_fwd");
+    float *go = down(c, dout, N * OC);
+    compare(c, "matmul_fwd", nm, go, out, N * OC, tol_of(c, 2e-5, 1e-2, 5e-3));
+    free(go);
+    float *dy = hrand(c->dt, N * OC, -1, 1);
+    float *gx = hrand(c->dt, N * K, -1, 1), *gw = hrand(c->dt, (int64_t)OC * K, -1, 1);
+    float *gb = hrand(c->dt, OC, -1, 1);
+    void *ddy = up(c, dy, N * OC);
+    void *raw[2][3];
+    for (int r = 0; r < 2; r++) {
+        void *dgx = with_dx ? up(c, gx, N * K) : NULL, *dgw = up(c, gw, (int64_t)OC * K);
+        void *dgb = bias ? up(c, gb, OC) : NULL;
+        c->gpu->matmul_bwd(c->gpu, dgx, dgw, dgb, ddy, dx_, dw_, N, K, OC);
+        gsync(c, "matmul_bwd");
+        raw[r][0] = with_dx ? down_raw(c, dgx, N * K * es(c)) : NULL;
+        raw[r][1] = down_raw(c, dgw, (size_t)OC * K * es(c));
+        raw[r][2] = bias ? down_raw(c, dgb, OC * es(c)) : NULL;
+        if (dgx) dfree(c, dgx);
+        dfree(c, dgw);
+        if (dgb) dfree(c, dgb);
+    }
+    c->cpu->matmul_bwd(c->cpu, with_dx ? gx : NULL, gw, bias ? gb : NULL, dy, x, w, N, K, OC);
+    if (with_dx) {
+        float *h = dec(c, raw[0][0], N * K);
+        compare(c, "matmul_bwd", "dx", h, gx, N * K, tol_of(c, 2e-5, 1e-2, 5e-3));
+        same_bits(c, "matmul_bwd", "dx", raw[0][0], raw[1][0], N * K * es(c));
+        free(h);
+    }
+    float *h = dec(c, raw[0][1], (int64_t)OC * K);
+    compare(c, "matmul_bwd", "dw", h, gw, (int64_t)OC * K, tol_of(c, 5e-5, 1e-2, 5e-3));
+    same_bits(c, "matmul_bwd", "dw", raw[0][1], raw[1][1], (size_t)OC * K * es(c));
+    free(h);
+    if (bias) {
+        h = dec(c, raw[0][2], OC);
+        compare(c, "matmul_bwd", "dbias", h, gb, OC, tol_of(c, 5e-5, 1e-2, 5e-3));
+        same_bits(c, "matmul_bwd", "dbias", raw[0][2], raw[1][2], OC * es(c));
+        free(h);
+    }
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++) free(raw[r][k]);
+    free(x), free(w), free(bb), free(out), free(dy), free(gx), free(gw), free(gb);
+    dfree(c, dx_), dfree(c, dw_), dfree(c, dout), dfree(c, ddy);
+    if (db_) dfree(c, db_);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+static void test_attention(ctx *c, int B, int T, int C, int NH)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "B%d T%d C%d NH%d hs%d", B, T, C, NH, C / NH);
+    int64_t N = (int64_t)B * T, nq = N * 3 * C, nl = (int64_t)B * NH * T;
+    float *qkv = hrand(c->dt, nq, -2, 2);
+    float *out = xmalloc(N * C * 4), *lse = xmalloc(nl * 4);
+    c->cpu->attention_fwd(c->cpu, out, lse, qkv, B, T, C, NH);
+    void *dqkv_in = up(c, qkv, nq), *dout = dalloc(c, N * C * es(c));
+    float *dlse = dalloc(c, nl * 4);
+    c->gpu->attention_fwd(c->gpu, dout, dlse, dqkv_in, B, T, C, NH);
+    gsync(c, "attention_fwd");
+    float *go = down(c, dout, N * C), *gl = downf(c, dlse, nl);
+    double tf = tol_of(c, 5e-5, 2e-2, 1e-2);
+    compare(c, "attention_fwd", nm, go, out, N * C, tf);
+    compare(c, "attention_fwd", "lse", gl, lse, nl, tol_of(c, 1e-5, 1e-3, 1e-3));
+    /* backward: both sides get the GPU's out and lse, the same dout and starting dqkv */
+    float *dy = hrand(c->dt, N * C, -1, 1), *gq = hrand(c->dt, nq, -1, 1);
+    void *ddy = up(c, dy, N * C);
+    void *raw[2];
+    for (int r = 0; r < 2; r++) {
+        void *dg = up(c, gq, nq);
+        c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, C, NH);
+        gsync(c, "attention_bwd");
+        raw[r] = down_raw(c, dg, nq * es(c));
+        dfree(c, dg);
+    }
+    c->cpu->attention_bwd(c->cpu, gq, dy, qkv, go, gl, B, T, C, NH);
+    float *h = dec(c, raw[0], nq);
+    /* compare q, k, v parts separately for a precise diagnosis */
+    const char *part[3] = {"dq", "dk", "dv"};
+    float *gp = xmalloc(N * C * 4), *rp = xmalloc(N * C * 4);
+    for (int p = 0; p < 3; p++) {
+        for (int64_t n = 0; n < N; n++) {
+            memcpy(gp + n * C, h + n * 3 * C + p * C, C * 4);
+            memcpy(rp + n * C, gq + n * 3 * C + p * C, C * 4);
+        }
+        compare(c, "attention_bwd", part[p], gp, rp, N * C, tol_of(c, 5e-5, 2e-2, 1e-2));
+    }
+    same_bits(c, "attention_bwd", nm, raw[0], raw[1], nq * es(c));
+    free(gp), free(rp), free(h), free(raw[0]), free(raw[1]);
+    free(qkv), free(out), free(lse), free(go), free(gl), free(dy), free(gq);
+    dfree(c, dqkv_in), dfree(c, dout), dfree(c, dlse), dfree(c, ddy);
+}
+
+/* ---------------------------------------------------------------- gelu, add */
+
+static void test_elementwise(ctx *c, int64_t n, int off)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "n%lld off%d", (long long)n, off);
+    /* off shifts the device pointers by elements, to take the unaligned (scalar) path */
+    float *x = hrand(c->dt, n, -5, 5), *y = hrand(c->dt, n, -3, 3), *g = hrand(c->dt, n, -1, 1);
+    float *ref = xmalloc(n * 4);
+    void *bx = dalloc(c, (n + off) * es(c)), *by = dalloc(c, (n + off) * es(c));
+    void *bo = dalloc(c, (n + off) * es(c)), *bg = dalloc(c, (n + off) * es(c));
+    char *dx_ = (char *)bx + off * es(c), *dy_ = (char *)by + off * es(c);
+    char *do_ = (char *)bo + off * es(c), *dg_ = (char *)bg + off * es(c);
+    void *t;
+    t = up(c, x, n); c->gpu->copy(c->gpu, dx_, t, n * es(c), NULL); dfree(c, t);
+    t = up(c, y, n); c->gpu->copy(c->gpu, dy_, t, n * es(c), NULL); dfree(c, t);
+    c->cpu->gelu_fwd(c->cpu, ref, x, n);
+    c->gpu->gelu_fwd(c->gpu, do_, dx_, n);
+    gsync(c, "gelu_fwd");
+    float *h = down(c, do_, n);
+    compare(c, "gelu_fwd", nm, h, ref, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+    free(h);
+    /* gelu_bwd accumulates into a random dx; twice for determinism */
+    void *raw[2];
+    for (int r = 0; r < 2; r++) {
+        t = up(c, g, n); c->gpu->copy(c->gpu, dg_, t, n * es(c), NULL); dfree(c, t);
+        c->gpu->gelu_bwd(c->gpu, dg_, dx_, dy_, n);
+        gsync(c, "gelu_bwd");
+        raw[r] = down_raw(c, dg_, n * es(c));
+    }
+    memcpy(ref, g, n * 4);
+    c->cpu->gelu_bwd(c->cpu, ref, x, y, n);
+    h = dec(c, raw[0], n);
+    compare(c, "gelu_bwd", nm, h, ref, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+    same_bits(c, "gelu_bwd", nm, raw[0], raw[1], n * es(c));
+    free(h), free(raw[0]), free(raw[1]);
+    /* add, out of place and in place (out == a) */
+    c->cpu->add(c->cpu, ref, x, y, n);
+    c->gpu->add(c->gpu, do_, dx_, dy_, n);
+    c->gpu->add(c->gpu, dx_, dx_, dy_, n);
+    gsync(c, "add");
+    h = down(c, do_, n);
+    compare(c, "add", nm, h, ref, n, tol_of(c, 1e-6, 1e-2, 5e-3));
+    free(h);
+    h = down(c, dx_, n);
+    compare(c, "add", "in place", h, ref, n, tol_of(c, 1e-6, 1e-2, 5e-3));
+    free(h);
+    free(x), free(y), free(g), free(ref);
+    dfree(c, bx), dfree(c, by), dfree(c, bo), dfree(c, bg);
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+static void test_xent(ctx *c, int64_t N, int V, int Vp, float dloss)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld V%d Vp%d d%g", (long long)N, V, Vp, dloss);
+    float *lg = hrand(c->dt, N * Vp, -4, 4);
+    for (int64_t n = 0; n < N; n++) /* garbage in the padded columns must not matter */
+        for (int j = V; j < Vp; j++) lg[n * Vp + j] = round_to(c->dt, 100.0f);
+    int32_t *tg = xmalloc(N * 4);
+    for (int64_t n = 0; n < N; n++) tg[n] = (n % 7 == 3) ? -1 : rng_int(V);
+    tg[0] = V - 1;
+    if (N > 1) tg[1] = 0;
+    if (N > 2) tg[2] = -1;
+    float *loss = xmalloc(N * 4);
+    void *dlg = up(c, lg, N * Vp);
+    int32_t *dtg = upi(c, tg, N);
+    float *dloss_ = dalloc(c, N * 4);
+    void *raw[2];
+    float *gl = NULL;
+    for (int r = 0; r < 2; r++) {
+        if (r) {
+            dfree(c, dlg);
+            dlg = up(c, lg, N * Vp);
+        }
+        c->gpu->xent(c->gpu, dloss_, dlg, dtg, N, V, Vp, dloss);
+        gsync(c, "xent");
+        raw[r] = down_raw(c, dlg, N * Vp * es(c));
+        if (!r) gl = downf(c, dloss_, N);
+    }
+    float *lin = hcopy(lg, N * Vp);
+    c->cpu->xent(c->cpu, loss, lg, tg, N, V, Vp, dloss);
+    compare(c, "xent", nm, gl, loss, N, tol_of(c, 2e-5, 2e-5, 2e-5));
+    float *h = dec(c, raw[0], N * Vp);
+    if (dloss != 0.0f) {
+        compare(c, "xent", "dlogits", h, lg, N * Vp, tol_of(c, 5e-5, 1e-2, 5e-3));
+        same_bits(c, "xent", "dlogits", raw[0], raw[1], N * Vp * es(c));
+    } else {
+        int same = memcmp(h, lin, N * Vp * 4) == 0;
+        printf("%-4s %-14s %-5s %-22s logits untouched with dloss 0\n", same ? "ok" : "FAIL", "xent", c->dn, nm);
+        CHECK(same, "xent [%s]: logits changed with dloss = 0", c->dn);
+    }
+    free(h), free(raw[0]), free(raw[1]), free(lin), free(gl), free(lg), free(tg), free(loss);
+    dfree(c, dlg), dfree(c, dtg), dfree(c, dloss_);
+}
+
+/* ---------------------------------------------------------------- optimizer and vectors */
+
+static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "n%lld p16=%d w=%d", (long long)n, with_p16, wmode);
+    zinf_adamw_args a = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                         .bias_correction1 = 1 - 0.9f * 0.9f * 0.9f, .bias_correction2 = 1 - 0.95f * 0.95f * 0.95f,
+                         .grad_scale = 0.5f, .adam_w_mode = wmode};
+    float *p = hrand(ZINF_F32, n, -1, 1), *g = hrand(ZINF_F32, n, -2, 2);
+    float *m = hrand(ZINF_F32, n, -0.1f, 0.1f), *v = hrand(ZINF_F32, n, 0, 0.01f);
+    float *dp = upf(c, p, n), *dg = upf(c, g, n), *dm = upf(c, m, n), *dv = upf(c, v, n);
+    void *d16 = with_p16 ? dalloc(c, n * es(c)) : NULL;
+    c->gpu->adamw(c->gpu, dp, d16, dg, dm, dv, n, &a);
+    gsync(c, "adamw");
+    c->cpu->adamw(c->cpu, p, NULL, g, m, v, n, &a);
+    float *hp = downf(c, dp, n), *hm = downf(c, dm, n), *hv = downf(c, dv, n);
+    compare(c, "adamw", "p", hp, p, n, 1e-6);
+    compare(c, "adamw", "m", hm, m, n, 1e-6);
+    compare(c, "adamw", "v", hv, v, n, 1e-6);
+    if (with_p16) { /* p16 = the GPU's own fp32 result, rounded to nearest: bit-exact */
+        float *h16 = down(c, d16, n);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += h16[i] != round_to(c->dt, hp[i]);
+        printf("%-4s %-14s %-5s %-22s p16 == rne(p): %lld mismatches\n", bad ? "FAIL" : "ok", "adamw", c->dn, nm,
+               (long long)bad);
+        CHECK(bad == 0, "adamw [%s]: p16 differs from rounded p in %lld places", c->dn, (long long)bad);
+        free(h16);
+        dfree(c, d16);
+    }
+    free(hp), free(hm), free(hv), free(p), free(g), free(m), free(v);
+    dfree(c, dp), dfree(c, dg), dfree(c, dm), dfree(c, dv);
+}
+
+static void test_vectors(ctx *c, int64_t n)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "n%lld", (long long)n);
+    float *x = hrand(ZINF_F32, n, -3, 3), *y = hrand(ZINF_F32, n, -1, 1);
+    float *dx_ = upf(c, x, n), *dy_ = upf(c, y, n);
+    double s1 = c->gpu->sumsq(c->gpu, dx_, n), s2 = c->gpu->sumsq(c->gpu, dx_, n);
+    double sr = c->cpu->sumsq(c->cpu, x, n);
+    double rel = fabs(s1 - sr) / sr;
+    printf("%-4s %-14s %-5s %-22s got %.17g want %.17g rel %.3g; twice same bits: %s\n",
+           rel <= 1e-12 && memcmp(&s1, &s2, 8) == 0 ? "ok" : "FAIL", "sumsq", c->dn, nm, s1, sr, rel,
+           memcmp(&s1, &s2, 8) == 0 ? "yes" : "NO");
+    CHECK(rel <= 1e-12, "sumsq [%s]: %.17g vs %.17g", c->dn, s1, sr);
+    CHECK(memcmp(&s1, &s2, 8) == 0, "sumsq [%s]: not deterministic", c->dn);
+    double s0 = c->gpu->sumsq(c->gpu, dx_, 0);
+    CHECK(s0 == 0.0, "sumsq of 0 elements = %g", s0);
+    /* NaN and Inf propagate */
+    float bad[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        c->gpu->copy(c->gpu, dx_ + n / 2, &bad[k], 4, NULL);
+        double s = c->gpu->sumsq(c->gpu, dx_, n);
+        int ok = k == 0 ? isnan(s) : (isinf(s) && s > 0);
+        printf("%-4s %-14s %-5s %-22s with one %s: %g\n", ok ? "ok" : "FAIL", "sumsq", c->dn, nm,
+               k ? "Inf" : "NaN", s);
+        CHECK(ok, "sumsq [%s]: %s did not propagate (%g)", c->dn, k ? "Inf" : "NaN", s);
+    }
+    c->gpu->copy(c->gpu, dx_, x, n * 4, NULL);
+    /* scale, axpy */
+    c->gpu->scale(c->gpu, dx_, n, 0.75f);
+    c->gpu->axpy(c->gpu, dy_, dx_, n, -1.5f);
+    gsync(c, "scale/axpy");
+    c->cpu->scale(c->cpu, x, n, 0.75f);
+    c->cpu->axpy(c->cpu, y, x, n, -1.5f);
+    float *hx = downf(c, dx_, n), *hy = downf(c, dy_, n);
+    compare(c, "scale", nm, hx, x, n, 1e-7);
+    compare(c, "axpy", nm, hy, y, n, 1e-6);
+    free(hx), free(hy), free(x), free(y);
+    dfree(c, dx_), dfree(c, dy_);
+}
+
+/* ---------------------------------------------------------------- benchmark (--bench) */
+
+/* Not a check: times each operation at GPT-2 124M shapes (B=16, T=1024, C=768, NH=12, L=12,
+ * Vp=50304) in the compute dtype, then a whole training step issued the way src/model.c issues
+ * it (forward, xent, backward, AdamW over all parameters), and prints tokens/s. */
+
+static void bench_fill(ctx *c, void *d, int64_t n, float lo, float hi)
+{
+    const int64_t chunk = 1 << 22;
+    int64_t m = n < chunk ? n : chunk;
+    float *h = hrand(c->dt, m, lo, hi);
+    void *t = up(c, h, m);
+    for (int64_t i = 0; i < n; i += m)
+        c->gpu->copy(c->gpu, (char *)d + i * es(c), t, (size_t)((n - i < m) ? n - i : m) * es(c), NULL);
+    gsync(c, "bench fill");
+    dfree(c, t);
+    free(h);
+}
+
+typedef struct {
+    zinf_backend *g;
+    int B, T, C, NH, L, V, Vp;
+    int64_t N;
+    void *x, *ln, *qkv, *att, *fch, *fchg, *logits, *res, *dres, *dln, *dqkv, *datt, *dfch, *dfchg;
+    float *mean, *rstd, *lse, *losses;
+    int32_t *tok;
+    void *wte, *wpe, *lnw, *lnb, *wqkv, *bqkv, *wproj, *bproj, *wfc, *bfc, *wfp, *bfp;
+    void *gwte, *gwpe, *glnw, *glnb, *gwqkv, *gbqkv, *gwproj, *gbproj, *gwfc, *gbfc, *gwfp, *gbfp;
+    float *master, *gmaster, *mom, *var;
+    int64_t nparams;
+    void *p16;
+} bstate;
+
+typedef void (*bench_fn)(bstate *s);
+
+static void b_enc_f(bstate *s) { s->g->encoder_fwd(s->g, s->res, s->tok, s->wte, s->wpe, s->B, s->T, s->C); }
+static void b_enc_b(bstate *s) { s->g->encoder_bwd(s->g, s->gwte, s->gwpe, s->dres, s->tok, s->B, s->T, s->C); }
+static void b_ln_f(bstate *s) { s->g->layernorm_fwd(s->g, s->ln, s->mean, s->rstd, s->res, s->lnw, s->lnb, s->N, s->C); }
+static void b_ln_b(bstate *s) { s->g->layernorm_bwd(s->g, s->dres, s->glnw, s->glnb, s->dln, s->res, s->lnw, s->mean, s->rstd, s->N, s->C); }
+static void b_qkv_f(bstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, 3 * s->C); }
+static void b_qkv_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, 3 * s->C); }
+static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->C, s->NH); }
+static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->C, s->NH); }
+static void b_proj_f(bstate *s) { s->g->matmul_fwd(s->g, s->x, s->att, s->wproj, s->bproj, s->N, s->C, s->C); }
+static void b_proj_b(bstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwproj, s->gbproj, s->dres, s->att, s->wproj, s->N, s->C, s->C); }
+static void b_add(bstate *s) { s->g->add(s->g, s->res, s->res, s->x, s->N * s->C); }
+static void b_fc_f(bstate *s) { s->g->matmul_fwd(s->g, s->fch, s->ln, s->wfc, s->bfc, s->N, s->C, 4 * s->C); }
+static void b_fc_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwfc, s->gbfc, s->dfch, s->ln, s->wfc, s->N, s->C, 4 * s->C); }
+static void b_gelu_f(bstate *s) { s->g->gelu_fwd(s->g, s->fchg, s->fch, s->N * 4 * s->C); }
+static void b_gelu_b(bstate *s) { s->g->gelu_bwd(s->g, s->dfch, s->fch, s->dfchg, s->N * 4 * s->C); }
+static void b_fp_f(bstate *s) { s->g->matmul_fwd(s->g, s->x, s->fchg, s->wfp, s->bfp, s->N, 4 * s->C, s->C); }
+static void b_fp_b(bstate *s) { s->g->matmul_bwd(s->g, s->dfchg, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
+static void b_head_f(bstate *s) { s->g->matmul_fwd(s->g, s->logits, s->ln, s->wte, NULL, s->N, s->C, s->Vp); }
+static void b_head_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp); }
+static void b_xent_f(bstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 0.0f); }
+static void b_xent_b(bstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 1.0f / (float)s->N); }
+static void b_adamw(bstate *s)
+{
+    zinf_adamw_args a = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.0f, 1};
+    s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
+}
+static void b_sumsq(bstate *s) { (void)s->g->sumsq(s->g, s->gmaster, s->nparams); }
+static void b_memset(bstate *s) { s->g->memset0(s->g, s->dfch, (size_t)s->N * 4 * s->C * zinf_dtype_size(s->g->cdt), NULL); }
+
+static void b_step(bstate *s)
+{
+    zinf_backend *g = s->g;
+    size_t e = zinf_dtype_size(g->cdt);
+    b_enc_f(s);
+    for (int l = 0; l < s->L; l++) {
+        b_ln_f(s), b_qkv_f(s), b_att_f(s), b_proj_f(s), b_add(s);
+        b_ln_f(s), b_fc_f(s), b_gelu_f(s), b_fp_f(s), b_add(s);
+    }
+    b_ln_f(s), b_head_f(s), b_xent_f(s);
+    b_xent_b(s);
+    g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
+    b_head_b(s);
+    g->memset0(g, s->dres, (size_t)s->N * s->C * e, NULL);
+    b_ln_b(s);
+    for (int l = 0; l < s->L; l++) {
+        g->memset0(g, s->dfchg, (size_t)s->N * 4 * s->C * e, NULL);
+        g->memset0(g, s->dfch, (size_t)s->N * 4 * s->C * e, NULL);
+        g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
+        b_fp_b(s), b_gelu_b(s), b_fc_b(s), b_ln_b(s);
+        g->memset0(g, s->datt, (size_t)s->N * s->C * e, NULL);
+        g->memset0(g, s->dqkv, (size_t)s->N * 3 * s->C * e, NULL);
+        g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
+        b_proj_b(s), b_att_b(s), b_qkv_b(s), b_ln_b(s);
+    }
+    b_enc_b(s);
+    b_sumsq(s);
+    b_adamw(s);
+}
+
+static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
+{
+    zinf_event *e0 = zinf_cuda_event_new_timed(c->gpu), *e1 = zinf_cuda_event_new_timed(c->gpu);
+    f(s); /* warm up (plans, scratch) */
+    f(s);
+    gsync(c, "bench");
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        c->gpu->event_record(c->gpu, e0, NULL);
+        f(s);
+        c->gpu->event_record(c->gpu, e1, NULL);
+        gsync(c, "bench");
+        double ms = zinf_cuda_elapsed_ms(e0, e1);
+        if (ms < best) best = ms;
+    }
+    c->gpu->event_free(c->gpu, e0);
+    c->gpu->event_free(c->gpu, e1);
+    return best;
+}
+
+static void bench(ctx *c, int B)
+{
+    bstate s = {.g = c->gpu, .B = B, .T = 1024, .C = 768, .NH = 12, .L = 12, .V = 50257, .Vp = 50304};
+    int64_t N = s.N = (int64_t)s.B * s.T, C = s.C, Vp = s.Vp;
+    void **acts[] = {&s.x, &s.ln, &s.res, &s.dres, &s.dln, &s.att, &s.datt};
+    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) { *acts[i] = dalloc(c, N * C * es(c)); bench_fill(c, *acts[i], N * C, -1, 1); }
+    s.qkv = dalloc(c, N * 3 * C * es(c)), bench_fill(c, s.qkv, N * 3 * C, -1, 1);
+    s.dqkv = dalloc(c, N * 3 * C * es(c)), bench_fill(c, s.dqkv, N * 3 * C, -1, 1);
+    void **big[] = {&s.fch, &s.fchg, &s.dfch, &s.dfchg};
+    for (size_t i = 0; i < 4; i++) { *big[i] = dalloc(c, N * 4 * C * es(c)); bench_fill(c, *big[i], N * 4 * C, -1, 1); }
+    s.logits = dalloc(c, N * Vp * es(c)), bench_fill(c, s.logits, N * Vp, -4, 4);
+    s.mean = dalloc(c, N * 4), s.rstd = dalloc(c, N * 4), s.losses = dalloc(c, N * 4);
+    s.lse = dalloc(c, (int64_t)B * s.NH * s.T * 4);
+    int32_t *tok = xmalloc(N * 4);
+    for (int64_t i = 0; i < N; i++) tok[i] = rng_int(s.V);
+    s.tok = upi(c, tok, N);
+    free(tok);
+    struct { void **p, **g; int64_t n; } ws[] = {
+        {&s.wte, &s.gwte, (int64_t)Vp * C}, {&s.wpe, &s.gwpe, 1024 * C}, {&s.lnw, &s.glnw, C},
+        {&s.lnb, &s.glnb, C}, {&s.wqkv, &s.gwqkv, 3 * C * C}, {&s.bqkv, &s.gbqkv, 3 * C},
+        {&s.wproj, &s.gwproj, C * C}, {&s.bproj, &s.gbproj, C}, {&s.wfc, &s.gwfc, 4 * C * C},
+        {&s.bfc, &s.gbfc, 4 * C}, {&s.wfp, &s.gwfp, 4 * C * C}, {&s.bfp, &s.gbfp, C}};
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) {
+        *ws[i].p = dalloc(c, ws[i].n * es(c)), bench_fill(c, *ws[i].p, ws[i].n, -0.05f, 0.05f);
+        *ws[i].g = dalloc(c, ws[i].n * es(c)), bench_fill(c, *ws[i].g, ws[i].n, -0.01f, 0.01f);
+    }
+    s.nparams = 124475904;
+    s.master = dalloc(c, s.nparams * 4), s.gmaster = dalloc(c, s.nparams * 4);
+    s.mom = dalloc(c, s.nparams * 4), s.var = dalloc(c, s.nparams * 4);
+    s.p16 = dalloc(c, s.nparams * es(c));
+    struct { const char *name; bench_fn f; int per_step; double flop; } ops[] = {
+        {"encoder_fwd", b_enc_f, 1, 0}, {"encoder_bwd", b_enc_b, 1, 0},
+        {"layernorm_fwd", b_ln_f, 2 * s.L + 1, 0}, {"layernorm_bwd", b_ln_b, 2 * s.L + 1, 0},
+        {"matmul_fwd qkv", b_qkv_f, s.L, 2.0 * N * C * 3 * C}, {"matmul_bwd qkv", b_qkv_b, s.L, 4.0 * N * C * 3 * C},
+        {"attention_fwd", b_att_f, s.L, 2.0 * B * s.NH * (double)s.T * s.T * 64},
+        {"attention_bwd", b_att_b, s.L, 5.0 * B * s.NH * (double)s.T * s.T * 64},
+        {"matmul_fwd proj", b_proj_f, s.L, 2.0 * N * C * C}, {"matmul_bwd proj", b_proj_b, s.L, 4.0 * N * C * C},
+        {"add", b_add, 2 * s.L, 0},
+        {"matmul_fwd fc", b_fc_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fc", b_fc_b, s.L, 4.0 * N * C * 4 * C},
+        {"gelu_fwd", b_gelu_f, s.L, 0}, {"gelu_bwd", b_gelu_b, s.L, 0},
+        {"matmul_fwd fcproj", b_fp_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fcproj", b_fp_b, s.L, 4.0 * N * C * 4 * C},
+        {"matmul_fwd head", b_head_f, 1, 2.0 * N * C * Vp}, {"matmul_bwd head", b_head_b, 1, 4.0 * N * C * Vp},
+        {"xent (loss)", b_xent_f, 1, 0}, {"xent (grad)", b_xent_b, 1, 0},
+        {"memset0 N*4C", b_memset, 9 * s.L / 4, 0},
+        {"sumsq 124M", b_sumsq, 1, 0}, {"adamw 124M", b_adamw, 1, 0},
+    };
+    printf("\nbench %s B=%d T=%d (N=%lld tokens), GPT-2 124M shapes\n", c->dn, B, s.T, (long long)N);
+    printf("%-20s %10s %6s %10s %9s\n", "op", "ms", "x/step", "ms/step", "TFLOP/s");
+    double total = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        double ms = bench_time(c, &s, ops[i].f, 5);
+        total += ms * ops[i].per_step;
+        printf("%-20s %10.3f %6d %10.3f", ops[i].name, ms, ops[i].per_step, ms * ops[i].per_step);
+        if (ops[i].flop > 0) printf(" %9.1f", ops[i].flop / ms / 1e9);
+        printf("\n");
+    }
+    printf("%-20s %10s %6s %10.3f  -> %.0f tokens/s (sum of ops)\n", "sum", "", "", total, N / total * 1e3);
+    double step = bench_time(c, &s, b_step, 3);
+    printf("%-20s %10.3f %6s %10s  -> %.0f tokens/s (issued as model.c does, no data/comm)\n", "whole step", step, "",
+           "", N / step * 1e3);
+    void **all[] = {&s.x, &s.ln, &s.res, &s.dres, &s.dln, &s.att, &s.datt, &s.qkv, &s.dqkv, &s.fch, &s.fchg,
+                    &s.dfch, &s.dfchg, &s.logits, (void **)&s.mean, (void **)&s.rstd, (void **)&s.losses,
+                    (void **)&s.lse, (void **)&s.tok, (void **)&s.master, (void **)&s.gmaster, (void **)&s.mom,
+                    (void **)&s.var, &s.p16};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) dfree(c, *all[i]);
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) dfree(c, *ws[i].p), dfree(c, *ws[i].g);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void run_all(ctx *c, int big)
+{
+    test_casts(c);
+    test_memory(c);
+    test_encoder(c, 2, 7, 24, 50);
+    test_encoder(c, 3, 5, 13, 7); /* odd C: scalar path */
+    if (big) test_encoder(c, 4, 1024, 768, 50257);
+    test_layernorm(c, 5, 24);
+    test_layernorm(c, 7, 33);
+    test_layernorm(c, 3, 1600);
+    if (big) test_layernorm(c, 4096, 768);
+    test_matmul(c, 7, 24, 40, 1, 1);
+    test_matmul(c, 64, 33, 17, 1, 1);
+    test_matmul(c, 5, 16, 8, 0, 0);
+    if (big) {
+        test_matmul(c, 4096, 768, 2304, 1, 1);
+        test_matmul(c, 4096, 3072, 768, 1, 1);
+        test_matmul(c, 1024, 768, 50304, 0, 1);
+    }
+    /* attention: generic head sizes, then the fast path (hs 64) over T */
+    test_attention(c, 2, 7, 32, 4);    /* hs 8 */
+    test_attention(c, 1, 64, 16, 2);   /* hs 8 */
+    test_attention(c, 2, 33, 64, 4);   /* hs 16 */
+    test_attention(c, 1, 70, 256, 2);  /* hs 128 */
+    int Ts[] = {1, 7, 64, 100, 256};
+    for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 128, 2);
+    if (big) test_attention(c, 4, 1024, 768, 12);
+    else test_attention(c, 1, 1024, 128, 2);
+    test_elementwise(c, 1001, 0);
+    test_elementwise(c, 4099, 1);
+    if (big) test_elementwise(c, (int64_t)4096 * 3072, 0);
+    test_xent(c, 9, 50, 64, 0.0f);
+    test_xent(c, 9, 50, 64, 0.25f);
+    test_xent(c, 6, 37, 41, 1.0f); /* Vp not a multiple of 8: scalar path */
+    if (big) {
+        test_xent(c, 4096, 50257, 50304, 0.0f);
+        test_xent(c, 4096, 50257, 50304, 1.0f / 4096);
+    }
+    test_adamw(c, 1000003, 1, 1);
+    test_adamw(c, 1001, 0, 0);
+    test_vectors(c, 10000019);
+    test_vectors(c, 77);
+}
+
+int main(int argc, char **argv)
+{
+    int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
+    int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0; /* --bench [B] [fp16]: timings only */
+    if (zinf_backend_cuda_count() <= 0) {
+        printf("test_backend_ops: no CUDA device (%s); skipped\n", zinf_backend_cuda_error());
+        return 77;
+    }
+    zinf_backend cpu;
+    if (zinf_backend_cpu_init(&cpu) != 0) {
+        fprintf(stderr, "cpu backend init failed\n");
+        return 1;
+    }
+    zinf_dtype dts[3] = {ZINF_F32, ZINF_BF16, ZINF_F16};
+    if (do_bench) {
+        zinf_backend gpu;
+        zinf_dtype dt = argc > 3 && strcmp(argv[3], "fp16") == 0 ? ZINF_F16 : ZINF_BF16;
+        if (zinf_backend_cuda_init(&gpu, 0, dt) != 0) {
+            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
+            return 1;
+        }
+        ctx c = {&cpu, &gpu, dt, zinf_dtype_name(dt)};
+        bench(&c, argc > 2 ? atoi(argv[2]) : 16);
+        zinf_backend_cuda_free(&gpu);
+        return check_done("test_backend_ops --bench");
+    }
+    for (int i = 0; i < 3; i++) {
+        zinf_backend gpu;
+        int rc = zinf_backend_cuda_init(&gpu, 0, dts[i]);
+        CHECK(rc == 0, "cuda init (%s): %d %s", zinf_dtype_name(dts[i]), rc, zinf_backend_cuda_error());
+        if (rc) continue;
+        ctx c = {&cpu, &gpu, dts[i], zinf_dtype_name(dts[i])};
+        rng_state = 0x9E3779B97F4A7C15ull + (uint64_t)i;
+        run_all(&c, big);
+        CHECK(gpu.sync(&gpu) == 0, "final sync (%s): %s", c.dn, zinf_backend_cuda_error());
+        zinf_backend_cuda_free(&gpu);
+    }
+    zinf_backend_cpu_free(&cpu);
+    return check_done("test_backend_ops");
+}
