@@ -242,6 +242,19 @@ static void cu_event_free(zinf_backend *be, zinf_event *e)
     if (e) cudaEventDestroy((cudaEvent_t)e);
 }
 
+/* 1 when the work before the event has finished, 0 while it runs, negative on a device error */
+static int cu_event_query(zinf_backend *be, zinf_event *e)
+{
+    CudaImpl *im = impl_of(be);
+    cudaError_t r = cudaEventQuery((cudaEvent_t)e);
+    if (r == cudaSuccess) return 1;
+    if (r == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: clear it */
+        return 0;
+    }
+    return zinf_cuda_fail(im, "event_query", ZINF_CUDA_EIO, "event_query: %s", cudaGetErrorString(r));
+}
+
 static int cu_event_record(zinf_backend *be, zinf_event *e, zinf_stream *s)
 {
     CudaImpl *im = impl_of(be);
@@ -364,6 +377,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->event_new = cu_event_new;
     be->event_free = cu_event_free;
     be->event_record = cu_event_record;
+    be->event_query = cu_event_query;
     be->stream_wait = cu_stream_wait;
     be->sync = cu_sync;
     be->mem_info = cu_mem_info;
@@ -383,6 +397,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->sumsq = cu_sumsq;
     be->scale = cu_scale;
     be->axpy = cu_axpy;
+    be->acc_f32 = cu_acc_f32;
     be->to_f32 = cu_to_f32;
     be->from_f32 = cu_from_f32;
     g_errmsg[0] = 0;

@@ -824,6 +824,22 @@ void cu_axpy(zinf_backend *be, float *y, const float *x, int64_t n, float a)
     zinf_cuda_check_launch(im, "axpy");
 }
 
+/* y (fp32) += a * x with x in the compute dtype: gradients into fp32 accumulators */
+template <typename T> __global__ void acc_f32_k(float *y, const T *x, int64_t n, float a)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += a * to_f(x[i]);
+}
+
+void cu_acc_f32(zinf_backend *be, float *y, const void *x, int64_t n, float a)
+{
+    CudaImpl *im = impl_of(be);
+    if (n <= 0) return;
+    ZINF_DISPATCH_CDT(im->cdt, acc_f32_k<T><<<ew_grid(im, n), EW_THREADS, 0, im->stream>>>(y, (const T *)x, n, a));
+    zinf_cuda_check_launch(im, "acc_f32");
+}
+
 template <typename D, typename S> __global__ void convert_k(D *dst, const S *src, int64_t n)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
