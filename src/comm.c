@@ -119,6 +119,10 @@ int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
 
 void zinf_comm_detach(zinf_comm *c)
 {
+    if (c->be && c->nwatch) zinf_comm_drain(c);
+    free(c->watch);
+    c->watch = NULL;
+    c->nwatch = c->capwatch = 0;
     if (c->has_dev && c->dev.free) c->dev.free(c->dev.ctx);
     c->has_dev = false;
     c->be = NULL;
@@ -205,10 +209,81 @@ int zinf_comm_test(zinf_comm *c, zinf_req *q)
     return done;
 }
 
+/* Host wait for one request, aborting past the timeout (t0: when the wait began counting). */
+static int wait_host(zinf_comm *c, zinf_req *q, double t0);
+
+/* Forget watched events that completed; abort on one older than the timeout. */
+static void poll_watch(zinf_comm *c)
+{
+    int k = 0;
+    for (int i = 0; i < c->nwatch; i++) {
+        struct zinf_watch *w = &c->watch[i];
+        int d = c->be->event_query(c->be, w->ev);
+        if (d < 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s failed on the device", w->what);
+            zinf_comm_abort(c, msg);
+        }
+        if (d) {
+            c->be->event_free(c->be, w->ev);
+            continue;
+        }
+        double el = MPI_Wtime() - w->t0;
+        if (c->timeout_s > 0 && el > c->timeout_s) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "timed out after %.0f s waiting for %s (another rank is stuck or "
+                     "dead; ZINF_COMM_TIMEOUT sets the limit)", el, w->what);
+            zinf_comm_abort(c, msg);
+        }
+        c->watch[k++] = *w;
+    }
+    c->nwatch = k;
+}
+
+int zinf_comm_drain(zinf_comm *c)
+{
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < c->nwatch; i++) {
+        zinf_req q = {.active = true, .ev = c->watch[i].ev};
+        snprintf(q.what, sizeof q.what, "%s", c->watch[i].what);
+        ZINF_TRY(wait_host(c, &q, c->watch[i].t0));
+    }
+    c->nwatch = 0;
+    c->wait_s += MPI_Wtime() - t0;
+    return 0;
+}
+
 int zinf_comm_wait(zinf_comm *c, zinf_req *q)
 {
     if (!q->active) return 0;
-    double t0 = MPI_Wtime(), pause = 1e-6;
+    if (q->ev && c->be && c->be->stream_wait) {
+        if (c->be->stream_wait(c->be, NULL, q->ev))
+            return zinf_errc(ZINF_ECOMM, "rank %d: %s: the compute stream cannot wait for it", c->rank, q->what);
+        if (c->nwatch == c->capwatch) {
+            int nc = c->capwatch ? 2 * c->capwatch : 64;
+            struct zinf_watch *nw = realloc(c->watch, (size_t)nc * sizeof *nw);
+            if (!nw) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+            c->watch = nw;
+            c->capwatch = nc;
+        }
+        struct zinf_watch *w = &c->watch[c->nwatch++];
+        w->ev = q->ev;
+        w->t0 = MPI_Wtime();
+        snprintf(w->what, sizeof w->what, "%s", q->what);
+        q->ev = NULL;
+        q->active = false;
+        poll_watch(c);
+        return 0;
+    }
+    double t0 = MPI_Wtime();
+    int rc = wait_host(c, q, t0);
+    c->wait_s += MPI_Wtime() - t0;
+    return rc;
+}
+
+static int wait_host(zinf_comm *c, zinf_req *q, double t0)
+{
+    double pause = 1e-6;
     for (;;) {
         if (poll_req(c, q)) break;
         double el = MPI_Wtime() - t0;
@@ -223,7 +298,6 @@ int zinf_comm_wait(zinf_comm *c, zinf_req *q)
         nanosleep(&ts, NULL);
         if (pause < 1e-3) pause *= 2;
     }
-    c->wait_s += MPI_Wtime() - t0;
     q->active = false;
     return 0;
 }

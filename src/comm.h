@@ -25,6 +25,9 @@ typedef struct zinf_comm {
     zinf_backend *be;
     zinf_dcoll dev;
     bool has_dev;
+    /* device collectives the compute stream was told to wait for, still watched for the timeout */
+    struct zinf_watch { zinf_event *ev; double t0; char what[160]; } *watch;
+    int nwatch, capwatch;
 } zinf_comm;
 
 typedef enum { ZINF_COLL_ALLREDUCE = 0, ZINF_COLL_ALLGATHER, ZINF_COLL_REDUCE_SCATTER, ZINF_COLL_BCAST } zinf_coll;
@@ -66,8 +69,13 @@ int zinf_comm_ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_
                               zinf_dtype dt, zinf_req *q, const char *what);
 int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, zinf_req *q,
                          const char *what);
-/* Finish a request; past comm->timeout_s the job is aborted with the rank and req->what. */
+/* Finish a request; past comm->timeout_s the job is aborted with the rank and req->what.
+ * A device collective is not waited for on the host: the backend's compute stream waits for it
+ * (so work queued after this call sees its result) and the request is watched until
+ * zinf_comm_drain, which the step calls once; the host keeps queueing work meanwhile. */
 int zinf_comm_wait(zinf_comm *c, zinf_req *q);
+/* Wait on the host for every watched device collective (with the timeout). */
+int zinf_comm_drain(zinf_comm *c);
 /* Progress and poll: 1 when done (and the request is finished), 0 when still running. */
 int zinf_comm_test(zinf_comm *c, zinf_req *q);
 int zinf_comm_barrier(zinf_comm *c);

@@ -585,6 +585,7 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
     if (z->stage < 2 && !(z->cfg->overlap_comm))
         for (int u = 0; u < z->nunits; u++) ZINF_TRY(allreduce_unit(z, u));
     ZINF_TRY(progress(z, true));
+    ZINF_TRY(zinf_comm_drain(z->comm)); /* device collectives of the step, with the timeout */
     double s = 0;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
