@@ -60,6 +60,12 @@ if [ "$ngpu" -ge 2 ]; then
         agree gpubf16 "s${st}g2" 1e-2 "stage $st, 2 GPUs vs 1 GPU"
         expect_has "stage $st on 2 GPUs" "parameters agree bit for bit across 2 ranks"
     done
+    # a rank that stops answering: the other one's NCCL wait times out naming the collective
+    printf '{"train_batch_size": 16, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}\n' > "$TMP/hang.json"
+    OUTPUT=$(ZINF_FAULT="rank=0,step=2,kind=hang" timeout 180 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --device cuda \
+        --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 --max_steps 4 --config "$TMP/hang.json" \
+        --out "$TMP/hang" --comm_timeout 5 2>&1); RC=$?
+    expect_err "a stuck rank on GPUs" "rank 1: timed out after" "waiting for"
 else
     echo "  one GPU: the 2-GPU stage runs are skipped"
 fi
