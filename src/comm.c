@@ -1,6 +1,8 @@
 #include "comm.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +103,44 @@ static int start(zinf_comm *c, zinf_req *q, const char *what, zinf_coll kind, in
     return 0;
 }
 
+/* ---- watchdog: the timeout of device collectives even while the host is blocked ---------- */
+typedef struct watchdog {
+    pthread_t th;
+    pthread_mutex_t mu;
+    volatile int stop;
+} watchdog;
+
+static pthread_mutex_t *watch_mu(zinf_comm *c) { return c->watchdog ? &((watchdog *)c->watchdog)->mu : NULL; }
+static void lock(zinf_comm *c) { if (c->watchdog) pthread_mutex_lock(watch_mu(c)); }
+static void unlock(zinf_comm *c) { if (c->watchdog) pthread_mutex_unlock(watch_mu(c)); }
+
+static void timed_out(zinf_comm *c, double el, const char *what)
+{
+    char msg[320];
+    snprintf(msg, sizeof msg, "timed out after %.0f s waiting for %s (another rank is stuck or dead; "
+             "ZINF_COMM_TIMEOUT sets the limit)", el, what);
+    zinf_comm_abort(c, msg);
+}
+
+static void *watchdog_main(void *arg)
+{
+    zinf_comm *c = arg;
+    watchdog *w = c->watchdog;
+    while (!w->stop) {
+        usleep(200000);
+        pthread_mutex_lock(&w->mu);
+        double now = MPI_Wtime();
+        for (int i = 0; i < c->nwatch && c->timeout_s > 0; i++) {
+            double el = now - c->watch[i].t0;
+            /* only pending ones can be late; the main thread removes the finished ones */
+            if (el > c->timeout_s && c->watch[i].ev && c->be->event_query(c->be, c->watch[i].ev) == 0)
+                timed_out(c, el, c->watch[i].what);
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    return NULL;
+}
+
 int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
 {
     c->be = be;
@@ -114,12 +154,29 @@ int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
     rc = zinf_dcoll_init(be, id, c->rank, c->size, &c->dev);
     if (rc) return zinf_errc(ZINF_ECOMM, "rank %d: joining the device communicator (NCCL) failed", c->rank);
     c->has_dev = true;
+    watchdog *w = calloc(1, sizeof *w);
+    if (!w) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    pthread_mutex_init(&w->mu, NULL);
+    c->watchdog = w;
+    if (pthread_create(&w->th, NULL, watchdog_main, c)) {
+        c->watchdog = NULL;
+        free(w);
+        return zinf_errc(ZINF_ECOMM, "rank %d: cannot start the collective watchdog thread", c->rank);
+    }
     return 0;
 }
 
 void zinf_comm_detach(zinf_comm *c)
 {
     if (c->be && c->nwatch) zinf_comm_drain(c);
+    if (c->watchdog) {
+        watchdog *w = c->watchdog;
+        w->stop = 1;
+        pthread_join(w->th, NULL);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        c->watchdog = NULL;
+    }
     free(c->watch);
     c->watch = NULL;
     c->nwatch = c->capwatch = 0;
@@ -215,6 +272,7 @@ static int wait_host(zinf_comm *c, zinf_req *q, double t0);
 /* Forget watched events that completed; abort on one older than the timeout. */
 static void poll_watch(zinf_comm *c)
 {
+    lock(c);
     int k = 0;
     for (int i = 0; i < c->nwatch; i++) {
         struct zinf_watch *w = &c->watch[i];
@@ -238,17 +296,42 @@ static void poll_watch(zinf_comm *c)
         c->watch[k++] = *w;
     }
     c->nwatch = k;
+    unlock(c);
 }
 
 int zinf_comm_drain(zinf_comm *c)
 {
     double t0 = MPI_Wtime();
     for (int i = 0; i < c->nwatch; i++) {
-        zinf_req q = {.active = true, .ev = c->watch[i].ev};
-        snprintf(q.what, sizeof q.what, "%s", c->watch[i].what);
-        ZINF_TRY(wait_host(c, &q, c->watch[i].t0));
+        double pause = 1e-6;
+        for (;;) {
+            /* under the lock: the watchdog may be querying the same event */
+            lock(c);
+            struct zinf_watch *w = &c->watch[i];
+            int d = w->ev ? c->be->event_query(c->be, w->ev) : 1;
+            if (d > 0 && w->ev) {
+                c->be->event_free(c->be, w->ev);
+                w->ev = NULL;
+            }
+            double el = MPI_Wtime() - w->t0;
+            char what[160];
+            snprintf(what, sizeof what, "%s", w->what);
+            unlock(c);
+            if (d < 0) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "%s failed on the device", what);
+                zinf_comm_abort(c, msg);
+            }
+            if (d) break;
+            if (c->timeout_s > 0 && el > c->timeout_s) timed_out(c, el, what);
+            struct timespec ts = {0, (long)(pause * 1e9)};
+            nanosleep(&ts, NULL);
+            if (pause < 1e-3) pause *= 2;
+        }
     }
+    lock(c);
     c->nwatch = 0;
+    unlock(c);
     c->wait_s += MPI_Wtime() - t0;
     return 0;
 }
@@ -259,17 +342,20 @@ int zinf_comm_wait(zinf_comm *c, zinf_req *q)
     if (q->ev && c->be && c->be->stream_wait) {
         if (c->be->stream_wait(c->be, NULL, q->ev))
             return zinf_errc(ZINF_ECOMM, "rank %d: %s: the compute stream cannot wait for it", c->rank, q->what);
+        lock(c);
         if (c->nwatch == c->capwatch) {
             int nc = c->capwatch ? 2 * c->capwatch : 64;
             struct zinf_watch *nw = realloc(c->watch, (size_t)nc * sizeof *nw);
-            if (!nw) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+            if (!nw) { unlock(c); return zinf_errc(ZINF_ENOMEM, "out of host memory"); }
             c->watch = nw;
             c->capwatch = nc;
         }
-        struct zinf_watch *w = &c->watch[c->nwatch++];
+        struct zinf_watch *w = &c->watch[c->nwatch];
         w->ev = q->ev;
         w->t0 = MPI_Wtime();
         snprintf(w->what, sizeof w->what, "%s", q->what);
+        c->nwatch++;
+        unlock(c);
         q->ev = NULL;
         q->active = false;
         poll_watch(c);

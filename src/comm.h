@@ -28,6 +28,9 @@ typedef struct zinf_comm {
     /* device collectives the compute stream was told to wait for, still watched for the timeout */
     struct zinf_watch { zinf_event *ev; double t0; char what[160]; } *watch;
     int nwatch, capwatch;
+    /* a watchdog thread checks the watched collectives while the host is blocked elsewhere
+     * (e.g. in a stream synchronisation behind a collective that never completes) */
+    void *watchdog;             /* pthread state, NULL when not running */
 } zinf_comm;
 
 typedef enum { ZINF_COLL_ALLREDUCE = 0, ZINF_COLL_ALLGATHER, ZINF_COLL_REDUCE_SCATTER, ZINF_COLL_BCAST } zinf_coll;
