@@ -125,6 +125,12 @@ static int notices(run *r)
     if (cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
         zinf_info("zero_optimization.offload_optimizer: on the CPU backend optimizer states already "
                   "live in host memory");
+    if (!cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
+        zinf_warn("zero_optimization.offload_optimizer.device cpu: CPU offload from the %s backend is "
+                  "not implemented yet; optimizer states stay in device memory", r->be.name);
+    if (!cpu && c->offload_param.device == ZINF_DEV_CPU)
+        zinf_warn("zero_optimization.offload_param.device cpu: CPU offload from the %s backend is not "
+                  "implemented yet; parameters stay in device memory", r->be.name);
     if (cpu && c->offload_param.device == ZINF_DEV_CPU)
         zinf_info("zero_optimization.offload_param: on the CPU backend parameter shards already live "
                   "in host memory");

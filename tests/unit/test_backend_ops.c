@@ -1018,7 +1018,8 @@ int main(int argc, char **argv)
     int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
     int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0; /* --bench [B] [fp16]: timings only */
     if (zinf_backend_cuda_count() <= 0) {
-        printf("test_backend_ops: no CUDA device (%s); skipped\n", zinf_backend_cuda_error());
+        const char *why = zinf_backend_cuda_error();
+        printf("test_backend_ops: no CUDA device%s%s%s; skipped\n", *why ? " (" : "", why, *why ? ")" : "");
         return 77;
     }
     zinf_backend cpu;
