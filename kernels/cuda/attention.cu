@@ -5,10 +5,14 @@
  *
  * Two implementations behind one entry point:
  *  - fast path (bf16/fp16 compute, head size 64): tensor-core tiles (mma.sync m16n8k16, operands
- *    through ldmatrix from padded shared memory), 64 query rows x 64 keys per step, 4 warps of 16
- *    rows each, fp32 accumulation and softmax in registers (base-2 exponentials).
- *      forward: one block per (query tile, b*h), online softmax over key tiles 0..diagonal.
- *      backward: D_i = rowsum(dO o O) first; then one kernel with a block per (key tile, b*h)
+ *    through ldmatrix from padded shared memory), fp32 accumulation and softmax in registers
+ *    (base-2 exponentials).
+ *      forward: one block of 4 warps per (128-query tile, b*h); each warp owns 32 query rows
+ *      (two 16-row m-tiles sharing every K/V fragment it reads from shared memory), online
+ *      softmax over 64-key tiles 0..diagonal (double buffered with cp.async; a warp skips the
+ *      tiles wholly above its rows).
+ *      backward: 64 rows x 64 keys per step, 4 warps of 16 rows each.
+ *      D_i = rowsum(dO o O) first; then one kernel with a block per (key tile, b*h)
  *      that walks the query tiles and accumulates dK and dV in registers, and one with a block
  *      per (query tile, b*h) that walks the key tiles for dQ. Each output row belongs to exactly
  *      one block: no atomics, the result is deterministic. Scores and P are recomputed from lse.
@@ -268,19 +272,31 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* Start copying rows r0..r0+63 (channels 0..63) of a strided matrix into a [64][FA_LD] tile;
- * rows at or past T become zeros. 16-byte pieces, 4 per thread; complete after cp_async_wait
- * and a barrier. */
-template <typename T>
-__device__ __forceinline__ void fa_load_tile(T *s, const T *g, int r0, int T_, int64_t stride)
+/* Start copying rows r0..r0+ROWS-1 (channels 0..63) of a strided matrix into a [ROWS][FA_LD]
+ * tile with NTHR threads; rows at or past T become zeros. 16-byte pieces; complete after
+ * cp_async_wait and a barrier. */
+template <int NTHR, int ROWS, typename T>
+__device__ __forceinline__ void fa_load_rows(T *s, const T *g, int r0, int T_, int64_t stride)
 {
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int idx = threadIdx.x + k * FA_THREADS; /* 0..511: row idx/8, pack idx%8 */
+    for (int k = 0; k < ROWS * 8 / NTHR; k++) {
+        int idx = threadIdx.x + k * NTHR; /* row idx/8, pack idx%8 */
         int r = idx / 8, cp = (idx % 8) * 8;
         bool in = r0 + r < T_;
         cp_async16(s + r * FA_LD + cp, g + (int64_t)(in ? r0 + r : 0) * stride + cp, in);
     }
+}
+template <typename T>
+__device__ __forceinline__ void fa_load_tile(T *s, const T *g, int r0, int T_, int64_t stride)
+{
+    fa_load_rows<FA_THREADS, FA_BR>(s, g, r0, T_, stride);
+}
+
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
 /* A operand (16 rows x 64 cols as 4 k-steps) of this warp's 16 rows, from a tile */
@@ -340,29 +356,51 @@ __device__ __forceinline__ void zero_acc(float a[8][4])
 
 /* Accumulator element (n, e) of lane: row g + 8*(e >= 2), column n*8 + 2t + (e & 1). */
 
+/* forward: a block of 4 warps per (128-query tile, b*h); warp w owns queries q0 + 32w .. +31 as
+ * two 16-row m-tiles that share every K / V fragment read from shared memory (half the
+ * shared-memory traffic per mma of one m-tile per warp). Key tiles of 64, double buffered. */
+#define FQ_ROWS 128
 template <typename T>
-__global__ void __launch_bounds__(FA_THREADS)
+__global__ void __launch_bounds__(FA_THREADS, 2)
 flash_fwd_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale_log2)
 {
-    __shared__ __align__(16) T sQ[FA_BR * FA_LD], sK[2][FA_BR * FA_LD], sV[2][FA_BR * FA_LD];
+    __shared__ __align__(16) T sK[2][FA_BR * FA_LD], sV[2][FA_BR * FA_LD];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int qt = gridDim.x - 1 - blockIdx.x; /* the longest (diagonal-farthest) tiles first */
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int64_t C3 = 3 * (int64_t)C;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
-    const int q0 = qt * FA_BR;
+    const int q0 = qt * FQ_ROWS;
+    const int kt_last = min(2 * qt + 1, (T_ - 1) / FA_BR);
 
-    fa_load_tile(sQ, base, q0, T_, C3);
+    /* Q (128 rows) staged through buffers 1 of sK and sV; key tile 0 into buffers 0 */
+    fa_load_tile(sK[1], base, q0, T_, C3);
+    fa_load_tile(sV[1], base, q0 + FA_BR, T_, C3);
+    cp_async_commit();
     fa_load_tile(sK[0], base + C, 0, T_, C3);
     fa_load_tile(sV[0], base + 2 * C, 0, T_, C3);
     cp_async_commit();
-    uint32_t qf[4][4];
-    float o[8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    zero_acc(o);
-    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    for (int kt = 0; kt <= qt; kt++) {
+    cp_async_wait<1>();
+    __syncthreads();
+    uint32_t qf[2][4][4];
+    {
+        const T *sq = warp < 2 ? sK[1] : sV[1];
+        fa_frag_a(qf[0], sq, (warp & 1) * 32, lane);
+        fa_frag_a(qf[1], sq, (warp & 1) * 32 + 16, lane);
+    }
+    __syncthreads(); /* buffers 1 are free for the prefetch */
+
+    const int w0 = q0 + warp * 32; /* this warp's first query row */
+    float o[2][8][4], m[2][2], l[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        zero_acc(o[mt]);
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
+    for (int kt = 0; kt <= kt_last; kt++) {
         const int buf = kt & 1;
-        if (kt < qt) { /* prefetch the next key tile into the other buffer */
+        if (kt < kt_last) { /* prefetch the next key tile into the other buffer */
             fa_load_tile(sK[buf ^ 1], base + C, (kt + 1) * FA_BR, T_, C3);
             fa_load_tile(sV[buf ^ 1], base + 2 * C, (kt + 1) * FA_BR, T_, C3);
             cp_async_commit();
@@ -371,60 +409,102 @@ flash_fwd_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (kt == 0) fa_frag_a(qf, sQ, warp * 16, lane);
-        float s[8][4];
-        zero_acc(s);
-        fa_mma_abt(s, qf, sK[buf], lane);
-        /* scale to base 2, causal mask (only the diagonal tile has masked entries) */
-        float mx[2] = {-INFINITY, -INFINITY};
+        if (kt * FA_BR <= w0 + 31) { /* some key of the tile is visible to some row of the warp */
+            float s[2][8][4];
+            zero_acc(s[0]);
+            zero_acc(s[1]);
+            const T *sk = sK[buf];
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+            for (int ks = 0; ks < 4; ks++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
-                float v = s[n][e] * scale_log2;
-                if (kt == qt && key > row[e >> 1]) v = -INFINITY;
-                s[n][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    ldsm_x4(bb, sk + (np * 16 + (lane % 8) + (lane / 16) * 8) * FA_LD + ks * 16 + ((lane / 8) & 1) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        Mma<T>::run(s[mt][2 * np], qf[mt][ks], bb[0], bb[1]);
+                        Mma<T>::run(s[mt][2 * np + 1], qf[mt][ks], bb[2], bb[3]);
+                    }
+                }
+            const bool diag = kt * FA_BR + FA_BR - 1 > w0; /* some key beyond some row */
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float v = s[mt][n][e] * scale_log2;
+                        if (diag) {
+                            int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
+                            int row = w0 + mt * 16 + g + 8 * (e >> 1);
+                            if (key > row) v = -INFINITY;
+                        }
+                        s[mt][n][e] = v;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                    }
+                float corr[2];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                    float mn = fmaxf(m[mt][r], mx[r]); /* finite: tile 0 has key 0 <= row */
+                    corr[r] = fast_exp2(m[mt][r] - mn);
+                    m[mt][r] = mn;
+                    l[mt][r] *= corr[r];
+                }
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float p = fast_exp2(s[mt][n][e] - m[mt][e >> 1]);
+                        s[mt][n][e] = p;
+                        l[mt][e >> 1] += p;
+                        o[mt][n][e] *= corr[e >> 1];
+                    }
             }
-        float corr[2];
+            const T *sv = sV[buf];
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            float mn = fmaxf(m[r], mx[r]); /* finite: every row sees key kt*64 <= row */
-            corr[r] = exp2f(m[r] - mn);
-            m[r] = mn;
-            l[r] *= corr[r];
+            for (int ks = 0; ks < 4; ks++) {
+                uint32_t pa[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    pa[mt][0] = Mma<T>::pack(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+                    pa[mt][1] = Mma<T>::pack(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+                    pa[mt][2] = Mma<T>::pack(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+                    pa[mt][3] = Mma<T>::pack(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < 4; dp++) {
+                    uint32_t bb[4];
+                    ldsm_x4_t(bb, sv + (ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + dp * 16 + (lane / 16) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        Mma<T>::run(o[mt][2 * dp], pa[mt], bb[0], bb[1]);
+                        Mma<T>::run(o[mt][2 * dp + 1], pa[mt], bb[2], bb[3]);
+                    }
+                }
+            }
         }
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = exp2f(s[n][e] - m[e >> 1]);
-                s[n][e] = p;
-                l[e >> 1] += p;
-                o[n][e] *= corr[e >> 1];
-            }
-        fa_mma_pb(o, s, sV[buf], lane);
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (row[r] >= T_) continue;
-        float inv = 1.0f / l[r];
-        T *orow = out + ((int64_t)b * T_ + row[r]) * C + (int64_t)h * FA_D;
+        for (int r = 0; r < 2; r++) {
+            float lr = l[mt][r];
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            const int row = w0 + mt * 16 + g + 8 * r;
+            if (row >= T_) continue;
+            float inv = 1.0f / lr;
+            T *orow = out + ((int64_t)b * T_ + row) * C + (int64_t)h * FA_D;
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-            *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) =
-                Mma<T>::pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-        if (t == 0) lse[(int64_t)bh * T_ + row[r]] = (m[r] + log2f(l[r])) * LN2;
-    }
+            for (int n = 0; n < 8; n++)
+                *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) =
+                    Mma<T>::pack(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+            if (t == 0) lse[(int64_t)bh * T_ + row] = (m[mt][r] + log2f(lr)) * LN2;
+        }
 }
 
 /* dK, dV: a block per (key tile, b*h); warp w owns keys kt*64 + 16w.. ; walks query tiles
@@ -612,7 +692,7 @@ static void attn_fwd_t(CudaImpl *im, T *out, float *lse, const T *qkv, int B, in
     float scale = 1.0f / sqrtf((float)hs);
     if constexpr (!std::is_same<T, float>::value) {
         if (use_fast(im, hs, out, qkv, NULL)) {
-            dim3 grid(cdiv(T_, FA_BR), (unsigned)(B * NH));
+            dim3 grid(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
             flash_fwd_k<T><<<grid, FA_THREADS, 0, im->stream>>>(out, lse, qkv, T_, C, NH, scale * LOG2E);
             zinf_cuda_check_launch(im, "attention_fwd");
             return;
