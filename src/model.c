@@ -332,8 +332,8 @@ static void block_forward(zinf_model *m, int l)
     be->add(be, m->res[l + 1], a->res2, a->fcproj, N * C);
 }
 
-int zinf_model_forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
-                       const zinf_unit_hooks *h, float *mean_loss)
+static int forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
+                   const zinf_unit_hooks *h, float dloss_scale, float *mean_loss)
 {
     zinf_backend *be = m->be;
     int B = m->B, T = m->T, C = m->c.n_embd, L = m->c.n_layer;
@@ -361,16 +361,33 @@ int zinf_model_forward(zinf_model *m, const int32_t *tokens, const int32_t *targ
     ZINF_TRY(HOOK(h, acquire, 0, 0));
     be->matmul_fwd(be, m->logits, m->lnf, tp(m, m->params, 0, ZINF_T_WTE), NULL, N, C, m->c.padded_vocab);
     ZINF_TRY(HOOK(h, release, 0, 0));
+    m->logits_hold_grad = false;
     if (!targets) return be->sync(be);
-    be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, 0.0f);
+    m->nvalid = 0;
+    for (int64_t i = 0; i < N; i++) m->nvalid += targets[i] >= 0;
+    float dloss = dloss_scale != 0.0f && m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
+    be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
+    m->logits_hold_grad = dloss_scale != 0.0f;
     ZINF_TRY(be->copy(be, m->host_losses, m->losses, (size_t)N * 4, NULL));
     ZINF_TRY(be->sync(be));
     double s = 0;
-    int64_t n = 0;
     for (int64_t i = 0; i < N; i++)
-        if (targets[i] >= 0) { s += m->host_losses[i]; n++; }
-    if (mean_loss) *mean_loss = n ? (float)(s / (double)n) : 0.0f;
+        if (targets[i] >= 0) s += m->host_losses[i];
+    if (mean_loss) *mean_loss = m->nvalid ? (float)(s / (double)m->nvalid) : 0.0f;
     return 0;
+}
+
+int zinf_model_forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
+                       const zinf_unit_hooks *h, float *mean_loss)
+{
+    return forward(m, tokens, targets, h, 0.0f, mean_loss);
+}
+
+int zinf_model_forward_train(zinf_model *m, const int32_t *tokens, const int32_t *targets,
+                             const zinf_unit_hooks *h, float dloss_scale, float *mean_loss)
+{
+    if (!targets) return zinf_errc(ZINF_EINVAL, "internal: a training forward needs targets");
+    return forward(m, tokens, targets, h, dloss_scale, mean_loss);
 }
 
 static void block_backward(zinf_model *m, int l)
@@ -412,18 +429,12 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
     int B = m->B, T = m->T, C = m->c.n_embd, L = m->c.n_layer;
     int64_t N = (int64_t)B * T;
     size_t es = zinf_dtype_size(be->cdt);
-    int64_t nvalid = 0;
-    /* targets were copied by the forward; count the rows that carry a loss on the host copy */
-    int32_t *ht = malloc((size_t)N * 4);
-    if (!ht) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    ZINF_TRY(be->copy(be, ht, m->targets, (size_t)N * 4, NULL));
-    ZINF_TRY(be->sync(be));
-    for (int64_t i = 0; i < N; i++) nvalid += ht[i] >= 0;
-    free(ht);
-    float dloss = nvalid ? dloss_scale / (float)nvalid : 0.0f;
-
-    /* the loss gradient replaces the logits */
-    be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
+    /* the loss gradient replaces the logits (already, after a training forward) */
+    if (!m->logits_hold_grad) {
+        float dloss = m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
+        be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
+    }
+    m->logits_hold_grad = false;
     be->memset0(be, m->d_ln, (size_t)N * C * es, NULL);
     ZINF_TRY(HOOK(h, acquire, 0, 1));
     be->matmul_bwd(be, m->d_ln, tp(m, m->grads, 0, ZINF_T_WTE), NULL, m->logits, m->lnf,

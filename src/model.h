@@ -84,6 +84,8 @@ typedef struct zinf_model {
     void *logits;        /* [B*T, Vp] */
     float *losses;       /* [B*T] */
     int32_t *tokens, *targets; /* [B*T] in device memory */
+    int64_t nvalid;      /* targets >= 0 in the last forward */
+    bool logits_hold_grad; /* the last forward was zinf_model_forward_train */
     /* gradient scratch */
     void *d_res, *d_ln, *d_qkv, *d_atty, *d_fch, *d_fchg;
     float *host_losses;
@@ -106,8 +108,14 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
  * Returns 0 or negative; *mean_loss is the mean over non-ignored targets (when targets given). */
 int zinf_model_forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
                        const zinf_unit_hooks *h, float *mean_loss);
+/* Forward of a training micro-step: as zinf_model_forward with targets, but the fused
+ * cross-entropy also leaves the loss gradient (scaled by dloss_scale) in the logits, so the
+ * backward that must follow starts from it (one pass over the logits instead of two). */
+int zinf_model_forward_train(zinf_model *m, const int32_t *tokens, const int32_t *targets,
+                             const zinf_unit_hooks *h, float dloss_scale, float *mean_loss);
 /* Backward after a forward with targets: gradients ACCUMULATE into grads[u], scaled by
- * dloss_scale (d mean_loss multiplier: e.g. loss_scale / grad_accum). */
+ * dloss_scale (d mean_loss multiplier: e.g. loss_scale / grad_accum; ignored after
+ * zinf_model_forward_train, which applied it). */
 int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_scale);
 
 #endif

@@ -177,7 +177,8 @@ static int pass(run *r, const int32_t *inp, const int32_t *tgt, float *loss, boo
 {
     double t0 = zinf_now();
     ZINF_TRY(zinf_zero_begin_pass(r->z, backward, last_micro));
-    ZINF_TRY(zinf_model_forward(&r->m, inp, tgt, zinf_zero_hooks(r->z), loss));
+    if (backward) ZINF_TRY(zinf_model_forward_train(&r->m, inp, tgt, zinf_zero_hooks(r->z), dloss_scale, loss));
+    else ZINF_TRY(zinf_model_forward(&r->m, inp, tgt, zinf_zero_hooks(r->z), loss));
     double t1 = zinf_now();
     if (backward) ZINF_TRY(zinf_model_backward(&r->m, zinf_zero_hooks(r->z), dloss_scale));
     ZINF_TRY(zinf_zero_end_pass(r->z));

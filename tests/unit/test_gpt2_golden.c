@@ -105,6 +105,23 @@ int main(void)
             }
     }
 
+    /* the training forward (loss gradient fused into the forward's cross-entropy) gives the same
+     * loss and the same gradient bits as forward + backward */
+    {
+        float *g1 = malloc(np * 4), l0, l1;
+        memcpy(P, p0, np * 4);
+        memset(G, 0, np * 4);
+        CHECK(zinf_model_forward(&m, tok, tgt, NULL, &l0) == 0, "forward");
+        CHECK(zinf_model_backward(&m, NULL, 0.5f) == 0, "backward");
+        memcpy(g1, G, np * 4);
+        memset(G, 0, np * 4);
+        CHECK(zinf_model_forward_train(&m, tok, tgt, NULL, 0.5f, &l1) == 0, "forward_train");
+        CHECK(zinf_model_backward(&m, NULL, 123.0f) == 0, "backward after forward_train");
+        CHECK(l0 == l1, "training forward loss %.9g != %.9g", l1, l0);
+        CHECK(memcmp(g1, G, np * 4) == 0, "training forward: gradients differ from forward + backward");
+        free(g1);
+    }
+
     /* 10 AdamW steps on the same batch, as the trainer does them: clip coefficient, decay by tensor */
     memcpy(P, p0, np * 4);
     memset(M, 0, np * 4);
