@@ -44,6 +44,12 @@ expect_ok "train on random tokens"
 close "$(metric "$TMP/rndo/metrics.jsonl" loss | head -1)" 5.7038 0.01 && pass || fail "random tokens: first loss is not ln(300)"
 run data --random 100 --input "$TMP/t.txt" --out "$TMP/x"
 expect_err "data: --random with --input" "exclude each other"
+run data --random 100 --vocab 1 --out "$TMP/x"
+expect_err "data: --vocab 1" "--vocab must be at least 2"
+run data --random 1 --out "$TMP/x"
+expect_err "data: --random 1" "at least 2 tokens"
+run train --model test-mini --data "$TMP/rnd_train_*.bin" --comm_timeout -1
+expect_err "negative --comm_timeout" "--comm_timeout must be >= 0"
 
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
