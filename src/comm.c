@@ -287,12 +287,7 @@ static void poll_watch(zinf_comm *c)
             continue;
         }
         double el = MPI_Wtime() - w->t0;
-        if (c->timeout_s > 0 && el > c->timeout_s) {
-            char msg[320];
-            snprintf(msg, sizeof msg, "timed out after %.0f s waiting for %s (another rank is stuck or "
-                     "dead; ZINF_COMM_TIMEOUT sets the limit)", el, w->what);
-            zinf_comm_abort(c, msg);
-        }
+        if (c->timeout_s > 0 && el > c->timeout_s) timed_out(c, el, w->what);
         c->watch[k++] = *w;
     }
     c->nwatch = k;
@@ -373,12 +368,7 @@ static int wait_host(zinf_comm *c, zinf_req *q, double t0)
     for (;;) {
         if (poll_req(c, q)) break;
         double el = MPI_Wtime() - t0;
-        if (c->timeout_s > 0 && el > c->timeout_s) {
-            char msg[320];
-            snprintf(msg, sizeof msg, "timed out after %.0f s waiting for %s (another rank is stuck or "
-                     "dead; ZINF_COMM_TIMEOUT sets the limit)", el, q->what);
-            zinf_comm_abort(c, msg);
-        }
+        if (c->timeout_s > 0 && el > c->timeout_s) timed_out(c, el, q->what);
         /* back off to 1 ms so a long wait does not spin a core the other ranks may need */
         struct timespec ts = {0, (long)(pause * 1e9)};
         nanosleep(&ts, NULL);
