@@ -181,7 +181,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},
         {"max_new_tokens", F_INT, &o.max_new_tokens, NULL, "tokens generated per prompt at most (default 16)"},
         {"per_rank_logs", F_BOOL, &o.per_rank_logs, NULL, "every rank also writes <out>/logs/rank<R>.log"},
-        {"comm_timeout", F_DBL, &o.comm_timeout, NULL, "abort when a collective waits longer than this many seconds (default 600, or ZINF_COMM_TIMEOUT)"},
+        {"comm_timeout", F_DBL, &o.comm_timeout, &o.comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
         FLAGS_HF(fl),
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
@@ -199,7 +199,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         return 0;
     }
     if (o.comm_timeout < 0) return zinf_comm_agree(comm, zinf_err("train: --comm_timeout must be >= 0"));
-    if (o.comm_timeout > 0) comm->timeout_s = o.comm_timeout;
+    if (o.comm_timeout_set) comm->timeout_s = o.comm_timeout; /* 0: no limit */
     return zinf_train_run(comm, &o);
 }
 

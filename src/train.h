@@ -20,7 +20,8 @@ typedef struct zinf_train_opts {
     uint64_t seed;
     bool per_rank_logs;      /* <out>/logs/rank<R>.log */
     int64_t max_new_tokens;  /* for the prompt check */
-    double comm_timeout;     /* seconds; 0 keeps ZINF_COMM_TIMEOUT or the default 600 */
+    double comm_timeout;     /* seconds, 0 = no limit; when not set: ZINF_COMM_TIMEOUT or 600 */
+    bool comm_timeout_set;
     zinf_flags flags;
 } zinf_train_opts;
 
