@@ -8,7 +8,8 @@
  *    master weights, optimizer states, gradient accumulators).
  *  - Every backward operation ACCUMULATES (+=) into all of its gradient outputs, input gradients
  *    and parameter gradients alike; callers zero what must start at zero. That makes the tied
- *    embedding, the residual stream and gradient accumulation one rule.
+ *    embedding, the residual stream and gradient accumulation one rule. The one exception is
+ *    matmul_dgelu_bwd, which overwrites its output (see there).
  *  - Operations run in order on the backend's compute stream; results are visible to the host
  *    after zinf_be_sync() (the CPU backend is synchronous).
  */
@@ -90,6 +91,18 @@ struct zinf_backend {
                           int C, int NH);
     void (*attention_bwd)(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
                           const void *out, const float *lse, int B, int T, int C, int NH);
+    /* The MLP's first product fused with its GELU (tanh approximation, as gelu_fwd):
+     * pre[N,OC] = x[N,K] @ w[OC,K]^T (+ bias[OC] when bias != NULL), out[N,OC] = gelu(pre).
+     * pre keeps the GELU's input for matmul_dgelu_bwd; out and pre must not overlap. */
+    void (*matmul_gelu_fwd)(zinf_backend *be, void *out, void *pre, const void *x, const void *w,
+                            const void *bias, int64_t N, int K, int OC);
+    /* The input gradient of a linear layer whose input was gelu(pre), through the GELU:
+     * dpre[N,K] = gelu'(pre[N,K]) * (dout[N,OC] @ w[OC,K]), elementwise.
+     * The one exception to the accumulate rule: dpre is OVERWRITTEN (it is a fresh activation
+     * gradient, so callers need not zero it). The layer's dw/dbias come from matmul_bwd with
+     * dx = NULL. dpre must not overlap dout, w or pre. */
+    void (*matmul_dgelu_bwd)(zinf_backend *be, void *dpre, const void *dout, const void *w,
+                             const void *pre, int64_t N, int K, int OC);
     /* GELU, tanh approximation */
     void (*gelu_fwd)(zinf_backend *be, void *out, const void *x, int64_t n);
     void (*gelu_bwd)(zinf_backend *be, void *dx, const void *x, const void *dout, int64_t n);

@@ -253,8 +253,7 @@ static void carve_grads(zinf_model *m, carver *cv)
     m->d_ln = carve(cv, N * C * es);
     m->d_qkv = carve(cv, N * 3 * C * es);
     m->d_atty = carve(cv, N * C * es);
-    m->d_fch = carve(cv, N * 4 * C * es);
-    m->d_fchg = carve(cv, N * 4 * C * es);
+    m->d_fch = carve(cv, N * 4 * C * es); /* d(fch): matmul_dgelu_bwd writes it directly */
 }
 
 int zinf_model_alloc_acts(zinf_model *m, int B, int T, bool recompute)
@@ -325,8 +324,9 @@ static void block_forward(zinf_model *m, int l)
     be->add(be, a->res2, m->res[l], a->attproj, N * C);
     be->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, tp(m, P, u, ZINF_T_LN2W),
                       tp(m, P, u, ZINF_T_LN2B), N, C);
-    be->matmul_fwd(be, a->fch, a->ln2, tp(m, P, u, ZINF_T_FCW), tp(m, P, u, ZINF_T_FCB), N, C, 4 * C);
-    be->gelu_fwd(be, a->fchg, a->fch, N * 4 * C);
+    /* fch = ln2 @ Wfc^T + bfc, fchg = gelu(fch), in one GEMM with a GELU epilogue */
+    be->matmul_gelu_fwd(be, a->fchg, a->fch, a->ln2, tp(m, P, u, ZINF_T_FCW), tp(m, P, u, ZINF_T_FCB),
+                        N, C, 4 * C);
     be->matmul_fwd(be, a->fcproj, a->fchg, tp(m, P, u, ZINF_T_FCPROJW), tp(m, P, u, ZINF_T_FCPROJB), N,
                    4 * C, C);
     be->add(be, m->res[l + 1], a->res2, a->fcproj, N * C);
@@ -401,12 +401,12 @@ static void block_backward(zinf_model *m, int l)
     void **P = m->params, **G = m->grads;
     if (m->recompute) block_forward(m, l); /* the layer's activations, from its saved input */
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation */
-    be->memset0(be, m->d_fchg, (size_t)N * 4 * C * es, NULL);
-    be->memset0(be, m->d_fch, (size_t)N * 4 * C * es, NULL);
     be->memset0(be, m->d_ln, (size_t)N * C * es, NULL);
-    be->matmul_bwd(be, m->d_fchg, tp(m, G, u, ZINF_T_FCPROJW), tp(m, G, u, ZINF_T_FCPROJB), m->d_res,
+    /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM
+     * with a dGELU epilogue (it overwrites d_fch, so d_fch needs no zeroing) */
+    be->matmul_bwd(be, NULL, tp(m, G, u, ZINF_T_FCPROJW), tp(m, G, u, ZINF_T_FCPROJB), m->d_res,
                    a->fchg, tp(m, P, u, ZINF_T_FCPROJW), N, 4 * C, C);
-    be->gelu_bwd(be, m->d_fch, a->fch, m->d_fchg, N * 4 * C);
+    be->matmul_dgelu_bwd(be, m->d_fch, m->d_res, tp(m, P, u, ZINF_T_FCPROJW), a->fch, N, 4 * C, C);
     be->matmul_bwd(be, m->d_ln, tp(m, G, u, ZINF_T_FCW), tp(m, G, u, ZINF_T_FCB), m->d_fch, a->ln2,
                    tp(m, P, u, ZINF_T_FCW), N, C, 4 * C);
     be->layernorm_bwd(be, m->d_res, tp(m, G, u, ZINF_T_LN2W), tp(m, G, u, ZINF_T_LN2B), m->d_ln, a->res2,

@@ -87,7 +87,7 @@ typedef struct zinf_model {
     int64_t nvalid;      /* targets >= 0 in the last forward */
     bool logits_hold_grad; /* the last forward was zinf_model_forward_train */
     /* gradient scratch */
-    void *d_res, *d_ln, *d_qkv, *d_atty, *d_fch, *d_fchg;
+    void *d_res, *d_ln, *d_qkv, *d_atty, *d_fch;
     float *host_losses;
 } zinf_model;
 

@@ -318,17 +318,48 @@ static void cpu_gelu_fwd(zinf_backend *be, void *out_, const void *x_, int64_t n
     }
 }
 
+/* d gelu(v) / dv */
+static inline float gelu_grad(float v)
+{
+    float t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
+    float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+}
+
 static void cpu_gelu_bwd(zinf_backend *be, void *dx_, const void *x_, const void *dout_, int64_t n)
 {
     float *dx = dx_;
     const float *x = x_, *dout = dout_;
 #pragma omp parallel for if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
-        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    for (int64_t i = 0; i < n; i++) dx[i] += dout[i] * gelu_grad(x[i]);
+}
+
+/* ---------------------------------------------------------------- matmul + gelu */
+
+/* The composition of the unfused operations, which is what the reference is. */
+static void cpu_matmul_gelu_fwd(zinf_backend *be, void *out, void *pre, const void *x,
+                                const void *w, const void *bias, int64_t N, int K, int OC)
+{
+    cpu_matmul_fwd(be, pre, x, w, bias, N, K, OC);
+    cpu_gelu_fwd(be, out, pre, N * OC);
+}
+
+/* dpre = gelu'(pre) * (dout @ w), overwriting dpre (beta 0: its old contents are not read) */
+static void cpu_matmul_dgelu_bwd(zinf_backend *be, void *dpre_, const void *dout, const void *w,
+                                 const void *pre_, int64_t N, int K, int OC)
+{
+    float *dpre = dpre_;
+    const float *pre = pre_;
+    if (N <= 0 || K <= 0) return;
+    if (OC <= 0) {
+        memset(dpre, 0, (size_t)N * K * sizeof(float));
+        return;
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, K, OC, 1.0f, dout, OC, w, K,
+                0.0f, dpre, K);
+    int64_t n = N * K;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) dpre[i] *= gelu_grad(pre[i]);
 }
 
 static void cpu_add(zinf_backend *be, void *out_, const void *a_, const void *b_, int64_t n)
@@ -469,6 +500,8 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .matmul_bwd = cpu_matmul_bwd,
         .attention_fwd = cpu_attention_fwd,
         .attention_bwd = cpu_attention_bwd,
+        .matmul_gelu_fwd = cpu_matmul_gelu_fwd,
+        .matmul_dgelu_bwd = cpu_matmul_dgelu_bwd,
         .gelu_fwd = cpu_gelu_fwd,
         .gelu_bwd = cpu_gelu_bwd,
         .add = cpu_add,

@@ -387,6 +387,8 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->layernorm_bwd = cu_layernorm_bwd;
     be->matmul_fwd = cu_matmul_fwd;
     be->matmul_bwd = cu_matmul_bwd;
+    be->matmul_gelu_fwd = cu_matmul_gelu_fwd;
+    be->matmul_dgelu_bwd = cu_matmul_dgelu_bwd;
     be->attention_fwd = cu_attention_fwd;
     be->attention_bwd = cu_attention_bwd;
     be->gelu_fwd = cu_gelu_fwd;

@@ -160,6 +160,10 @@ void cu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w, co
                    int64_t N, int K, int OC);
 void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
                    const void *x, const void *w, int64_t N, int K, int OC);
+void cu_matmul_gelu_fwd(zinf_backend *be, void *out, void *pre, const void *x, const void *w,
+                        const void *bias, int64_t N, int K, int OC);
+void cu_matmul_dgelu_bwd(zinf_backend *be, void *dpre, const void *dout, const void *w,
+                         const void *pre, int64_t N, int K, int OC);
 /* attention.cu */
 void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T, int C,
                       int NH);

@@ -567,6 +567,102 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
     if (db_) dfree(c, db_);
 }
 
+/* ---------------------------------------------------------------- matmul + gelu */
+
+/* matmul_gelu_fwd: pre and out against the CPU. off shifts pre by elements (an unaligned aux:
+ * the unfused fallback), as does OC not divisible by 8. */
+static void test_matmul_gelu(ctx *c, int64_t N, int K, int OC, int bias, int off)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld K%d OC%d%s%s", (long long)N, K, OC, bias ? " +b" : "",
+             off ? " off" : "");
+    float *x = hrand(c->dt, N * K, -1, 1), *w = hrand(c->dt, (int64_t)OC * K, -1, 1);
+    float *bb = bias ? hrand(c->dt, OC, -1, 1) : NULL;
+    float *pre = xmalloc(N * OC * 4), *out = xmalloc(N * OC * 4);
+    c->cpu->matmul_gelu_fwd(c->cpu, out, pre, x, w, bb, N, K, OC);
+    void *dx_ = up(c, x, N * K), *dw_ = up(c, w, (int64_t)OC * K), *db_ = bias ? up(c, bb, OC) : NULL;
+    void *bpre = dalloc(c, (N * OC + off) * es(c)), *dout = dalloc(c, N * OC * es(c));
+    void *dpre = (char *)bpre + off * es(c);
+    c->gpu->matmul_gelu_fwd(c->gpu, dout, dpre, dx_, dw_, db_, N, K, OC);
+    gsync(c, "matmul_gelu_fwd");
+    float *gp = down(c, dpre, N * OC), *go = down(c, dout, N * OC);
+    compare(c, "matmul_gelu_fwd", "pre", gp, pre, N * OC, tol_of(c, 2e-5, 1e-2, 5e-3));
+    compare(c, "matmul_gelu_fwd", nm, go, out, N * OC, tol_of(c, 2e-5, 1e-2, 5e-3));
+    free(gp), free(go), free(x), free(w), free(bb), free(pre), free(out);
+    dfree(c, dx_), dfree(c, dw_), dfree(c, bpre), dfree(c, dout);
+    if (db_) dfree(c, db_);
+}
+
+/* matmul_dgelu_bwd: dpre[N,K] = gelu'(pre) * (dout[N,OC] @ w[OC,K]), overwriting a dpre that starts
+ * random; twice for determinism. off shifts pre (unaligned aux: the fallback). */
+static void test_matmul_dgelu(ctx *c, int64_t N, int K, int OC, int off)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld K%d OC%d%s", (long long)N, K, OC, off ? " off" : "");
+    float *dy = hrand(c->dt, N * OC, -1, 1), *w = hrand(c->dt, (int64_t)OC * K, -1, 1);
+    float *pre = hrand(c->dt, N * K, -4, 4), *g0 = hrand(c->dt, N * K, -1, 1);
+    float *ref = xmalloc(N * K * 4);
+    c->cpu->matmul_dgelu_bwd(c->cpu, ref, dy, w, pre, N, K, OC);
+    void *ddy = up(c, dy, N * OC), *dw_ = up(c, w, (int64_t)OC * K);
+    void *bpre = dalloc(c, (N * K + off) * es(c)), *dpre = (char *)bpre + off * es(c);
+    void *t = up(c, pre, N * K);
+    c->gpu->copy(c->gpu, dpre, t, N * K * es(c), NULL);
+    dfree(c, t);
+    void *raw[2];
+    for (int r = 0; r < 2; r++) {
+        void *dg = up(c, g0, N * K); /* garbage the op must overwrite */
+        c->gpu->matmul_dgelu_bwd(c->gpu, dg, ddy, dw_, dpre, N, K, OC);
+        gsync(c, "matmul_dgelu_bwd");
+        raw[r] = down_raw(c, dg, N * K * es(c));
+        dfree(c, dg);
+    }
+    float *h = dec(c, raw[0], N * K);
+    compare(c, "matmul_dgelu_bwd", nm, h, ref, N * K, tol_of(c, 2e-5, 1e-2, 5e-3));
+    same_bits(c, "matmul_dgelu_bwd", nm, raw[0], raw[1], N * K * es(c));
+    free(h), free(raw[0]), free(raw[1]), free(dy), free(w), free(pre), free(g0), free(ref);
+    dfree(c, ddy), dfree(c, dw_), dfree(c, bpre);
+}
+
+/* The epilogue's GELU alone: w = I (K = OC) and no bias make pre = x exactly, so out = gelu(x) and,
+ * with dout = 1, dpre = gelu'(x); held to gelu_fwd/gelu_bwd's tolerances. In fp32 (1e-5) that tells
+ * the tanh approximation from the erf form (they differ by up to 4.7e-4); the distance to the erf
+ * form is printed for the record. (fp32's backward is the unfused path: see matmul.cu.) */
+static void test_gelu_epilogue(ctx *c, int64_t N, int K)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "w=I N%lld K%d", (long long)N, K);
+    int64_t n = N * K;
+    float *x = hrand(c->dt, n, -6, 6), *w = xmalloc((size_t)K * K * 4), *one = xmalloc(n * 4);
+    for (int64_t i = 0; i < (int64_t)K * K; i++) w[i] = (i / K == i % K) ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < n; i++) one[i] = 1.0f;
+    float *ref = xmalloc(n * 4), *dref = xmalloc(n * 4);
+    c->cpu->gelu_fwd(c->cpu, ref, x, n);
+    memset(dref, 0, n * 4);
+    c->cpu->gelu_bwd(c->cpu, dref, x, one, n);
+    void *dx_ = up(c, x, n), *dw_ = up(c, w, (int64_t)K * K), *done = up(c, one, n);
+    void *dpre = dalloc(c, n * es(c)), *dout = dalloc(c, n * es(c)), *dg = dalloc(c, n * es(c));
+    c->gpu->matmul_gelu_fwd(c->gpu, dout, dpre, dx_, dw_, NULL, N, K, K);
+    c->gpu->matmul_dgelu_bwd(c->gpu, dg, done, dw_, dx_, N, K, K);
+    gsync(c, "gelu epilogue");
+    float *gp = down(c, dpre, n), *go = down(c, dout, n), *gd = down(c, dg, n);
+    int exact = memcmp(gp, x, n * 4) == 0;
+    printf("%-4s %-14s %-5s %-22s pre == x exactly\n", exact ? "ok" : "FAIL", "gelu epilogue", c->dn, nm);
+    CHECK(exact, "gelu epilogue [%s]: pre != x with w = I", c->dn);
+    compare(c, "gelu epilogue", "gelu(x)", go, ref, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+    compare(c, "gelu epilogue", "gelu'(x)", gd, dref, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+    double dt = 0, de = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i], e = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+        double tt = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        dt = fmax(dt, fabs(go[i] - tt));
+        de = fmax(de, fabs(go[i] - e));
+    }
+    printf("info %-14s %-5s %-22s max |out - gelu_tanh| = %.3g, max |out - gelu_erf| = %.3g\n",
+           "gelu epilogue", c->dn, nm, dt, de);
+    free(x), free(w), free(one), free(ref), free(dref), free(gp), free(go), free(gd);
+    dfree(c, dx_), dfree(c, dw_), dfree(c, done), dfree(c, dpre), dfree(c, dout), dfree(c, dg);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 static void test_attention(ctx *c, int B, int T, int C, int NH)
@@ -837,6 +933,9 @@ static void b_gelu_f(bstate *s) { s->g->gelu_fwd(s->g, s->fchg, s->fch, s->N * 4
 static void b_gelu_b(bstate *s) { s->g->gelu_bwd(s->g, s->dfch, s->fch, s->dfchg, s->N * 4 * s->C); }
 static void b_fp_f(bstate *s) { s->g->matmul_fwd(s->g, s->x, s->fchg, s->wfp, s->bfp, s->N, 4 * s->C, s->C); }
 static void b_fp_b(bstate *s) { s->g->matmul_bwd(s->g, s->dfchg, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
+static void b_fcg_f(bstate *s) { s->g->matmul_gelu_fwd(s->g, s->fchg, s->fch, s->ln, s->wfc, s->bfc, s->N, s->C, 4 * s->C); }
+static void b_fp_bw(bstate *s) { s->g->matmul_bwd(s->g, NULL, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
+static void b_dgelu_b(bstate *s) { s->g->matmul_dgelu_bwd(s->g, s->dfch, s->dres, s->wfp, s->fch, s->N, 4 * s->C, s->C); }
 static void b_head_f(bstate *s) { s->g->matmul_fwd(s->g, s->logits, s->ln, s->wte, NULL, s->N, s->C, s->Vp); }
 static void b_head_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp); }
 static void b_xent_f(bstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 0.0f); }
@@ -856,7 +955,7 @@ static void b_step(bstate *s)
     b_enc_f(s);
     for (int l = 0; l < s->L; l++) {
         b_ln_f(s), b_qkv_f(s), b_att_f(s), b_proj_f(s), b_add(s);
-        b_ln_f(s), b_fc_f(s), b_gelu_f(s), b_fp_f(s), b_add(s);
+        b_ln_f(s), b_fcg_f(s), b_fp_f(s), b_add(s);
     }
     b_ln_f(s), b_head_f(s), b_xent_f(s);
     b_xent_b(s);
@@ -865,10 +964,8 @@ static void b_step(bstate *s)
     g->memset0(g, s->dres, (size_t)s->N * s->C * e, NULL);
     b_ln_b(s);
     for (int l = 0; l < s->L; l++) {
-        g->memset0(g, s->dfchg, (size_t)s->N * 4 * s->C * e, NULL);
-        g->memset0(g, s->dfch, (size_t)s->N * 4 * s->C * e, NULL);
         g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
-        b_fp_b(s), b_gelu_b(s), b_fc_b(s), b_ln_b(s);
+        b_fp_bw(s), b_dgelu_b(s), b_fc_b(s), b_ln_b(s);
         g->memset0(g, s->datt, (size_t)s->N * s->C * e, NULL);
         g->memset0(g, s->dqkv, (size_t)s->N * 3 * s->C * e, NULL);
         g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
@@ -937,12 +1034,15 @@ static void bench(ctx *c, int B)
         {"attention_bwd", b_att_b, s.L, 5.0 * B * s.NH * (double)s.T * s.T * 64},
         {"matmul_fwd proj", b_proj_f, s.L, 2.0 * N * C * C}, {"matmul_bwd proj", b_proj_b, s.L, 4.0 * N * C * C},
         {"add", b_add, 2 * s.L, 0},
-        {"matmul_fwd fc", b_fc_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fc", b_fc_b, s.L, 4.0 * N * C * 4 * C},
-        {"gelu_fwd", b_gelu_f, s.L, 0}, {"gelu_bwd", b_gelu_b, s.L, 0},
-        {"matmul_fwd fcproj", b_fp_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fcproj", b_fp_b, s.L, 4.0 * N * C * 4 * C},
+        {"matmul_fwd fc", b_fc_f, 0, 2.0 * N * C * 4 * C}, {"matmul_bwd fc", b_fc_b, s.L, 4.0 * N * C * 4 * C},
+        {"gelu_fwd", b_gelu_f, 0, 0}, {"gelu_bwd", b_gelu_b, 0, 0},
+        {"matmul_gelu_fwd fc", b_fcg_f, s.L, 2.0 * N * C * 4 * C},
+        {"matmul_fwd fcproj", b_fp_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fcproj", b_fp_b, 0, 4.0 * N * C * 4 * C},
+        {"matmul_bwd fcproj dw", b_fp_bw, s.L, 2.0 * N * C * 4 * C},
+        {"matmul_dgelu_bwd", b_dgelu_b, s.L, 2.0 * N * C * 4 * C},
         {"matmul_fwd head", b_head_f, 1, 2.0 * N * C * Vp}, {"matmul_bwd head", b_head_b, 1, 4.0 * N * C * Vp},
         {"xent (loss)", b_xent_f, 1, 0}, {"xent (grad)", b_xent_b, 1, 0},
-        {"memset0 N*4C", b_memset, 9 * s.L / 4, 0},
+        {"memset0 N*4C", b_memset, 3 * s.L / 2, 0},
         {"sumsq 124M", b_sumsq, 1, 0}, {"adamw 124M", b_adamw, 1, 0},
     };
     printf("\nbench %s B=%d T=%d (N=%lld tokens), GPT-2 124M shapes\n", c->dn, B, s.T, (long long)N);
@@ -987,6 +1087,18 @@ static void run_all(ctx *c, int big)
         test_matmul(c, 4096, 768, 2304, 1, 1);
         test_matmul(c, 4096, 3072, 768, 1, 1);
         test_matmul(c, 1024, 768, 50304, 0, 1);
+    }
+    test_gelu_epilogue(c, 256, 64);
+    test_matmul_gelu(c, 7, 24, 40, 1, 0);
+    test_matmul_gelu(c, 64, 32, 16, 0, 0);
+    test_matmul_gelu(c, 64, 33, 17, 1, 0); /* OC % 8 != 0: unfused */
+    test_matmul_gelu(c, 16, 24, 40, 1, 1); /* unaligned pre: unfused */
+    test_matmul_dgelu(c, 7, 40, 24, 0);
+    test_matmul_dgelu(c, 64, 17, 33, 0);   /* K % 8 != 0: unfused */
+    test_matmul_dgelu(c, 16, 40, 24, 1);   /* unaligned pre: unfused */
+    if (big) {
+        test_matmul_gelu(c, 4096, 768, 3072, 1, 0);
+        test_matmul_dgelu(c, 4096, 3072, 768, 0);
     }
     /* attention: generic head sizes, then the fast path (hs 64) over T */
     test_attention(c, 2, 7, 32, 4);    /* hs 8 */

@@ -411,6 +411,87 @@ static void test_gelu_add(void)
     free(c.x), free(c.out), free(c.R), free(ref), free(dx), free(dx1);
 }
 
+/* ---------------------------------------------------------------- matmul + gelu */
+
+/* A two-layer MLP as model.c runs it: pre = x @ w1^T + b1, h = gelu(pre), out = h @ w2^T, with
+ * x[N,K], w1[OC,K], w2[C,OC]; the loss is proj(out, R). */
+struct mg { float *x, *w1, *b1, *w2, *pre, *h, *out, *R; };
+
+static double mg_loss(void *c_)
+{
+    struct mg *c = c_;
+    be.matmul_gelu_fwd(&be, c->h, c->pre, c->x, c->w1, c->b1, N, K, OC);
+    be.matmul_fwd(&be, c->out, c->h, c->w2, NULL, N, OC, C);
+    return proj(c->out, c->R, N * C);
+}
+
+/* the same through the unfused ops, perturbing pre directly: d loss / d pre */
+static double mg_pre_loss(void *c_)
+{
+    struct mg *c = c_;
+    be.gelu_fwd(&be, c->h, c->pre, N * OC);
+    be.matmul_fwd(&be, c->out, c->h, c->w2, NULL, N, OC, C);
+    return proj(c->out, c->R, N * C);
+}
+
+static void test_matmul_gelu(void)
+{
+    struct mg c = {randv(N * K, 1), randv(OC * K, 1), randv(OC, 1), randv(C * OC, 1),
+                   zerov(N * OC), zerov(N * OC), zerov(N * C), randv(N * C, 1)};
+    /* forward: the definition in double, and the composition matmul_fwd + gelu_fwd */
+    double *rpre = malloc(N * OC * sizeof(double)), *rh = malloc(N * OC * sizeof(double));
+    float *cpre = zerov(N * OC), *ch = zerov(N * OC);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        float *bias = with_bias ? c.b1 : NULL;
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                double s = bias ? bias[o] : 0;
+                for (int k = 0; k < K; k++) s += (double)c.x[n * K + k] * c.w1[o * K + k];
+                rpre[n * OC + o] = s;
+                rh[n * OC + o] = 0.5 * s * (1 + tanh(sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+            }
+        memset(c.pre, 0x7f, N * OC * sizeof(float)); /* both outputs are overwritten */
+        memset(c.h, 0x7f, N * OC * sizeof(float));
+        be.matmul_gelu_fwd(&be, c.h, c.pre, c.x, c.w1, bias, N, K, OC);
+        check_vec(with_bias ? "matmul_gelu_fwd pre, bias" : "matmul_gelu_fwd pre", c.pre, rpre,
+                  N * OC, 1e-6, 1e-6);
+        check_vec(with_bias ? "matmul_gelu_fwd out, bias" : "matmul_gelu_fwd out", c.h, rh, N * OC,
+                  1e-5, 1e-6);
+        be.matmul_fwd(&be, cpre, c.x, c.w1, bias, N, K, OC);
+        be.gelu_fwd(&be, ch, cpre, N * OC);
+        check_vecf("matmul_gelu_fwd pre == matmul_fwd", c.pre, cpre, N * OC, 1e-6, 1e-7);
+        check_vecf("matmul_gelu_fwd out == gelu_fwd(matmul_fwd)", c.h, ch, N * OC, 1e-6, 1e-7);
+    }
+
+    /* backward: dpre = gelu'(pre) * (R @ w2), overwriting whatever dpre held */
+    mg_loss(&c);
+    float *dpre = malloc(N * OC * sizeof(float));
+    for (int i = 0; i < N * OC; i++) dpre[i] = NAN; /* not read */
+    be.matmul_dgelu_bwd(&be, dpre, c.R, c.w2, c.pre, N, OC, C);
+    /* the composition: dh = R @ w2 (matmul_bwd's dx), dpre = gelu_bwd(pre, dh), from zeros */
+    float *dh = zerov(N * OC), *dw2 = zerov(C * OC), *comp = zerov(N * OC);
+    be.matmul_bwd(&be, dh, dw2, NULL, c.R, c.h, c.w2, N, OC, C);
+    be.gelu_bwd(&be, comp, c.pre, dh, N * OC);
+    check_vecf("matmul_dgelu_bwd == gelu_bwd(matmul_bwd dx)", dpre, comp, N * OC, 1e-5, 1e-6);
+    float *dpre1 = dupv(dpre, N * OC);
+    be.matmul_dgelu_bwd(&be, dpre, c.R, c.w2, c.pre, N, OC, C);
+    check_bits("matmul_dgelu_bwd overwrites (a second call gives the same)", dpre, dpre1,
+               N * OC * sizeof(float));
+    float *pre0 = dupv(c.pre, N * OC);
+    check_fd("matmul_dgelu dpre", mg_pre_loss, &c, c.pre, dpre, N * OC);
+    memcpy(c.pre, pre0, N * OC * sizeof(float));
+
+    /* the whole MLP's first layer as model.c differentiates it: dpre, then matmul_bwd(x, w1, b1) */
+    float *dx = zerov(N * K), *dw1 = zerov(OC * K), *db1 = zerov(OC);
+    be.matmul_bwd(&be, dx, dw1, db1, dpre, c.x, c.w1, N, K, OC);
+    check_fd("matmul_gelu dx", mg_loss, &c, c.x, dx, N * K);
+    check_fd("matmul_gelu dw", mg_loss, &c, c.w1, dw1, OC * K);
+    check_fd("matmul_gelu dbias", mg_loss, &c, c.b1, db1, OC);
+    free(c.x), free(c.w1), free(c.b1), free(c.w2), free(c.pre), free(c.h), free(c.out), free(c.R);
+    free(rpre), free(rh), free(cpre), free(ch), free(dpre), free(dh), free(dw2), free(comp);
+    free(dpre1), free(pre0), free(dx), free(dw1), free(db1);
+}
+
 /* ---------------------------------------------------------------- cross-entropy */
 
 struct xe { float *logits, *losses; int32_t *tgt; float dloss; };
@@ -590,6 +671,7 @@ int main(void)
     test_matmul();
     test_attention();
     test_gelu_add();
+    test_matmul_gelu();
     test_xent();
     test_adamw();
     test_vectors();
