@@ -1,4 +1,4 @@
-/* The training loop (stage 0: replicated states, all-reduced gradients). */
+/* The training loop; the states, their partitioning and the reductions belong to zero.c. */
 #include "train.h"
 
 #include <errno.h>
@@ -42,7 +42,9 @@ static int read_whole(const char *path, char **buf, size_t *len)
         n += fread(b + n, 1, cap - n, f);
         if (n < cap) break;
         cap *= 2;
-        b = realloc(b, cap);
+        char *nb = realloc(b, cap);
+        if (!nb) free(b);
+        b = nb;
     }
     int bad = ferror(f);
     fclose(f);
