@@ -113,17 +113,26 @@ static uint32_t token_at(const shard *f, int64_t i)
     return ((const uint32_t *)base)[i];
 }
 
-/* Map one shard and check its header, size and tokens. On error nothing stays mapped. */
-static int shard_open(shard *f, const char *path, int vocab_size)
+/* Open path read-only and stat it; on failure nothing stays open. */
+static int open_stat(const char *path, int *fd_out, struct stat *st)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return zinf_errc(-errno, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
         int e = errno;
         close(fd);
         return zinf_errc(-e, "%s: cannot stat: %s", path, strerror(e));
     }
+    *fd_out = fd;
+    return 0;
+}
+
+/* Map one shard and check its header, size and tokens. On error nothing stays mapped. */
+static int shard_open(shard *f, const char *path, int vocab_size)
+{
+    int fd;
+    struct stat st;
+    ZINF_TRY(open_stat(path, &fd, &st));
     int64_t size = (int64_t)st.st_size;
     if (size < HEADER_BYTES) {
         close(fd);
@@ -410,14 +419,9 @@ static int slurp(const char *path, unsigned char **buf, int64_t *len)
 {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return zinf_errc(-errno, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return zinf_errc(-e, "%s: cannot stat: %s", path, strerror(e));
-    }
+    ZINF_TRY(open_stat(path, &fd, &st));
     size_t cap = st.st_size > 0 ? (size_t)st.st_size : 4096, n = 0;
     unsigned char *b = malloc(cap);
     for (;;) {
