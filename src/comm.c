@@ -114,6 +114,14 @@ static pthread_mutex_t *watch_mu(zinf_comm *c) { return c->watchdog ? &((watchdo
 static void lock(zinf_comm *c) { if (c->watchdog) pthread_mutex_lock(watch_mu(c)); }
 static void unlock(zinf_comm *c) { if (c->watchdog) pthread_mutex_unlock(watch_mu(c)); }
 
+/* Watch times are monotonic seconds (the watchdog thread may not call MPI_Wtime). */
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void timed_out(zinf_comm *c, double el, const char *what)
 {
     char msg[320];
@@ -122,6 +130,8 @@ static void timed_out(zinf_comm *c, double el, const char *what)
     zinf_comm_abort(c, msg);
 }
 
+/* The watchdog thread makes no MPI call (MPI runs FUNNELED): on a timeout it prints the line
+ * and ends the process, which makes mpirun/srun end the job. */
 static void *watchdog_main(void *arg)
 {
     zinf_comm *c = arg;
@@ -129,12 +139,16 @@ static void *watchdog_main(void *arg)
     while (!w->stop) {
         usleep(200000);
         pthread_mutex_lock(&w->mu);
-        double now = MPI_Wtime();
+        double now = mono_now();
         for (int i = 0; i < c->nwatch && c->timeout_s > 0; i++) {
             double el = now - c->watch[i].t0;
             /* only pending ones can be late; the main thread removes the finished ones */
-            if (el > c->timeout_s && c->watch[i].ev && c->be->event_query(c->be, c->watch[i].ev) == 0)
-                timed_out(c, el, c->watch[i].what);
+            if (el > c->timeout_s && c->watch[i].ev && c->be->event_query(c->be, c->watch[i].ev) == 0) {
+                fprintf(stderr, "zinf: error: rank %d: timed out after %.0f s waiting for %s (another rank "
+                        "is stuck or dead; ZINF_COMM_TIMEOUT sets the limit)\n", c->rank, el, c->watch[i].what);
+                fflush(stderr);
+                _exit(1);
+            }
         }
         pthread_mutex_unlock(&w->mu);
     }
@@ -201,20 +215,20 @@ static int too_big(int64_t count, const char *what)
     return count >= INT_MAX ? zinf_errc(ZINF_ECOMM, "%s: %lld elements exceed one call", what, (long long)count) : 0;
 }
 
-int zinf_comm_iallgather(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,
-                         zinf_req *q, const char *what)
+/* The MPI and device halves of the three buffer collectives; a request is active only once
+ * its collective has started. */
+static int iallgather(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,
+                      zinf_req *q, const char *what)
 {
-    start(c, q, what, ZINF_COLL_ALLGATHER, count * (int64_t)zinf_dtype_size(dt) * c->size);
     if (c->has_dev) return dev_started(c, q, c->dev.allgather(c->dev.ctx, send, recv, count, dt), what);
     ZINF_TRY(too_big(count, what));
     int rc = MPI_Iallgather(send, (int)count, mpi_type(dt), recv, (int)count, mpi_type(dt), c->world, &q->r);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
 }
 
-int zinf_comm_ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_t count,
-                              zinf_dtype dt, zinf_req *q, const char *what)
+static int ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,
+                           zinf_req *q, const char *what)
 {
-    start(c, q, what, ZINF_COLL_REDUCE_SCATTER, count * (int64_t)zinf_dtype_size(dt) * c->size);
     if (c->has_dev) return dev_started(c, q, c->dev.reduce_scatter(c->dev.ctx, send, recv, count, dt), what);
     ZINF_TRY(too_big(count, what));
     if (dt != ZINF_F32) return zinf_errc(ZINF_ENOTSUP, "%s: MPI reduces fp32 only", what);
@@ -222,15 +236,40 @@ int zinf_comm_ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
 }
 
-int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, zinf_req *q,
-                         const char *what)
+static int iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, zinf_req *q, const char *what)
 {
-    start(c, q, what, ZINF_COLL_ALLREDUCE, count * (int64_t)zinf_dtype_size(dt));
     if (c->has_dev) return dev_started(c, q, c->dev.allreduce(c->dev.ctx, buf, count, dt), what);
     ZINF_TRY(too_big(count, what));
     if (dt != ZINF_F32) return zinf_errc(ZINF_ENOTSUP, "%s: MPI reduces fp32 only", what);
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, c->world, &q->r);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
+}
+
+static int started(zinf_req *q, int rc)
+{
+    q->active = rc == 0;
+    return rc;
+}
+
+int zinf_comm_iallgather(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,
+                         zinf_req *q, const char *what)
+{
+    start(c, q, what, ZINF_COLL_ALLGATHER, count * (int64_t)zinf_dtype_size(dt) * c->size);
+    return started(q, iallgather(c, send, recv, count, dt, q, what));
+}
+
+int zinf_comm_ireduce_scatter(zinf_comm *c, const void *send, void *recv, int64_t count,
+                              zinf_dtype dt, zinf_req *q, const char *what)
+{
+    start(c, q, what, ZINF_COLL_REDUCE_SCATTER, count * (int64_t)zinf_dtype_size(dt) * c->size);
+    return started(q, ireduce_scatter(c, send, recv, count, dt, q, what));
+}
+
+int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, zinf_req *q,
+                         const char *what)
+{
+    start(c, q, what, ZINF_COLL_ALLREDUCE, count * (int64_t)zinf_dtype_size(dt));
+    return started(q, iallreduce(c, buf, count, dt, q, what));
 }
 
 /* one poll: 1 done, 0 pending; failures end the job naming the collective */
@@ -286,7 +325,7 @@ static void poll_watch(zinf_comm *c)
             c->be->event_free(c->be, w->ev);
             continue;
         }
-        double el = MPI_Wtime() - w->t0;
+        double el = mono_now() - w->t0;
         if (c->timeout_s > 0 && el > c->timeout_s) timed_out(c, el, w->what);
         c->watch[k++] = *w;
     }
@@ -308,7 +347,7 @@ int zinf_comm_drain(zinf_comm *c)
                 c->be->event_free(c->be, w->ev);
                 w->ev = NULL;
             }
-            double el = MPI_Wtime() - w->t0;
+            double el = mono_now() - w->t0;
             char what[160];
             snprintf(what, sizeof what, "%s", w->what);
             unlock(c);
@@ -347,7 +386,7 @@ int zinf_comm_wait(zinf_comm *c, zinf_req *q)
         }
         struct zinf_watch *w = &c->watch[c->nwatch];
         w->ev = q->ev;
-        w->t0 = MPI_Wtime();
+        w->t0 = mono_now();
         snprintf(w->what, sizeof w->what, "%s", q->what);
         c->nwatch++;
         unlock(c);

@@ -67,8 +67,9 @@ void zinf_loss_scaler_init(zinf_loss_scaler *s, const zinf_config *cfg)
  * BEFORE unscaling, and unscale_and_clip_grads divides by the UPDATED scale; so on a step where
  * the scale doubles, the gradients (computed with the old scale) are divided by twice that scale
  * unless clipping is binding (then clip * scale cancels it). Stage 1/2 divides the reported
- * global norm by the old scale (prev_scale). Bug-for-bug parity means reading cur_scale after
- * this call for the unscale (DeepSpeed PR #2695 / the discussion in PR #8588). */
+ * global norm by the old scale (prev_scale). zinf deliberately unscales by the scale the
+ * gradients were computed with (train.c updates the scaler after the step), so a doubling step
+ * is not halved; only the scale's trajectory follows DeepSpeed exactly. */
 bool zinf_loss_scaler_update(zinf_loss_scaler *s, bool overflow)
 {
     if (!s->dynamic) return false;

@@ -218,6 +218,11 @@ static int train_step(run *r, int64_t step, step_result *out)
     bool overflow = !isfinite(scaled_norm);
     out->norm = scaled_norm / r->ls.cur_scale;
     out->lr = zinf_sched_lr(&c->sched, c->lr, r->opt_steps);
+    if (overflow && r->ls.dynamic && r->ls.cur_scale <= r->ls.min_scale &&
+        (r->ls.delayed_shift == 1 || r->ls.cur_hysteresis == 1))
+        /* DeepSpeed raises here too: nothing smaller to try */
+        return zinf_errc(ZINF_EINVAL, "step %lld: the gradients overflow at the minimum fp16 loss scale %g "
+                         "(fp16.min_loss_scale); the run cannot continue", (long long)step + 1, r->ls.cur_scale);
     if (overflow && r->ls.dynamic) {
         /* DeepSpeed: the step is skipped; neither Adam's step count nor the scheduler advance */
         out->skipped = true;
@@ -253,12 +258,18 @@ static int evaluate(run *r, double *val_loss)
     int64_t B = m->B, nseq = zinf_data_num_sequences(r->val);
     int64_t nbatches = nseq / B; /* whole micro-batches; at least one is checked at open */
     double sum[2] = {0, 0};
-    for (int64_t b = rank; b < nbatches; b += W) {
-        ZINF_TRY(zinf_data_read(r->val, b * B, B, r->inp, r->tgt));
+    /* Every rank runs the same number of passes (stage 3 gathers in each): a rank without a
+     * batch of its own in the last round repeats that round's first batch and does not count it. */
+    for (int64_t b0 = 0; b0 < nbatches; b0 += W) {
+        int64_t b = b0 + rank;
+        bool mine = b < nbatches;
+        ZINF_TRY(zinf_data_read(r->val, (mine ? b : b0) * B, B, r->inp, r->tgt));
         float loss;
         ZINF_TRY(pass(r, r->inp, r->tgt, &loss, false, false, 0, NULL));
-        sum[0] += loss;
-        sum[1] += 1;
+        if (mine) {
+            sum[0] += loss;
+            sum[1] += 1;
+        }
     }
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, sum, 2));
     *val_loss = sum[1] > 0 ? sum[0] / sum[1] : NAN;
@@ -323,7 +334,10 @@ static int check_prompts(run *r, const char *path)
                 if (gl < 254) { got[b][gl] = (char)(best >= 32 && best < 127 ? best : '?'); got[b][gl + 1] = 0; }
                 active++;
             }
-            if (!active) break;
+            /* all ranks stop together (stage 3 gathers in every pass) */
+            double act = active;
+            ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, &act, 1));
+            if (act == 0) break;
         }
         for (int b = 0; b < nb; b++) {
             bool ok = strcmp(got[b], want[b]) == 0;

@@ -80,10 +80,21 @@ static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes)
         p = z->cache[i].p;
         z->cache[i] = z->cache[--z->ncache];
         z->cached -= bytes;
-        if (k == ZINF_MEM_GRAD && z->be->memset0(z->be, p, (size_t)bytes, NULL)) return NULL;
+        if (k == ZINF_MEM_GRAD && z->be->memset0(z->be, p, (size_t)bytes, NULL)) {
+            z->be->free(z->be, ZINF_PLACE_DEVICE, p);
+            return NULL;
+        }
         break;
     }
     if (!p) p = z->be->alloc(z->be, ZINF_PLACE_DEVICE, (size_t)(bytes > 0 ? bytes : 1));
+    if (!p && z->ncache) {
+        /* blocks of other sizes may be what is missing: give the cache back and try again */
+        z->be->sync(z->be);
+        for (int i = 0; i < z->ncache; i++) z->be->free(z->be, ZINF_PLACE_DEVICE, z->cache[i].p);
+        z->ncache = 0;
+        z->cached = 0;
+        p = z->be->alloc(z->be, ZINF_PLACE_DEVICE, (size_t)(bytes > 0 ? bytes : 1));
+    }
     if (!p) return NULL;
     z->mem[k] += bytes;
     z->mem_total += bytes;
@@ -180,7 +191,12 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
         p->stage_bytes = len * z->W * (int64_t)es;
         p->stage = zalloc(z, ZINF_MEM_COMM, p->stage_bytes);
         p->recv = zalloc(z, ZINF_MEM_COMM, len * (int64_t)es);
-        if (!p->stage || !p->recv) return NOMEM(z, "a reduce-scatter bucket", u);
+        if (!p->stage || !p->recv) {
+            zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
+            zfree(z, ZINF_MEM_COMM, p->recv, len * (int64_t)es);
+            z->npend--;
+            return NOMEM(z, "a reduce-scatter bucket", u);
+        }
         for (int r = 0; r < z->W; r++)
             z->be->copy(z->be, (char *)p->stage + (size_t)r * len * es, g + ((size_t)r * x->p + lo) * es,
                         (size_t)len * es, NULL);
@@ -322,10 +338,9 @@ static int hook_acquire(void *ctx, int u, int phase)
                              z->m->units[u].name, z->cursor);
         int k = z->cursor++;
         z->current = u;
-        if (!x->state) {
-            ZINF_TRY(start_gather(z, u));
-            ZINF_TRY(evict_for(z, k, u));
-        }
+        if (!x->state) ZINF_TRY(start_gather(z, u));
+        /* units kept for reuse count too: keep the bound whether or not u was gathered already */
+        ZINF_TRY(evict_for(z, k, u));
         ZINF_TRY(finish_gather(z, u));
         ZINF_TRY(prefetch(z, k, u));
         track_live(z, u);

@@ -246,6 +246,9 @@ static void cu_event_free(zinf_backend *be, zinf_event *e)
 static int cu_event_query(zinf_backend *be, zinf_event *e)
 {
     CudaImpl *im = impl_of(be);
+    /* the collective watchdog calls this from its own thread: keep it on this rank's GPU
+     * (a new thread's current device is 0) */
+    cudaSetDevice(im->device);
     cudaError_t r = cudaEventQuery((cudaEvent_t)e);
     if (r == cudaSuccess) return 1;
     if (r == cudaErrorNotReady) {

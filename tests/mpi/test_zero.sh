@@ -76,6 +76,22 @@ for n in bk1 bk2 bk3 pre; do
     paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "$n: losses differ"
 done
 
+# --- evaluation at stage 3 when the validation batches do not divide by the world size: every rank
+# --- must run the same passes (each gathers); the value equals one rank's over the same batches
+run data --random 3712 --vocab 256 --seed 9 --out "$TMP/val"   # 115 sequences of 32: 28 batches of 4
+expect_ok "validation shard"
+for v in "1 0 4 12" "3 3 4 12" "2 3 4 8"; do   # ranks, stage, micro-batch, global batch
+    set -- $v
+    printf '{"train_batch_size": %d, "train_micro_batch_size_per_gpu": %d, "zero_optimization": {"stage": %d}}\n' "$4" "$3" "$2" > "$TMP/ev.json"
+    mpi "$1" train --model test-mini --data "$D" --val "$TMP/val_train_*.bin" --max_length 32 --max_steps 2 \
+        --eval_steps 2 --config "$TMP/ev.json" --out "$TMP/ev$1"
+    expect_ok "eval at stage $2 on $1 ranks"
+done
+V1=$(metric "$TMP/ev1/metrics.jsonl" val_loss | tail -1)
+V3=$(metric "$TMP/ev3/metrics.jsonl" val_loss | tail -1)
+close "$V1" "$V3" 1e-5 && pass || fail "val loss at stage 3 on 3 ranks $V3 != 1 rank $V1"
+# (the 2-rank run trains on another global batch, so only its completion is checked)
+
 # --- wall_clock_breakdown and comms_logger print their lines -----------------------------------
 printf '{"train_batch_size": 8, "wall_clock_breakdown": true, "comms_logger": {"enabled": true}, "zero_optimization": {"stage": 3}}' > "$TMP/wc.json"
 mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --config "$TMP/wc.json" --out "$TMP/wc"
