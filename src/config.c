@@ -513,15 +513,34 @@ typedef struct ctx {
 
 static int cerr(const ctx *c, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Messages are one line of bounded length whatever the file holds: control characters in
+ * keys, values or jansson's text are escaped, and a long message is cut with "...". */
+static void one_line(char *dst, size_t cap, const char *src)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && n + 5 < cap; p++) {
+        if (*p == '\n') { dst[n++] = '\\'; dst[n++] = 'n'; }
+        else if (*p < 0x20 || *p == 0x7f) n += (size_t)snprintf(dst + n, cap - n, "\\x%02x", *p);
+        else dst[n++] = (char)*p;
+    }
+    dst[n] = 0;
+    if (n + 5 >= cap && cap > 4) memcpy(dst + cap - 4, "...", 4);
+}
+
 static int cerr(const ctx *c, const char *path, const char *fmt, ...)
 {
-    char msg[1536];
+    char msg[1536], clean[900];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (path && *path) return zinf_err("%s: %s: %s", c->src, path, msg);
-    return zinf_err("%s: %s", c->src, msg);
+    one_line(clean, sizeof clean, msg);
+    if (path && *path) {
+        char p[300];
+        one_line(p, sizeof p, path);
+        return zinf_err("%s: %s: %s", c->src, p, clean);
+    }
+    return zinf_err("%s: %s", c->src, clean);
 }
 
 static void cwarn(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -529,12 +548,13 @@ static void cwarn(ctx *c, const char *fmt, ...)
 {
     c->cfg->n_warnings++;
     if (!c->warn) return;
+    char msg[1536], clean[900];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(c->warn, "zinf: warning: %s: ", c->src);
-    vfprintf(c->warn, fmt, ap);
-    fputc('\n', c->warn);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(clean, sizeof clean, msg);
+    fprintf(c->warn, "zinf: warning: %s: %s\n", c->src, clean);
 }
 
 static void join(char *out, size_t cap, const char *prefix, const char *name)
@@ -546,7 +566,7 @@ static void join(char *out, size_t cap, const char *prefix, const char *name)
 /* a JSON value as it was written, for messages */
 static const char *shown(const json_t *v, char *buf, size_t cap)
 {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
     snprintf(buf, cap, "%s", s ? s : "?");
     if (s && strlen(s) >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
     free(s);
@@ -939,11 +959,24 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
 
 /* ============================================================================ resolution */
 
+/* a x b x c in int64, false on overflow */
+static bool mul3(int64_t a, int64_t b, int64_t c, int64_t *out)
+{
+    int64_t t;
+    return !__builtin_mul_overflow(a, b, &t) && !__builtin_mul_overflow(t, c, out);
+}
+
 static int batch_rule(ctx *c)
 {
     zinf_config *g = c->cfg;
     int64_t W = g->world_size, tb = g->train_batch_size, mb = g->train_micro_batch_size_per_gpu,
-            ga = g->gradient_accumulation_steps;
+            ga = g->gradient_accumulation_steps, prod;
+    /* every product below is bounded by one of these */
+    if (!mul3(mb ? mb : 1, ga ? ga : 1, W, &prod))
+        return cerr(c, NULL,
+                    "batch sizes are too large: train_micro_batch_size_per_gpu %lld x "
+                    "gradient_accumulation_steps %lld x world size %lld overflows 64 bits",
+                    (long long)mb, (long long)ga, (long long)W);
     if (tb && mb && ga) {
         if (tb != mb * ga * W)
             return cerr(c, NULL,
@@ -1102,10 +1135,12 @@ static int load_json(const char *text, size_t len, const char *src, json_t **roo
     *root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &je);
     free(buf);
     if (!*root) {
+        char text[sizeof je.text * 4 + 8];
+        one_line(text, sizeof text, je.text);
         if (strstr(je.text, "duplicate"))
             return zinf_err("%s:%d:%d: a key is given twice in one object: %s", src, je.line,
-                            je.column, je.text);
-        return zinf_err("%s:%d:%d: malformed JSON: %s", src, je.line, je.column, je.text);
+                            je.column, text);
+        return zinf_err("%s:%d:%d: malformed JSON: %s", src, je.line, je.column, text);
     }
     if (!json_is_object(*root)) {
         json_decref(*root);
@@ -1261,7 +1296,8 @@ void zinf_config_print(const zinf_config *cfg, FILE *out)
                           "eval_steps", (json_int_t)cfg->eval_steps, "save_steps",
                           (json_int_t)cfg->save_steps, "warnings", cfg->n_warnings);
     if (z) json_object_set_new(o, "zinf", z);
-    json_dumpf(o, out, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    /* 17 digits: every double prints back to itself and stays a finite JSON number */
+    json_dumpf(o, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     fputc('\n', out);
     json_decref(o);
 }
