@@ -1060,12 +1060,7 @@ int main(void)
 {
     long iters = 20000;
     double max_s = 15;
-    uint64_t seed = 1;
-    const char *e;
-    if ((e = getenv("ZINF_FUZZ_ITERS")) && *e) iters = atol(e);
-    if ((e = getenv("ZINF_FUZZ_SECONDS")) && *e) max_s = atof(e);
-    if ((e = getenv("ZINF_FUZZ_SEED")) && *e) seed = strtoull(e, NULL, 0);
-    rng_state = seed;
+    uint64_t seed = fuzz_options(&iters, &max_s);
 
     load_fixtures();
     for (size_t i = 0; i < sizeof BUILTIN / sizeof BUILTIN[0]; i++)

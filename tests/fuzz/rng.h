@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 static uint64_t rng_state;
 
@@ -18,5 +19,18 @@ static inline uint64_t rnd(void)
 
 /* uniform-ish in [0, n); 0 when n is 0 */
 static inline size_t rndn(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+
+/* The run's knobs from the environment: ZINF_FUZZ_ITERS, ZINF_FUZZ_SECONDS (a wall-clock cap)
+ * and ZINF_FUZZ_SEED (default 1), which seeds the stream and is returned. */
+static inline uint64_t fuzz_options(long *iters, double *max_s)
+{
+    const char *e;
+    uint64_t seed = 1;
+    if ((e = getenv("ZINF_FUZZ_ITERS")) && *e) *iters = atol(e);
+    if ((e = getenv("ZINF_FUZZ_SECONDS")) && *e) *max_s = atof(e);
+    if ((e = getenv("ZINF_FUZZ_SEED")) && *e) seed = strtoull(e, NULL, 0);
+    rng_state = seed;
+    return seed;
+}
 
 #endif
