@@ -47,9 +47,9 @@ int zinf_dcoll_id_get(zinf_backend *be, unsigned char id[ZINF_DCOLL_ID_BYTES])
     return -1004;
 }
 int zinf_dcoll_init(zinf_backend *be, const unsigned char id[ZINF_DCOLL_ID_BYTES], int rank, int size,
-                    zinf_dcoll *out)
+                    double timeout_s, zinf_dcoll *out)
 {
-    (void)be; (void)id; (void)rank; (void)size; (void)out;
+    (void)be; (void)id; (void)rank; (void)size; (void)timeout_s; (void)out;
     return -1004;
 }
 #endif

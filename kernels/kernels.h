@@ -81,12 +81,13 @@ struct zinf_backend {
     /* out[N,OC] = x[N,K] @ w[OC,K]^T (+ bias[OC] when bias != NULL) */
     void (*matmul_fwd)(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
                        int64_t N, int K, int OC);
-    /* dx[N,K] += dout @ w; dw[OC,K] += dout^T @ x; dbias[OC] += sum_n dout (dx, dbias may be NULL) */
+    /* dx[N,K] = dout @ w (overwritten: the model zeroes nothing first); dw[OC,K] += dout^T @ x;
+     * dbias[OC] += sum_n dout (the parameter gradients accumulate; dx, dbias may be NULL) */
     void (*matmul_bwd)(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
                        const void *x, const void *w, int64_t N, int K, int OC);
     /* causal self-attention; qkv[B,T,3C] packs q|k|v, head h uses channels h*C/NH..; scale
      * 1/sqrt(C/NH); out[B,T,C]; lse[B,NH,T] keeps each row's log-sum-exp for the backward,
-     * which recomputes the scores (the T x T matrix is never stored) */
+     * which recomputes the scores (the T x T matrix is never stored) and overwrites dqkv[B,T,3C] */
     void (*attention_fwd)(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T,
                           int C, int NH);
     void (*attention_bwd)(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
@@ -119,7 +120,10 @@ struct zinf_backend {
      * the updated parameter is also written there in the compute dtype. */
     void (*adamw)(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v,
                   int64_t n, const zinf_adamw_args *a);
-    double (*sumsq)(zinf_backend *be, const float *x, int64_t n); /* NaN/Inf propagate */
+    /* the sum of squares of k arrays x[0..k) of n[i] elements: each array's sum in a fixed order,
+     * then the k sums added in order (deterministic; NaN/Inf propagate). One call, one wait for
+     * the device, however many arrays: zinf_sumsq1 is the one-array form. */
+    double (*sumsq)(zinf_backend *be, int k, const float *const *x, const int64_t *n);
     void (*scale)(zinf_backend *be, float *x, int64_t n, float s);
     void (*axpy)(zinf_backend *be, float *y, const float *x, int64_t n, float a); /* y += a x */
     /* y (fp32) += a * x, x in the compute dtype: gradients into fp32 accumulators */
@@ -128,6 +132,12 @@ struct zinf_backend {
     void (*to_f32)(zinf_backend *be, float *dst, const void *src, int64_t n);
     void (*from_f32)(zinf_backend *be, void *dst, const float *src, int64_t n);
 };
+
+/* The sum of squares of one array (be->sumsq with k = 1). */
+static inline double zinf_sumsq1(zinf_backend *be, const float *x, int64_t n)
+{
+    return be->sumsq(be, 1, &x, &n);
+}
 
 size_t zinf_dtype_size(zinf_dtype dt);
 const char *zinf_dtype_name(zinf_dtype dt);
@@ -148,7 +158,10 @@ const char *zinf_backend_cuda_error(void);
 
 /* Device collectives for buffers MPI cannot read (NCCL with CUDA). src/comm.c bootstraps them
  * over MPI: rank 0 calls id_get, broadcasts the bytes, every rank calls init. All operations sum
- * where they reduce and run on stream s (NULL: the backend's communication stream). */
+ * where they reduce and run on stream s (NULL: the backend's communication stream).
+ * timeout_s (0: none) bounds init's wait for the other ranks to join, and each operation's wait
+ * to be queued (the first one connects to the peers); past it, or on any failure, init and the
+ * operations return a negative status with the reason in zinf_backend_cuda_error(). */
 #define ZINF_DCOLL_ID_BYTES 128
 typedef struct zinf_dcoll {
     void *ctx;
@@ -162,6 +175,6 @@ typedef struct zinf_dcoll {
 } zinf_dcoll;
 int zinf_dcoll_id_get(zinf_backend *be, unsigned char id[ZINF_DCOLL_ID_BYTES]);
 int zinf_dcoll_init(zinf_backend *be, const unsigned char id[ZINF_DCOLL_ID_BYTES], int rank,
-                    int size, zinf_dcoll *out);
+                    int size, double timeout_s, zinf_dcoll *out);
 
 #endif

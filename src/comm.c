@@ -165,8 +165,11 @@ int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
     MPI_Bcast(&all, 1, MPI_INT, 0, c->world);
     if (all) return zinf_errc(ZINF_ECOMM, "cannot create the device communicator id (NCCL)");
     ZINF_TRY(zinf_comm_bcast(c, id, sizeof id, 0));
-    rc = zinf_dcoll_init(be, id, c->rank, c->size, &c->dev);
-    if (rc) return zinf_errc(ZINF_ECOMM, "rank %d: joining the device communicator (NCCL) failed", c->rank);
+    /* the join has the collectives' timeout; a rank that fails it ends the job itself, as the
+     * others may be waiting in the join (or be gone) and could not agree on the error */
+    rc = zinf_dcoll_init(be, id, c->rank, c->size, c->timeout_s, &c->dev);
+    if (rc && c->size > 1) zinf_comm_abort(c, zinf_backend_cuda_error());
+    if (rc) return zinf_errc(ZINF_ECOMM, "%s", zinf_backend_cuda_error());
     c->has_dev = true;
     watchdog *w = calloc(1, sizeof *w);
     if (!w) return zinf_errc(ZINF_ENOMEM, "out of host memory");
@@ -204,7 +207,8 @@ static MPI_Datatype mpi_type(zinf_dtype dt) { return dt == ZINF_F32 ? MPI_FLOAT 
 /* After a device collective was queued: its completion event. */
 static int dev_started(zinf_comm *c, zinf_req *q, int rc, const char *what)
 {
-    if (rc) return zinf_errc(ZINF_ECOMM, "rank %d: %s failed to start", c->rank, what);
+    if (rc)
+        return zinf_errc(ZINF_ECOMM, "rank %d: %s failed to start: %s", c->rank, what, zinf_backend_cuda_error());
     q->ev = c->dev.record(c->dev.ctx);
     if (!q->ev) return zinf_errc(ZINF_ECOMM, "rank %d: %s: no completion event", c->rank, what);
     return 0;

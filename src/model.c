@@ -396,12 +396,11 @@ static void block_backward(zinf_model *m, int l)
     zinf_layer_acts *a = &m->layers[l];
     int B = m->B, T = m->T, C = m->c.n_embd, NH = m->c.n_head;
     int64_t N = (int64_t)B * T;
-    size_t es = zinf_dtype_size(be->cdt);
     int u = 1 + l;
     void **P = m->params, **G = m->grads;
     if (m->recompute) block_forward(m, l); /* the layer's activations, from its saved input */
-    /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation */
-    be->memset0(be, m->d_ln, (size_t)N * C * es, NULL);
+    /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation. The input
+     * gradients of the products and of attention overwrite their buffers: nothing is zeroed. */
     /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM
      * with a dGELU epilogue (it overwrites d_fch, so d_fch needs no zeroing) */
     be->matmul_bwd(be, NULL, tp(m, G, u, ZINF_T_FCPROJW), tp(m, G, u, ZINF_T_FCPROJB), m->d_res,
@@ -411,9 +410,6 @@ static void block_backward(zinf_model *m, int l)
                    tp(m, P, u, ZINF_T_FCW), N, C, 4 * C);
     be->layernorm_bwd(be, m->d_res, tp(m, G, u, ZINF_T_LN2W), tp(m, G, u, ZINF_T_LN2B), m->d_ln, a->res2,
                       tp(m, P, u, ZINF_T_LN2W), a->ln2_mean, a->ln2_rstd, N, C);
-    be->memset0(be, m->d_atty, (size_t)N * C * es, NULL);
-    be->memset0(be, m->d_qkv, (size_t)N * 3 * C * es, NULL);
-    be->memset0(be, m->d_ln, (size_t)N * C * es, NULL);
     be->matmul_bwd(be, m->d_atty, tp(m, G, u, ZINF_T_PROJW), tp(m, G, u, ZINF_T_PROJB), m->d_res, a->atty,
                    tp(m, P, u, ZINF_T_PROJW), N, C, C);
     be->attention_bwd(be, m->d_qkv, m->d_atty, a->qkv, a->atty, a->lse, B, T, C, NH);
@@ -435,7 +431,6 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
         be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
     }
     m->logits_hold_grad = false;
-    be->memset0(be, m->d_ln, (size_t)N * C * es, NULL);
     ZINF_TRY(HOOK(h, acquire, 0, 1));
     be->matmul_bwd(be, m->d_ln, tp(m, m->grads, 0, ZINF_T_WTE), NULL, m->logits, m->lnf,
                    tp(m, m->params, 0, ZINF_T_WTE), N, C, m->c.padded_vocab);

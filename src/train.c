@@ -82,6 +82,8 @@ int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const ch
 }
 
 /* ---------------------------------------------------------------- state -------------------- */
+typedef struct fault { int rank, kind; int64_t step; } fault; /* ZINF_FAULT; kind 0: none */
+
 typedef struct run {
     zinf_comm *comm;
     const zinf_train_opts *o;
@@ -97,7 +99,42 @@ typedef struct run {
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
+    fault fault;
 } run;
+
+/* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
+ * of step S (1-based), to test that the job ends with that rank's message, or with a collective
+ * timeout, instead of hanging. S = 0 acts during the setup, just before the ranks join the device
+ * communicator (NCCL), to test that joining has the timeout too. Parsed once, early. */
+static int fault_parse(fault *f)
+{
+    f->rank = -1;
+    f->kind = 0;
+    f->step = -1;
+    const char *fe = getenv("ZINF_FAULT");
+    if (!fe || !*fe) return 0;
+    char kind[16] = "";
+    long long fs = -1;
+    if (sscanf(fe, "rank=%d,step=%lld,kind=%15s", &f->rank, &fs, kind) != 3)
+        return zinf_err("ZINF_FAULT=%s: expected rank=R,step=S,kind=fail|hang|kill", fe);
+    f->step = fs;
+    f->kind = !strcmp(kind, "fail") ? 1 : !strcmp(kind, "hang") ? 2 : !strcmp(kind, "kill") ? 3 : 0;
+    if (!f->kind) return zinf_err("ZINF_FAULT: kind %s is not fail, hang or kill", kind);
+    return 0;
+}
+
+/* At step S (0: the setup) on this rank: the injected failure, or no return (hang, kill). */
+static int fault_at(const fault *f, int rank, int64_t step)
+{
+    if (!f->kind || rank != f->rank || step != f->step) return 0;
+    if (f->kind == 1) {
+        if (step == 0) return zinf_err("injected failure before joining the device communicator (ZINF_FAULT)");
+        return zinf_err("injected failure at step %lld (ZINF_FAULT)", (long long)step);
+    }
+    if (f->kind == 2) for (;;) sleep(60);
+    raise(SIGKILL);
+    return 0;
+}
 
 static int mkdir_p(const char *path)
 {
@@ -380,6 +417,7 @@ static int setup(run *r)
     int rc;
     zinf_log_init(comm->rank, NULL); /* rank 0 prints; the per-rank files are opened below */
     if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
+    ZINF_TRY(zinf_comm_agree(comm, fault_parse(&r->fault)));
     zinf_flags flags = o->flags;
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */
@@ -398,6 +436,10 @@ static int setup(run *r)
     } else rc = zinf_err("--device %s: expected cpu or cuda", o->device);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     r->be_ok = true;
+    /* one rank failing here ends the job like one failing mid-run: the others are joining */
+    rc = fault_at(&r->fault, comm->rank, 0);
+    if (rc && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg());
+    if (rc) return zinf_comm_agree(comm, rc);
     ZINF_TRY(zinf_comm_agree(comm, zinf_comm_attach(comm, &r->be)));
 
     zinf_model_cfg mc;
@@ -496,28 +538,9 @@ static int loop(run *r)
                              12.0 * r->m.c.n_layer * r->m.c.n_embd * (double)r->T;
     double window_t = 0;
     int64_t window_steps = 0;
-    /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the
-     * start of step S (1-based), to test that the job ends with that rank's message, or with a
-     * collective timeout, instead of hanging. */
-    int fault_rank = -1, fault_kind = 0;
-    int64_t fault_step = -1;
-    const char *fe = getenv("ZINF_FAULT");
-    if (fe && *fe) {
-        char kind[16] = "";
-        long long fs = -1;
-        if (sscanf(fe, "rank=%d,step=%lld,kind=%15s", &fault_rank, &fs, kind) != 3)
-            return zinf_err("ZINF_FAULT=%s: expected rank=R,step=S,kind=fail|hang|kill", fe);
-        fault_step = fs;
-        fault_kind = !strcmp(kind, "fail") ? 1 : !strcmp(kind, "hang") ? 2 : !strcmp(kind, "kill") ? 3 : 0;
-        if (!fault_kind) return zinf_err("ZINF_FAULT: kind %s is not fail, hang or kill", kind);
-    }
     for (int64_t step = 0; step < total; step++) {
         double t0 = zinf_now();
-        if (r->comm->rank == fault_rank && step + 1 == fault_step) {
-            if (fault_kind == 1) return zinf_err("injected failure at step %lld (ZINF_FAULT)", (long long)step + 1);
-            if (fault_kind == 2) for (;;) sleep(60);
-            raise(SIGKILL);
-        }
+        ZINF_TRY(fault_at(&r->fault, r->comm->rank, step + 1)); /* ZINF_FAULT (see fault_parse) */
         step_result s;
         int rc = train_step(r, step, &s);
         if (rc) return rc;

@@ -16,6 +16,8 @@ typedef struct zunit {
                                fp32 accumulator itself (stages 0-1 with fp32 compute) */
     float *gacc;            /* fp32 gradient accumulator: the shard (p) at stages 2-3, the whole
                                unit (pn) at stages 0-1 with 16-bit compute */
+    bool gacc_stale;        /* stages 0-1: gacc holds the last step's sum; the step's first
+                               micro-step overwrites it instead of zeroing and adding */
     float *master, *m, *v;  /* fp32 optimizer states of the shard (p) */
     bool master_owned;      /* false when master aliases the fp32 parameter shard */
     int state;              /* stage 3: 0 released, 1 gather in flight, 2 gathered */
@@ -213,14 +215,24 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
 }
 
 /* Stages 0-1: the fp32 accumulator of unit u's whole gradient. */
-static float *acc01(zunit *x) { return x->gacc ? x->gacc : (float *)x->gfull; }
+static float *acc01(zinf_zero *z, zunit *x)
+{
+    if (!x->gacc) return (float *)x->gfull;
+    if (x->gacc_stale) { /* no gradient reached it this step (not expected): it sums nothing */
+        z->be->memset0(z->be, x->gacc, (size_t)x->pn * 4, NULL);
+        x->gacc_stale = false;
+    }
+    return x->gacc;
+}
 
 /* Stages 0-1 with 16-bit compute: add the micro-step's gradient into the fp32 accumulator and
  * drop it. */
 static void accumulate_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
-    z->be->acc_f32(z->be, x->gacc, x->gfull, x->pn, 1.0f);
+    if (x->gacc_stale) z->be->to_f32(z->be, x->gacc, x->gfull, x->pn);
+    else z->be->acc_f32(z->be, x->gacc, x->gfull, x->pn, 1.0f);
+    x->gacc_stale = false;
     zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
     x->gfull = NULL;
     z->m->grads[u] = NULL;
@@ -231,7 +243,7 @@ static int allreduce_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     if (z->W == 1) return 0;
-    float *acc = acc01(x);
+    float *acc = acc01(z, x);
     if (z->pre != 1.0f) z->be->scale(z->be, acc, x->pn, z->pre);
     pending *p = push_pending(z);
     if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
@@ -562,8 +574,8 @@ int zinf_zero_begin_step(zinf_zero *z)
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * 4, NULL));
-        if (x->gacc)
-            ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)(z->stage < 2 ? x->pn : x->p) * 4, NULL));
+        if (x->gacc && z->stage < 2) x->gacc_stale = true; /* see accumulate_unit */
+        else if (x->gacc) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
     }
     return 0;
 }
@@ -601,19 +613,29 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
         for (int u = 0; u < z->nunits; u++) ZINF_TRY(allreduce_unit(z, u));
     ZINF_TRY(progress(z, true));
     ZINF_TRY(zinf_comm_drain(z->comm)); /* device collectives of the step, with the timeout */
-    double s = 0;
+    /* the squared norm of every unit's gradient in one backend call: one wait for the device */
+    const float **xs = malloc((size_t)z->nunits * sizeof *xs);
+    int64_t *ns = malloc((size_t)z->nunits * sizeof *ns);
+    if (!xs || !ns) {
+        free(xs), free(ns);
+        return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    }
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         if (z->stage < 2) {
-            float *acc = acc01(x);
+            float *acc = acc01(z, x);
             if (z->post != 1.0f) z->be->scale(z->be, acc, x->pn, z->post);
             /* stage 0 holds the whole gradient on every rank; stage 1 counts its own shard */
-            s += z->be->sumsq(z->be, acc + x->off, z->stage == 0 ? x->n : x->p);
+            xs[u] = acc + x->off;
+            ns[u] = z->stage == 0 ? x->n : x->p;
         } else {
             if (z->post != 1.0f) z->be->scale(z->be, x->gacc, x->p, z->post);
-            s += z->be->sumsq(z->be, x->gacc, x->p);
+            xs[u] = x->gacc;
+            ns[u] = x->p;
         }
     }
+    double s = z->be->sumsq(z->be, z->nunits, xs, ns);
+    free(xs), free(ns);
     if (z->stage >= 1) ZINF_TRY(zinf_comm_allreduce_sum_f64(z->comm, &s, 1));
     *norm = sqrt(s);
     z->t.reduce += zinf_now() - t0;
@@ -660,7 +682,7 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         const zinf_unit *un = &z->m->units[u];
-        const float *g = z->stage >= 2 ? x->gacc : acc01(x) + x->off;
+        const float *g = z->stage >= 2 ? x->gacc : acc01(z, x) + x->off;
         char *pstore = z->stage == 3 ? (char *)x->pshard : (char *)x->full + (size_t)x->off * z->es;
         /* this rank's range of the unit, cut by tensor (decay or not) and by sub_group_size */
         int64_t lo = x->off, hi = x->off + x->p < x->n ? x->off + x->p : x->n;

@@ -187,9 +187,9 @@ static void cpu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias_, c
 {
     const float *dout = dout_;
     float *dbias = dbias_;
-    if (dx) /* dx[N,K] += dout[N,OC] @ w[OC,K] */
+    if (dx) /* dx[N,K] = dout[N,OC] @ w[OC,K] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, K, OC, 1.0f, dout, OC, w,
-                    K, 1.0f, dx, K);
+                    K, 0.0f, dx, K);
     /* dw[OC,K] += dout^T @ x[N,K] */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, K, (int)N, 1.0f, dout, OC, x, K, 1.0f,
                 dw, K);
@@ -279,6 +279,8 @@ static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, 
             const float *base = qkv + (int64_t)b * T * C3 + h * hs;
             float *dbase = dqkv + (int64_t)b * T * C3 + h * hs;
             const float *lrow = lse + ((int64_t)b * NH + h) * T;
+            for (int i = 0; i < T; i++) /* dqkv is overwritten: this task's channels start at 0 */
+                for (int p = 0; p < 3; p++) memset(dbase + i * C3 + p * C, 0, (size_t)hs * sizeof(float));
             for (int i = 0; i < T; i++) {
                 const float *q = base + i * C3;
                 const float *dor = dout + ((int64_t)b * T + i) * C + h * hs;
@@ -298,7 +300,7 @@ static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, 
                     }
                 }
                 float *dqr = dbase + i * C3;
-                for (int e = 0; e < hs; e++) dqr[e] += dq[e];
+                for (int e = 0; e < hs; e++) dqr[e] = dq[e];
             }
         }
 }
@@ -425,7 +427,7 @@ static void cpu_adamw(zinf_backend *be, float *p, void *p16_, const float *g, fl
 
 /* A fixed number of chunks, each summed in double, then the chunk sums added in order: the result
  * is the same bits whatever the thread count. NaN and Inf propagate through the sums. */
-static double cpu_sumsq(zinf_backend *be, const float *x, int64_t n)
+static double cpu_sumsq1(const float *x, int64_t n)
 {
     double part[SUMSQ_CHUNKS];
     int64_t len = NBLOCKS(n, SUMSQ_CHUNKS);
@@ -438,6 +440,12 @@ static double cpu_sumsq(zinf_backend *be, const float *x, int64_t n)
     }
     double s = 0;
     for (int k = 0; k < SUMSQ_CHUNKS; k++) s += part[k];
+    return s;
+}
+static double cpu_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n)
+{
+    double s = 0;
+    for (int i = 0; i < k; i++) s += cpu_sumsq1(x[i], n[i]);
     return s;
 }
 

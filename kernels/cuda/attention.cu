@@ -19,7 +19,7 @@
  *  - generic path (fp32, or any other head size up to 256): one warp per row (query row for the
  *    forward and dQ, key row for dK/dV), one key (query) at a time, the head's channels spread
  *    over the lanes. Slow, simple, and exact enough to match the CPU reference at fp32.
- * Every gradient is accumulated (+=) into dqkv, as kernels.h requires. */
+ * dqkv is overwritten, as kernels.h says: each of its elements is written by exactly one warp. */
 #include <math.h>
 
 #include <type_traits>
@@ -146,7 +146,7 @@ __global__ void attn_bwd_dq_generic_k(T *dqkv, const T *dout, const T *qkv, cons
 #pragma unroll
     for (int k = 0; k < ND; k++) {
         int d = lane + 32 * k;
-        if (d < hs) g[d] = from_f<T>(to_f(g[d]) + dq[k]);
+        if (d < hs) g[d] = from_f<T>(dq[k]);
     }
 }
 
@@ -201,8 +201,8 @@ __global__ void attn_bwd_dkv_generic_k(T *dqkv, const T *dout, const T *qkv, con
     for (int k = 0; k < ND; k++) {
         int d = lane + 32 * k;
         if (d < hs) {
-            g[C + d] = from_f<T>(to_f(g[C + d]) + dk[k]);
-            g[2 * C + d] = from_f<T>(to_f(g[2 * C + d]) + dv[k]);
+            g[C + d] = from_f<T>(dk[k]);
+            g[2 * C + d] = from_f<T>(dv[k]);
         }
     }
 }
@@ -591,10 +591,8 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             int c = n * 8 + 2 * t;
-            float k0 = to_f(gk[c]) + dk[n][2 * r] * scale, k1 = to_f(gk[c + 1]) + dk[n][2 * r + 1] * scale;
-            float v0 = to_f(gv[c]) + dv[n][2 * r], v1 = to_f(gv[c + 1]) + dv[n][2 * r + 1];
-            *reinterpret_cast<uint32_t *>(gk + c) = Mma<T>::pack(k0, k1);
-            *reinterpret_cast<uint32_t *>(gv + c) = Mma<T>::pack(v0, v1);
+            *reinterpret_cast<uint32_t *>(gk + c) = Mma<T>::pack(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale);
+            *reinterpret_cast<uint32_t *>(gv + c) = Mma<T>::pack(dv[n][2 * r], dv[n][2 * r + 1]);
         }
     }
 }
@@ -672,8 +670,7 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             int c = n * 8 + 2 * t;
-            float q0v = to_f(gq[c]) + dq[n][2 * r] * scale, q1v = to_f(gq[c + 1]) + dq[n][2 * r + 1] * scale;
-            *reinterpret_cast<uint32_t *>(gq + c) = Mma<T>::pack(q0v, q1v);
+            *reinterpret_cast<uint32_t *>(gq + c) = Mma<T>::pack(dq[n][2 * r] * scale, dq[n][2 * r + 1] * scale);
         }
     }
 }

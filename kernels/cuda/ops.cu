@@ -278,7 +278,7 @@ void cu_layernorm_fwd(zinf_backend *be, void *out, float *mean, float *rstd, con
 }
 
 /* Rows per block in the layernorm backward; the dw/db partials are per chunk of this many rows. */
-#define LN_ROWS 16
+#define LN_ROWS 64
 
 /* A block owns LN_ROWS rows and every channel: thread tid holds packs tid, tid + NT, ... (MAXP
  * of them) in registers. Per row: block-reduce the two sums, update dx (+=), and accumulate the
@@ -769,23 +769,31 @@ __global__ void sumsq_part_k(double *part, const float *x, int64_t n)
     }
 }
 
-__global__ void sumsq_final_k(double *out, const double *part)
+/* out = sum over arrays j < k of (sum of array j's SUMSQ_BLOCKS partials, in order), in order */
+__global__ void sumsq_final_k(double *out, const double *part, int k)
 {
     double t = 0.0;
-    for (int i = 0; i < SUMSQ_BLOCKS; i++) t += part[i];
+    for (int j = 0; j < k; j++) {
+        double tj = 0.0;
+        for (int i = 0; i < SUMSQ_BLOCKS; i++) tj += part[(int64_t)j * SUMSQ_BLOCKS + i];
+        t += tj;
+    }
     *out = t;
 }
 
-double cu_sumsq(zinf_backend *be, const float *x, int64_t n)
+double cu_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n)
 {
     CudaImpl *im = impl_of(be);
-    double *part = (double *)zinf_cuda_scratch(im, (SUMSQ_BLOCKS + 1) * sizeof(double), "sumsq");
+    if (k <= 0) return 0.0;
+    double *part = (double *)zinf_cuda_scratch(im, ((size_t)k * SUMSQ_BLOCKS + 1) * sizeof(double), "sumsq");
     if (!part) return NAN;
-    sumsq_part_k<<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(part, x, n > 0 ? n : 0);
-    sumsq_final_k<<<1, 1, 0, im->stream>>>(part + SUMSQ_BLOCKS, part);
+    for (int j = 0; j < k; j++)
+        sumsq_part_k<<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(part + (size_t)j * SUMSQ_BLOCKS, x[j],
+                                                                  n[j] > 0 ? n[j] : 0);
+    double *total = part + (size_t)k * SUMSQ_BLOCKS;
+    sumsq_final_k<<<1, 1, 0, im->stream>>>(total, part, k);
     zinf_cuda_check_launch(im, "sumsq");
-    cudaError_t e = cudaMemcpyAsync(im->host_sum, part + SUMSQ_BLOCKS, sizeof(double),
-                                    cudaMemcpyDeviceToHost, im->stream);
+    cudaError_t e = cudaMemcpyAsync(im->host_sum, total, sizeof(double), cudaMemcpyDeviceToHost, im->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(im->stream);
     if (e != cudaSuccess) {
         zinf_cuda_fail(im, "sumsq", ZINF_CUDA_EIO, "sumsq: %s", cudaGetErrorString(e));

@@ -13,7 +13,10 @@
  * softmax probabilities times 1/N round to 0 there). Pass when max err_i <= tol. Tolerances:
  *   fp32: 1e-5 elementwise / short rows; 5e-5 long reductions (matmul over K up to 3072, dw/db
  *         over N = 4096 rows, softmax over 50257 columns, attention over 1024 keys);
- *   bf16: 1e-2 (2.5 ulp; attention's P and dS are rounded to bf16 for the tensor cores: 2e-2);
+ *   bf16: 1e-2 (2.5 ulp; attention's P and dS are rounded to bf16 for the tensor cores: 2e-2
+ *         forward, 5e-2 backward, whose gradients are compared on their own (they overwrite
+ *         dqkv) and sum up to 1024 rounded P or dS terms per element: measured 3.7e-2 on the
+ *         GPT-2 shape, and 4.6e-3 in fp16, 2^3 smaller as fp16's 3 extra mantissa bits predict);
  *   fp16: 5e-3 (attention 1e-2).
  * NaN/Inf in the output where the reference is finite always fails. Casts must be bit-exact
  * (round-to-nearest-even), and each backward run twice from the same inputs must give the same
@@ -116,6 +119,13 @@ static float *hrand(zinf_dtype dt, int64_t n, float lo, float hi)
 {
     float *x = xmalloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) x[i] = round_to(dt, rng_uniform(lo, hi));
+    return x;
+}
+/* n quiet NaNs: the starting content of a buffer an operation must overwrite without reading */
+static float *nans(int64_t n)
+{
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = NAN;
     return x;
 }
 static float *hcopy(const float *x, int64_t n)
@@ -531,8 +541,9 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
     float *gb = hrand(c->dt, OC, -1, 1);
     void *ddy = up(c, dy, N * OC);
     void *raw[2][3];
+    float *nan_x = nans(N * K); /* dx is overwritten: a read of it would spread NaN */
     for (int r = 0; r < 2; r++) {
-        void *dgx = with_dx ? up(c, gx, N * K) : NULL, *dgw = up(c, gw, (int64_t)OC * K);
+        void *dgx = with_dx ? up(c, nan_x, N * K) : NULL, *dgw = up(c, gw, (int64_t)OC * K);
         void *dgb = bias ? up(c, gb, OC) : NULL;
         c->gpu->matmul_bwd(c->gpu, dgx, dgw, dgb, ddy, dx_, dw_, N, K, OC);
         gsync(c, "matmul_bwd");
@@ -543,6 +554,7 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
         dfree(c, dgw);
         if (dgb) dfree(c, dgb);
     }
+    free(nan_x);
     c->cpu->matmul_bwd(c->cpu, with_dx ? gx : NULL, gw, bias ? gb : NULL, dy, x, w, N, K, OC);
     if (with_dx) {
         float *h = dec(c, raw[0][0], N * K);
@@ -681,12 +693,13 @@ static void test_attention(ctx *c, int B, int T, int C, int NH)
     double tf = tol_of(c, 5e-5, 2e-2, 1e-2);
     compare(c, "attention_fwd", nm, go, out, N * C, tf);
     compare(c, "attention_fwd", "lse", gl, lse, nl, tol_of(c, 1e-5, 1e-3, 1e-3));
-    /* backward: both sides get the GPU's out and lse, the same dout and starting dqkv */
-    float *dy = hrand(c->dt, N * C, -1, 1), *gq = hrand(c->dt, nq, -1, 1);
+    /* backward: both sides get the GPU's out and lse and the same dout; dqkv is overwritten
+     * (the GPU's starts as NaN, the CPU's as noise) */
+    float *dy = hrand(c->dt, N * C, -1, 1), *gq = hrand(c->dt, nq, -1, 1), *nan_q = nans(nq);
     void *ddy = up(c, dy, N * C);
     void *raw[2];
     for (int r = 0; r < 2; r++) {
-        void *dg = up(c, gq, nq);
+        void *dg = up(c, nan_q, nq);
         c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, C, NH);
         gsync(c, "attention_bwd");
         raw[r] = down_raw(c, dg, nq * es(c));
@@ -702,11 +715,19 @@ static void test_attention(ctx *c, int B, int T, int C, int NH)
             memcpy(gp + n * C, h + n * 3 * C + p * C, C * 4);
             memcpy(rp + n * C, gq + n * 3 * C + p * C, C * 4);
         }
-        compare(c, "attention_bwd", part[p], gp, rp, N * C, tol_of(c, 5e-5, 2e-2, 1e-2));
+        if (T == 1 && p < 2) { /* one key: the softmax has no gradient, dq = dk = 0 exactly */
+            double mx = 0;
+            for (int64_t i = 0; i < N * C; i++) mx = fmax(mx, fabs(gp[i]));
+            printf("%-4s %-14s %-5s %-22s T=1: max |%s| = %.3g (exactly 0; bound 1e-5)\n", mx <= 1e-5 ? "ok" : "FAIL",
+                   "attention_bwd", c->dn, nm, part[p], mx);
+            CHECK(mx <= 1e-5, "attention_bwd [%s] %s: %s = %g with one key", c->dn, nm, part[p], mx);
+            continue;
+        }
+        compare(c, "attention_bwd", part[p], gp, rp, N * C, tol_of(c, 5e-5, 5e-2, 1e-2));
     }
     same_bits(c, "attention_bwd", nm, raw[0], raw[1], nq * es(c));
     free(gp), free(rp), free(h), free(raw[0]), free(raw[1]);
-    free(qkv), free(out), free(lse), free(go), free(gl), free(dy), free(gq);
+    free(qkv), free(out), free(lse), free(go), free(gl), free(dy), free(gq), free(nan_q);
     dfree(c, dqkv_in), dfree(c, dout), dfree(c, dlse), dfree(c, ddy);
 }
 
@@ -847,21 +868,21 @@ static void test_vectors(ctx *c, int64_t n)
     snprintf(nm, sizeof nm, "n%lld", (long long)n);
     float *x = hrand(ZINF_F32, n, -3, 3), *y = hrand(ZINF_F32, n, -1, 1);
     float *dx_ = upf(c, x, n), *dy_ = upf(c, y, n);
-    double s1 = c->gpu->sumsq(c->gpu, dx_, n), s2 = c->gpu->sumsq(c->gpu, dx_, n);
-    double sr = c->cpu->sumsq(c->cpu, x, n);
+    double s1 = zinf_sumsq1(c->gpu, dx_, n), s2 = zinf_sumsq1(c->gpu, dx_, n);
+    double sr = zinf_sumsq1(c->cpu, x, n);
     double rel = fabs(s1 - sr) / sr;
     printf("%-4s %-14s %-5s %-22s got %.17g want %.17g rel %.3g; twice same bits: %s\n",
            rel <= 1e-12 && memcmp(&s1, &s2, 8) == 0 ? "ok" : "FAIL", "sumsq", c->dn, nm, s1, sr, rel,
            memcmp(&s1, &s2, 8) == 0 ? "yes" : "NO");
     CHECK(rel <= 1e-12, "sumsq [%s]: %.17g vs %.17g", c->dn, s1, sr);
     CHECK(memcmp(&s1, &s2, 8) == 0, "sumsq [%s]: not deterministic", c->dn);
-    double s0 = c->gpu->sumsq(c->gpu, dx_, 0);
+    double s0 = zinf_sumsq1(c->gpu, dx_, 0);
     CHECK(s0 == 0.0, "sumsq of 0 elements = %g", s0);
     /* NaN and Inf propagate */
     float bad[2] = {NAN, INFINITY};
     for (int k = 0; k < 2; k++) {
         c->gpu->copy(c->gpu, dx_ + n / 2, &bad[k], 4, NULL);
-        double s = c->gpu->sumsq(c->gpu, dx_, n);
+        double s = zinf_sumsq1(c->gpu, dx_, n);
         int ok = k == 0 ? isnan(s) : (isinf(s) && s > 0);
         printf("%-4s %-14s %-5s %-22s with one %s: %g\n", ok ? "ok" : "FAIL", "sumsq", c->dn, nm,
                k ? "Inf" : "NaN", s);
@@ -945,8 +966,7 @@ static void b_adamw(bstate *s)
     zinf_adamw_args a = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.0f, 1};
     s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
 }
-static void b_sumsq(bstate *s) { (void)s->g->sumsq(s->g, s->gmaster, s->nparams); }
-static void b_memset(bstate *s) { s->g->memset0(s->g, s->dfch, (size_t)s->N * 4 * s->C * zinf_dtype_size(s->g->cdt), NULL); }
+static void b_sumsq(bstate *s) { (void)zinf_sumsq1(s->g, s->gmaster, s->nparams); }
 
 static void b_step(bstate *s)
 {
@@ -959,16 +979,11 @@ static void b_step(bstate *s)
     }
     b_ln_f(s), b_head_f(s), b_xent_f(s);
     b_xent_b(s);
-    g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
     b_head_b(s);
     g->memset0(g, s->dres, (size_t)s->N * s->C * e, NULL);
     b_ln_b(s);
     for (int l = 0; l < s->L; l++) {
-        g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
         b_fp_bw(s), b_dgelu_b(s), b_fc_b(s), b_ln_b(s);
-        g->memset0(g, s->datt, (size_t)s->N * s->C * e, NULL);
-        g->memset0(g, s->dqkv, (size_t)s->N * 3 * s->C * e, NULL);
-        g->memset0(g, s->dln, (size_t)s->N * s->C * e, NULL);
         b_proj_b(s), b_att_b(s), b_qkv_b(s), b_ln_b(s);
     }
     b_enc_b(s);
@@ -1042,7 +1057,6 @@ static void bench(ctx *c, int B)
         {"matmul_dgelu_bwd", b_dgelu_b, s.L, 2.0 * N * C * 4 * C},
         {"matmul_fwd head", b_head_f, 1, 2.0 * N * C * Vp}, {"matmul_bwd head", b_head_b, 1, 4.0 * N * C * Vp},
         {"xent (loss)", b_xent_f, 1, 0}, {"xent (grad)", b_xent_b, 1, 0},
-        {"memset0 N*4C", b_memset, 3 * s.L / 2, 0},
         {"sumsq 124M", b_sumsq, 1, 0}, {"adamw 124M", b_adamw, 1, 0},
     };
     printf("\nbench %s B=%d T=%d (N=%lld tokens), GPT-2 124M shapes\n", c->dn, B, s.T, (long long)N);

@@ -132,7 +132,7 @@ int main(void)
         CHECK(zinf_model_forward(&m, tok, tgt, NULL, &loss) == 0, "forward");
         CHECK(zinf_model_backward(&m, NULL, 1.0f) == 0, "backward");
         CHECK_CLOSE(loss, lossesref[s], 2e-5, 1e-6, "AdamW step loss");
-        double norm = sqrt(be.sumsq(&be, G, np));
+        double norm = sqrt(zinf_sumsq1(&be, G, np));
         zinf_adamw_args a = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8f,
                              .bias_correction1 = (float)(1 - pow(b1, s + 1)),
                              .bias_correction2 = (float)(1 - pow(b2, s + 1)),
