@@ -81,6 +81,10 @@ struct zinf_backend {
     /* out[N,OC] = x[N,K] @ w[OC,K]^T (+ bias[OC] when bias != NULL) */
     void (*matmul_fwd)(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
                        int64_t N, int K, int OC);
+    /* out[N,OC] = x @ w^T (+ bias) + res[N,OC]: a linear layer and the residual sum after it in
+     * one pass (res may be out itself; otherwise they must not overlap) */
+    void (*matmul_fwd_res)(zinf_backend *be, void *out, const void *x, const void *w,
+                           const void *bias, const void *res, int64_t N, int K, int OC);
     /* dx[N,K] = dout @ w (overwritten: the model zeroes nothing first); dw[OC,K] += dout^T @ x;
      * dbias[OC] += sum_n dout (the parameter gradients accumulate; dx, dbias may be NULL) */
     void (*matmul_bwd)(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,

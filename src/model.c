@@ -195,7 +195,7 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
 
 /* ---------------------------------------------------------------- activations -------------- */
 typedef struct zinf_layer_acts {
-    void *ln1, *qkv, *atty, *attproj, *res2, *ln2, *fch, *fchg, *fcproj;
+    void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;
 } zinf_layer_acts;
 
@@ -215,12 +215,10 @@ static void carve_layer(carver *cv, zinf_layer_acts *a, size_t N, size_t C, size
     a->ln1 = carve(cv, N * C * es);
     a->qkv = carve(cv, N * 3 * C * es);
     a->atty = carve(cv, N * C * es);
-    a->attproj = carve(cv, N * C * es);
     a->res2 = carve(cv, N * C * es);
     a->ln2 = carve(cv, N * C * es);
     a->fch = carve(cv, N * 4 * C * es);
     a->fchg = carve(cv, N * 4 * C * es);
-    a->fcproj = carve(cv, N * C * es);
     a->ln1_mean = carve(cv, N * 4);
     a->ln1_rstd = carve(cv, N * 4);
     a->ln2_mean = carve(cv, N * 4);
@@ -308,7 +306,11 @@ static inline void *tp(const zinf_model *m, void **bufs, int u, int t)
 
 #define HOOK(h, fn, ...) ((h) && (h)->fn ? (h)->fn((h)->ctx, __VA_ARGS__) : 0)
 
-static void block_forward(zinf_model *m, int l)
+/* Block l's forward. For the backward's recomputation (for_backward) it stops after the MLP's
+ * GELU: the MLP projection (with the residual sum) produces only res[l+1], which the backward
+ * never reads (it starts from d(res[l+1])), and that projection is a third of the block's
+ * matrix FLOPs. */
+static void block_forward(zinf_model *m, int l, bool for_backward)
 {
     zinf_backend *be = m->be;
     zinf_layer_acts *a = &m->layers[l];
@@ -320,16 +322,17 @@ static void block_forward(zinf_model *m, int l)
                       tp(m, P, u, ZINF_T_LN1B), N, C);
     be->matmul_fwd(be, a->qkv, a->ln1, tp(m, P, u, ZINF_T_QKVW), tp(m, P, u, ZINF_T_QKVB), N, C, 3 * C);
     be->attention_fwd(be, a->atty, a->lse, a->qkv, B, T, C, NH);
-    be->matmul_fwd(be, a->attproj, a->atty, tp(m, P, u, ZINF_T_PROJW), tp(m, P, u, ZINF_T_PROJB), N, C, C);
-    be->add(be, a->res2, m->res[l], a->attproj, N * C);
+    /* res2 = res[l] + atty @ Wproj^T + bproj: the residual sum rides on the GEMM */
+    be->matmul_fwd_res(be, a->res2, a->atty, tp(m, P, u, ZINF_T_PROJW), tp(m, P, u, ZINF_T_PROJB), m->res[l],
+                       N, C, C);
     be->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, tp(m, P, u, ZINF_T_LN2W),
                       tp(m, P, u, ZINF_T_LN2B), N, C);
     /* fch = ln2 @ Wfc^T + bfc, fchg = gelu(fch), in one GEMM with a GELU epilogue */
     be->matmul_gelu_fwd(be, a->fchg, a->fch, a->ln2, tp(m, P, u, ZINF_T_FCW), tp(m, P, u, ZINF_T_FCB),
                         N, C, 4 * C);
-    be->matmul_fwd(be, a->fcproj, a->fchg, tp(m, P, u, ZINF_T_FCPROJW), tp(m, P, u, ZINF_T_FCPROJB), N,
-                   4 * C, C);
-    be->add(be, m->res[l + 1], a->res2, a->fcproj, N * C);
+    if (for_backward) return;
+    be->matmul_fwd_res(be, m->res[l + 1], a->fchg, tp(m, P, u, ZINF_T_FCPROJW), tp(m, P, u, ZINF_T_FCPROJB),
+                       a->res2, N, 4 * C, C);
 }
 
 static int forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
@@ -351,7 +354,7 @@ static int forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
     ZINF_TRY(HOOK(h, release, 0, 0));
     for (int l = 0; l < L; l++) {
         ZINF_TRY(HOOK(h, acquire, 1 + l, 0));
-        block_forward(m, l);
+        block_forward(m, l, false);
         ZINF_TRY(HOOK(h, release, 1 + l, 0));
     }
     ZINF_TRY(HOOK(h, acquire, L + 1, 0));
@@ -398,7 +401,7 @@ static void block_backward(zinf_model *m, int l)
     int64_t N = (int64_t)B * T;
     int u = 1 + l;
     void **P = m->params, **G = m->grads;
-    if (m->recompute) block_forward(m, l); /* the layer's activations, from its saved input */
+    if (m->recompute) block_forward(m, l, true); /* the layer's activations, from its saved input */
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation. The input
      * gradients of the products and of attention overwrite their buffers: nothing is zeroed. */
     /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM

@@ -166,20 +166,33 @@ static void cpu_layernorm_bwd(zinf_backend *be, void *dx_, void *dw_, void *db_,
 
 /* ---------------------------------------------------------------- matmul */
 
-/* CBLAS takes int dimensions; the model's N = B*T and channel counts fit comfortably. */
-static void cpu_matmul_fwd(zinf_backend *be, void *out_, const void *x, const void *w,
-                           const void *bias_, int64_t N, int K, int OC)
+/* CBLAS takes int dimensions; the model's N = B*T and channel counts fit comfortably.
+ * out = x @ w^T (+ bias) (+ res): out starts as res (+ bias) or bias, and the GEMM adds onto it. */
+static void cpu_matmul_fwd_res(zinf_backend *be, void *out_, const void *x, const void *w,
+                               const void *bias_, const void *res_, int64_t N, int K, int OC)
 {
     float *out = out_;
-    const float *bias = bias_;
+    const float *bias = bias_, *res = res_;
     float beta = 0.0f;
-    if (bias) { /* start from the bias and let the GEMM add onto it */
+    if (bias || res) {
 #pragma omp parallel for if (N * OC > PAR_MIN)
-        for (int64_t n = 0; n < N; n++) memcpy(out + n * OC, bias, (size_t)OC * sizeof(float));
+        for (int64_t n = 0; n < N; n++) {
+            float *o = out + n * OC;
+            if (res && res != out) memcpy(o, res + n * OC, (size_t)OC * sizeof(float));
+            if (bias && res)
+                for (int c = 0; c < OC; c++) o[c] += bias[c];
+            else if (bias)
+                memcpy(o, bias, (size_t)OC * sizeof(float));
+        }
         beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, K, 1.0f, x, K, w, K, beta,
                 out, OC);
+}
+static void cpu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w,
+                           const void *bias, int64_t N, int K, int OC)
+{
+    cpu_matmul_fwd_res(be, out, x, w, bias, NULL, N, K, OC);
 }
 
 static void cpu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias_, const void *dout_,
@@ -505,6 +518,7 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .layernorm_fwd = cpu_layernorm_fwd,
         .layernorm_bwd = cpu_layernorm_bwd,
         .matmul_fwd = cpu_matmul_fwd,
+        .matmul_fwd_res = cpu_matmul_fwd_res,
         .matmul_bwd = cpu_matmul_bwd,
         .attention_fwd = cpu_attention_fwd,
         .attention_bwd = cpu_attention_bwd,

@@ -389,6 +389,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->layernorm_fwd = cu_layernorm_fwd;
     be->layernorm_bwd = cu_layernorm_bwd;
     be->matmul_fwd = cu_matmul_fwd;
+    be->matmul_fwd_res = cu_matmul_fwd_res;
     be->matmul_bwd = cu_matmul_bwd;
     be->matmul_gelu_fwd = cu_matmul_gelu_fwd;
     be->matmul_dgelu_bwd = cu_matmul_dgelu_bwd;

@@ -156,6 +156,8 @@ void cu_add_bias(CudaImpl *im, void *out, const void *bias, int64_t N, int OC);
 /* matmul.cu */
 int cu_matmul_init(CudaImpl *im);
 void cu_matmul_free(CudaImpl *im);
+void cu_matmul_fwd_res(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
+                       const void *res, int64_t N, int K, int OC);
 void cu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
                    int64_t N, int K, int OC);
 void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,

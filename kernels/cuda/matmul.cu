@@ -205,8 +205,8 @@ fail:
  * the file). D is saved and restored when the product accumulates into it (beta != 0); the GELU
  * epilogues' aux is written (forward) or only read (backward), and the real call that follows
  * writes D and aux again. Any failure here keeps the heuristic's first choice. */
-static void tune(CudaImpl *im, MmPlan *p, const MmKey &key, const void *A, const void *B, void *D,
-                 float beta)
+static void tune(CudaImpl *im, MmPlan *p, const MmKey &key, const void *A, const void *B,
+                 const void *Cm, void *D, float beta)
 {
     p->tuned = true;
     size_t bytes = (size_t)key.m * key.n * zinf_dtype_size(im->cdt);
@@ -231,7 +231,7 @@ static void tune(CudaImpl *im, MmPlan *p, const MmKey &key, const void *A, const
         for (int rep = 0; rep < 4; rep++) { /* the first is a warm-up; keep the fastest of three */
             float t;
             if (cudaEventRecord(ev[0], im->stream) != cudaSuccess ||
-                cublasLtMatmul(im->lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->c, D, p->c,
+                cublasLtMatmul(im->lt, p->op, &alpha, A, p->a, B, p->b, &beta, Cm, p->c, D, p->c,
                                &p->cand[i], im->lt_ws, im->lt_ws_bytes, im->stream) != CUBLAS_STATUS_SUCCESS ||
                 cudaEventRecord(ev[1], im->stream) != cudaSuccess ||
                 cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&t, ev[0], ev[1]) != cudaSuccess) {
@@ -259,17 +259,19 @@ out:
     cudaGetLastError(); /* a failed trial is not the call's failure */
 }
 
-/* D = alpha op(A) op(B) + beta D (+ bias) (GELU epilogue with aux for kinds 4-6), column-major
- * m x n. Returns false when it did not run; for the GELU kinds that is quiet (nothing recorded, the
- * plan is marked unusable) and the caller falls back. */
+/* D = alpha op(A) op(B) + beta C (+ bias) (GELU epilogue with aux for kinds 4-6), column-major
+ * m x n; C is D itself when Cm is NULL. Returns false when it did not run; for the GELU kinds that
+ * is quiet (nothing recorded, the plan is marked unusable) and the caller falls back. */
 static bool gemm(CudaImpl *im, int kind, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                  const void *A, const void *B, void *D, float beta, const void *bias,
-                 const void *aux, const char *opname)
+                 const void *aux, const char *opname, const void *Cm = NULL)
 {
     bool quiet = kind_has_aux(kind);
+    if (!Cm) Cm = D;
     int al = ptr_align(A);
     al = al < ptr_align(B) ? al : ptr_align(B);
     al = al < ptr_align(D) ? al : ptr_align(D);
+    al = al < ptr_align(Cm) ? al : ptr_align(Cm);
     if (aux) al = al < ptr_align(aux) ? al : ptr_align(aux);
     MmKey key = {kind, m, n, k, al};
     MmPlan *p = get_plan(im, key, ta, tb, aux, opname);
@@ -285,9 +287,9 @@ static bool gemm(CudaImpl *im, int kind, bool ta, bool tb, int64_t m, int64_t n,
     if (aux && (st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                     &aux, sizeof aux)))
         return false;
-    if (!p->tuned) tune(im, p, key, A, B, D, beta);
+    if (!p->tuned) tune(im, p, key, A, B, Cm, D, beta);
     float alpha = 1.0f;
-    st = cublasLtMatmul(im->lt, p->op, &alpha, A, p->a, B, p->b, &beta, D, p->c, D, p->c, &p->algo,
+    st = cublasLtMatmul(im->lt, p->op, &alpha, A, p->a, B, p->b, &beta, Cm, p->c, D, p->c, &p->algo,
                         im->lt_ws, im->lt_ws_bytes, im->stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
         if (quiet) {
@@ -303,20 +305,30 @@ static bool gemm(CudaImpl *im, int kind, bool ta, bool tb, int64_t m, int64_t n,
     return true;
 }
 
-void cu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
-                   int64_t N, int K, int OC)
+/* out = x w^T (+ bias) (+ res): the residual is cuBLASLt's C (beta = 1), the bias its epilogue */
+void cu_matmul_fwd_res(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
+                       const void *res, int64_t N, int K, int OC)
 {
     CudaImpl *im = impl_of(be);
     if (N <= 0 || OC <= 0) return;
-    if (K <= 0) { /* empty product: out = bias or 0 */
-        cudaMemsetAsync(out, 0, (size_t)N * OC * zinf_dtype_size(im->cdt), im->stream);
+    size_t bytes = (size_t)N * OC * zinf_dtype_size(im->cdt);
+    if (K <= 0) { /* empty product: out = res or 0, + bias */
+        if (!res) cudaMemsetAsync(out, 0, bytes, im->stream);
+        else if (res != out) cudaMemcpyAsync(out, res, bytes, cudaMemcpyDeviceToDevice, im->stream);
         if (bias) cu_add_bias(im, out, bias, N, OC);
         return;
     }
     /* the bias epilogue reads the bias vector with wide loads: use it for 16-byte aligned bias */
     bool epi = bias && aligned16(bias);
-    gemm(im, epi ? 1 : 0, true, false, OC, N, K, w, x, out, 0.0f, epi ? bias : NULL, NULL, "matmul_fwd");
+    gemm(im, epi ? 1 : 0, true, false, OC, N, K, w, x, out, res ? 1.0f : 0.0f, epi ? bias : NULL, NULL,
+         res ? "matmul_fwd_res" : "matmul_fwd", res);
     if (bias && !epi) cu_add_bias(im, out, bias, N, OC);
+}
+
+void cu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
+                   int64_t N, int K, int OC)
+{
+    cu_matmul_fwd_res(be, out, x, w, bias, NULL, N, K, OC);
 }
 
 void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,

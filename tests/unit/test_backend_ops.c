@@ -536,6 +536,19 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
     float *go = down(c, dout, N * OC);
     compare(c, "matmul_fwd", nm, go, out, N * OC, tol_of(c, 2e-5, 1e-2, 5e-3));
     free(go);
+    { /* with the residual (cuBLASLt's C), into another buffer and in place */
+        float *res = hrand(c->dt, N * OC, -1, 1), *ro = xmalloc(N * OC * 4);
+        c->cpu->matmul_fwd_res(c->cpu, ro, x, w, bb, res, N, K, OC);
+        void *dres = up(c, res, N * OC), *dres2 = up(c, res, N * OC);
+        c->gpu->matmul_fwd_res(c->gpu, dout, dx_, dw_, db_, dres, N, K, OC);
+        c->gpu->matmul_fwd_res(c->gpu, dres2, dx_, dw_, db_, dres2, N, K, OC);
+        gsync(c, "matmul_fwd_res");
+        float *g1 = down(c, dout, N * OC), *g2 = down(c, dres2, N * OC);
+        compare(c, "matmul_fwd_res", nm, g1, ro, N * OC, tol_of(c, 2e-5, 1e-2, 5e-3));
+        compare(c, "matmul_fwd_res", "in place", g2, ro, N * OC, tol_of(c, 2e-5, 1e-2, 5e-3));
+        free(res), free(ro), free(g1), free(g2);
+        dfree(c, dres), dfree(c, dres2);
+    }
     float *dy = hrand(c->dt, N * OC, -1, 1);
     float *gx = hrand(c->dt, N * K, -1, 1), *gw = hrand(c->dt, (int64_t)OC * K, -1, 1);
     float *gb = hrand(c->dt, OC, -1, 1);
@@ -945,14 +958,14 @@ static void b_qkv_f(bstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, 
 static void b_qkv_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, 3 * s->C); }
 static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->C, s->NH); }
 static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->C, s->NH); }
-static void b_proj_f(bstate *s) { s->g->matmul_fwd(s->g, s->x, s->att, s->wproj, s->bproj, s->N, s->C, s->C); }
+static void b_proj_f(bstate *s) { s->g->matmul_fwd_res(s->g, s->x, s->att, s->wproj, s->bproj, s->res, s->N, s->C, s->C); }
 static void b_proj_b(bstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwproj, s->gbproj, s->dres, s->att, s->wproj, s->N, s->C, s->C); }
 static void b_add(bstate *s) { s->g->add(s->g, s->res, s->res, s->x, s->N * s->C); }
 static void b_fc_f(bstate *s) { s->g->matmul_fwd(s->g, s->fch, s->ln, s->wfc, s->bfc, s->N, s->C, 4 * s->C); }
 static void b_fc_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwfc, s->gbfc, s->dfch, s->ln, s->wfc, s->N, s->C, 4 * s->C); }
 static void b_gelu_f(bstate *s) { s->g->gelu_fwd(s->g, s->fchg, s->fch, s->N * 4 * s->C); }
 static void b_gelu_b(bstate *s) { s->g->gelu_bwd(s->g, s->dfch, s->fch, s->dfchg, s->N * 4 * s->C); }
-static void b_fp_f(bstate *s) { s->g->matmul_fwd(s->g, s->x, s->fchg, s->wfp, s->bfp, s->N, 4 * s->C, s->C); }
+static void b_fp_f(bstate *s) { s->g->matmul_fwd_res(s->g, s->res, s->fchg, s->wfp, s->bfp, s->x, s->N, 4 * s->C, s->C); }
 static void b_fp_b(bstate *s) { s->g->matmul_bwd(s->g, s->dfchg, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
 static void b_fcg_f(bstate *s) { s->g->matmul_gelu_fwd(s->g, s->fchg, s->fch, s->ln, s->wfc, s->bfc, s->N, s->C, 4 * s->C); }
 static void b_fp_bw(bstate *s) { s->g->matmul_bwd(s->g, NULL, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
@@ -974,8 +987,8 @@ static void b_step(bstate *s)
     size_t e = zinf_dtype_size(g->cdt);
     b_enc_f(s);
     for (int l = 0; l < s->L; l++) {
-        b_ln_f(s), b_qkv_f(s), b_att_f(s), b_proj_f(s), b_add(s);
-        b_ln_f(s), b_fcg_f(s), b_fp_f(s), b_add(s);
+        b_ln_f(s), b_qkv_f(s), b_att_f(s), b_proj_f(s);
+        b_ln_f(s), b_fcg_f(s), b_fp_f(s);
     }
     b_ln_f(s), b_head_f(s), b_xent_f(s);
     b_xent_b(s);
@@ -1047,12 +1060,12 @@ static void bench(ctx *c, int B)
         {"matmul_fwd qkv", b_qkv_f, s.L, 2.0 * N * C * 3 * C}, {"matmul_bwd qkv", b_qkv_b, s.L, 4.0 * N * C * 3 * C},
         {"attention_fwd", b_att_f, s.L, 2.0 * B * s.NH * (double)s.T * s.T * 64},
         {"attention_bwd", b_att_b, s.L, 5.0 * B * s.NH * (double)s.T * s.T * 64},
-        {"matmul_fwd proj", b_proj_f, s.L, 2.0 * N * C * C}, {"matmul_bwd proj", b_proj_b, s.L, 4.0 * N * C * C},
-        {"add", b_add, 2 * s.L, 0},
+        {"matmul_fwd_res proj", b_proj_f, s.L, 2.0 * N * C * C}, {"matmul_bwd proj", b_proj_b, s.L, 4.0 * N * C * C},
+        {"add", b_add, 0, 0},
         {"matmul_fwd fc", b_fc_f, 0, 2.0 * N * C * 4 * C}, {"matmul_bwd fc", b_fc_b, s.L, 4.0 * N * C * 4 * C},
         {"gelu_fwd", b_gelu_f, 0, 0}, {"gelu_bwd", b_gelu_b, 0, 0},
         {"matmul_gelu_fwd fc", b_fcg_f, s.L, 2.0 * N * C * 4 * C},
-        {"matmul_fwd fcproj", b_fp_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fcproj", b_fp_b, 0, 4.0 * N * C * 4 * C},
+        {"matmul_fwd_res fcproj", b_fp_f, s.L, 2.0 * N * C * 4 * C}, {"matmul_bwd fcproj", b_fp_b, 0, 4.0 * N * C * 4 * C},
         {"matmul_bwd fcproj dw", b_fp_bw, s.L, 2.0 * N * C * 4 * C},
         {"matmul_dgelu_bwd", b_dgelu_b, s.L, 2.0 * N * C * 4 * C},
         {"matmul_fwd head", b_head_f, 1, 2.0 * N * C * Vp}, {"matmul_bwd head", b_head_b, 1, 4.0 * N * C * Vp},

@@ -285,6 +285,15 @@ static void test_matmul(void)
         memset(c.out, 0x7f, N * OC * sizeof(float)); /* the forward overwrites */
         be.matmul_fwd(&be, c.out, c.x, c.w, bias, N, K, OC);
         check_vec(with_bias ? "matmul_fwd bias" : "matmul_fwd", c.out, ref, N * OC, 1e-6, 1e-6);
+        /* with the residual: out = res + x w^T (+ b), from a separate res and in place */
+        float *res = randv(N * OC, 1);
+        for (int i = 0; i < N * OC; i++) ref[i] += res[i];
+        memset(c.out, 0x7f, N * OC * sizeof(float));
+        be.matmul_fwd_res(&be, c.out, c.x, c.w, bias, res, N, K, OC);
+        check_vec("matmul_fwd_res", c.out, ref, N * OC, 1e-6, 1e-6);
+        be.matmul_fwd_res(&be, res, c.x, c.w, bias, res, N, K, OC);
+        check_vec("matmul_fwd_res in place", res, ref, N * OC, 1e-6, 1e-6);
+        free(res);
     }
 
     float *dx = zerov(N * K), *dw = zerov(OC * K), *db = zerov(OC);
