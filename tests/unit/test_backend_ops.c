@@ -26,7 +26,8 @@
  * Usage: test_backend_ops            all ops, small and GPT-2-sized shapes (~1.5 min on an H100
  *                                    box, mostly the CPU reference)
  *        test_backend_ops --small    small shapes only (seconds)
- *        test_backend_ops --bench [B] [fp16]   no checks: per-op timings at GPT-2 124M shapes
+ *        test_backend_ops --bench [B] [bf16|fp16] [gpt2-124m|gpt2-1.5b]
+ *                                              no checks: per-op timings at GPT-2 shapes
  *                                    (bf16 unless fp16) and a whole training step's tokens/s */
 #include <math.h>
 #include <stdint.h>
@@ -1024,9 +1025,10 @@ static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
     return best;
 }
 
-static void bench(ctx *c, int B)
+static void bench(ctx *c, int B, int xl)
 {
-    bstate s = {.g = c->gpu, .B = B, .T = 1024, .C = 768, .NH = 12, .L = 12, .V = 50257, .Vp = 50304};
+    bstate s = {.g = c->gpu, .B = B, .T = 1024, .C = xl ? 1600 : 768, .NH = xl ? 25 : 12, .L = xl ? 48 : 12,
+                .V = 50257, .Vp = 50304};
     int64_t N = s.N = (int64_t)s.B * s.T, C = s.C, Vp = s.Vp;
     void **acts[] = {&s.x, &s.ln, &s.res, &s.dres, &s.dln, &s.att, &s.datt};
     for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) { *acts[i] = dalloc(c, N * C * es(c)); bench_fill(c, *acts[i], N * C, -1, 1); }
@@ -1050,7 +1052,8 @@ static void bench(ctx *c, int B)
         *ws[i].p = dalloc(c, ws[i].n * es(c)), bench_fill(c, *ws[i].p, ws[i].n, -0.05f, 0.05f);
         *ws[i].g = dalloc(c, ws[i].n * es(c)), bench_fill(c, *ws[i].g, ws[i].n, -0.01f, 0.01f);
     }
-    s.nparams = 124475904;
+    /* GPT-2's parameters (wte padded to Vp): 12 C^2 + 13 C per block, embeddings, final LayerNorm */
+    s.nparams = (int64_t)s.L * (12 * C * C + 13 * C) + (Vp + 1024) * C + 2 * C;
     s.master = dalloc(c, s.nparams * 4), s.gmaster = dalloc(c, s.nparams * 4);
     s.mom = dalloc(c, s.nparams * 4), s.var = dalloc(c, s.nparams * 4);
     s.p16 = dalloc(c, s.nparams * es(c));
@@ -1070,9 +1073,10 @@ static void bench(ctx *c, int B)
         {"matmul_dgelu_bwd", b_dgelu_b, s.L, 2.0 * N * C * 4 * C},
         {"matmul_fwd head", b_head_f, 1, 2.0 * N * C * Vp}, {"matmul_bwd head", b_head_b, 1, 4.0 * N * C * Vp},
         {"xent (loss)", b_xent_f, 1, 0}, {"xent (grad)", b_xent_b, 1, 0},
-        {"sumsq 124M", b_sumsq, 1, 0}, {"adamw 124M", b_adamw, 1, 0},
+        {"sumsq all", b_sumsq, 1, 0}, {"adamw all", b_adamw, 1, 0},
     };
-    printf("\nbench %s B=%d T=%d (N=%lld tokens), GPT-2 124M shapes\n", c->dn, B, s.T, (long long)N);
+    printf("\nbench %s B=%d T=%d (N=%lld tokens), GPT-2 %s shapes (C=%d, %d heads, %d layers, %lld parameters)\n",
+           c->dn, B, s.T, (long long)N, xl ? "1.5B" : "124M", s.C, s.NH, s.L, (long long)s.nparams);
     printf("%-20s %10s %6s %10s %9s\n", "op", "ms", "x/step", "ms/step", "TFLOP/s");
     double total = 0;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
@@ -1175,7 +1179,7 @@ int main(int argc, char **argv)
             return 1;
         }
         ctx c = {&cpu, &gpu, dt, zinf_dtype_name(dt)};
-        bench(&c, argc > 2 ? atoi(argv[2]) : 16);
+        bench(&c, argc > 2 ? atoi(argv[2]) : 16, argc > 4 && strcmp(argv[4], "gpt2-1.5b") == 0);
         zinf_backend_cuda_free(&gpu);
         return check_done("test_backend_ops --bench");
     }
