@@ -11,11 +11,12 @@
  *      (two 16-row m-tiles sharing every K/V fragment it reads from shared memory), online
  *      softmax over 64-key tiles 0..diagonal (double buffered with cp.async; a warp skips the
  *      tiles wholly above its rows).
- *      backward: 64 rows x 64 keys per step, 4 warps of 16 rows each.
- *      D_i = rowsum(dO o O) first; then one kernel with a block per (key tile, b*h)
- *      that walks the query tiles and accumulates dK and dV in registers, and one with a block
- *      per (query tile, b*h) that walks the key tiles for dQ. Each output row belongs to exactly
- *      one block: no atomics, the result is deterministic. Scores and P are recomputed from lse.
+ *      backward: D_i = rowsum(dO o O) first; then one kernel with a block per (64-key tile,
+ *      b*h), 4 warps of 16 keys, that walks the query tiles and accumulates dK and dV in
+ *      registers, and one with a block per (128-query tile, b*h), 4 warps of 32 rows (two
+ *      m-tiles sharing each K/V fragment, Q and dO fragments reloaded from shared memory), that
+ *      walks the key tiles for dQ. Each output row belongs to exactly one block: no atomics, the
+ *      result is deterministic. Scores and P are recomputed from lse.
  *  - generic path (fp32, or any other head size up to 256): one warp per row (query row for the
  *    forward and dQ, key row for dK/dV), one key (query) at a time, the head's channels spread
  *    over the lanes. Slow, simple, and exact enough to match the CPU reference at fp32.
@@ -597,82 +598,144 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
     }
 }
 
-/* dQ: a block per (query tile, b*h); warp w owns rows qt*64 + 16w..; walks key tiles 0..qt. */
+/* acc[2][16 x 64] += A[2 m-tiles of 16 rows from row r0 of sa] * S^T: both m-tiles' A fragments
+ * come from shared memory and share each B fragment (S a [64][FA_LD] tile, its rows the n index) */
+template <typename T>
+__device__ __forceinline__ void fa_mma2_abt(float acc[2][8][4], const T *sa, const T *sb, int r0, int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+            ldsm_x4(a[mt], sa + (r0 + mt * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t bb[4];
+            ldsm_x4(bb, sb + (np * 16 + (lane % 8) + (lane / 16) * 8) * FA_LD + ks * 16 + ((lane / 8) & 1) * 8);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                Mma<T>::run(acc[mt][2 * np], a[mt], bb[0], bb[1]);
+                Mma<T>::run(acc[mt][2 * np + 1], a[mt], bb[2], bb[3]);
+            }
+        }
+    }
+}
+
+/* dQ: a block of 4 warps per (128-query tile, b*h); warp w owns rows q0 + 32w .. +31 as two 16-row
+ * m-tiles that share every K / V fragment read from shared memory, as the forward does. Q and dO
+ * (128 rows each) stay in shared memory and their fragments are reloaded per key tile (the two
+ * m-tiles' S, dP and dQ accumulators fill the registers); key tiles of 64, double buffered. */
+#define DQ_SMEM_BYTES(T) ((size_t)(2 * FQ_ROWS + 4 * FA_BR) * FA_LD * sizeof(T))
 template <typename T>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dv, int T_,
                int C, int NH, float scale, float scale_log2)
 {
-    __shared__ __align__(16) T sK[2][FA_BR * FA_LD], sV[2][FA_BR * FA_LD];
+    extern __shared__ __align__(16) unsigned char dq_smem[];
+    T *sQ = reinterpret_cast<T *>(dq_smem); /* [FQ_ROWS][FA_LD] */
+    T *sO = sQ + FQ_ROWS * FA_LD;            /* [FQ_ROWS][FA_LD] */
+    T *sK = sO + FQ_ROWS * FA_LD;            /* [2][FA_BR][FA_LD] */
+    T *sV = sK + 2 * FA_BR * FA_LD;          /* [2][FA_BR][FA_LD] */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int qt = gridDim.x - 1 - blockIdx.x; /* the longest tiles first */
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int64_t C3 = 3 * (int64_t)C;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
     const T *obase = dout + (int64_t)b * T_ * C + (int64_t)h * FA_D;
-    const int q0 = qt * FA_BR;
+    const int q0 = qt * FQ_ROWS, w0 = q0 + warp * 32; /* this warp's first query row */
+    const int kt_last = min(2 * qt + 1, (T_ - 1) / FA_BR);
 
-    /* Q and dO staged through buffer 1 into registers; key tile 0 into buffer 0 */
-    uint32_t qf[4][4], of[4][4];
-    fa_load_tile(sK[1], base, q0, T_, C3);
-    fa_load_tile(sV[1], obase, q0, T_, (int64_t)C);
+    fa_load_rows<FA_THREADS, FQ_ROWS>(sQ, base, q0, T_, C3);
+    fa_load_rows<FA_THREADS, FQ_ROWS>(sO, obase, q0, T_, (int64_t)C);
+    fa_load_tile(sK, base + C, 0, T_, C3);
+    fa_load_tile(sV, base + 2 * C, 0, T_, C3);
     cp_async_commit();
-    fa_load_tile(sK[0], base + C, 0, T_, C3);
-    fa_load_tile(sV[0], base + 2 * C, 0, T_, C3);
-    cp_async_commit();
-    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    float L2[2], Di[2];
+    float L2[2][2], Di[2][2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        bool ok = row[r] < T_;
-        L2[r] = ok ? lse[(int64_t)bh * T_ + row[r]] * LOG2E : INFINITY;
-        Di[r] = ok ? Dv[(int64_t)bh * T_ + row[r]] : 0.0f;
-    }
-    cp_async_wait<1>();
-    __syncthreads();
-    fa_frag_a(qf, sK[1], warp * 16, lane);
-    fa_frag_a(of, sV[1], warp * 16, lane);
-    __syncthreads(); /* buffer 1 is free for the prefetch */
-    float dq[8][4];
-    zero_acc(dq);
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            int row = w0 + mt * 16 + g + 8 * r;
+            bool ok = row < T_;
+            L2[mt][r] = ok ? lse[(int64_t)bh * T_ + row] * LOG2E : INFINITY; /* padding rows: p = 0 */
+            Di[mt][r] = ok ? Dv[(int64_t)bh * T_ + row] : 0.0f;
+        }
+    float dq[2][8][4];
+    zero_acc(dq[0]);
+    zero_acc(dq[1]);
+    for (int kt = 0; kt <= kt_last; kt++) {
         const int buf = kt & 1;
-        if (kt < qt) {
-            fa_load_tile(sK[buf ^ 1], base + C, (kt + 1) * FA_BR, T_, C3);
-            fa_load_tile(sV[buf ^ 1], base + 2 * C, (kt + 1) * FA_BR, T_, C3);
+        const T *sk = sK + buf * FA_BR * FA_LD, *sv = sV + buf * FA_BR * FA_LD;
+        if (kt < kt_last) { /* prefetch the next key tile into the other buffer */
+            fa_load_tile(sK + (buf ^ 1) * FA_BR * FA_LD, base + C, (kt + 1) * FA_BR, T_, C3);
+            fa_load_tile(sV + (buf ^ 1) * FA_BR * FA_LD, base + 2 * C, (kt + 1) * FA_BR, T_, C3);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        float p[8][4], dp[8][4];
-        zero_acc(p);
-        zero_acc(dp);
-        fa_mma_abt(p, qf, sK[buf], lane);  /* S = Q K^T */
-        fa_mma_abt(dp, of, sV[buf], lane); /* dP = dO V^T */
+        if (kt * FA_BR <= w0 + 31) { /* some key of the tile is visible to some row of the warp */
+            float p[2][8][4], dp[2][8][4];
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
-                float pv = exp2f(p[n][e] * scale_log2 - L2[e >> 1]);
-                if (key > row[e >> 1]) pv = 0.0f;
-                dp[n][e] = pv * (dp[n][e] - Di[e >> 1]);
+            for (int mt = 0; mt < 2; mt++) {
+                zero_acc(p[mt]);
+                zero_acc(dp[mt]);
             }
-        fa_mma_pb(dq, dp, sK[buf], lane); /* dQ += dS K */
-        __syncthreads();
-    }
+            /* S = Q K^T and dP = dO V^T, each B fragment used by both m-tiles */
+            fa_mma2_abt(p, sQ, sk, warp * 32, lane);
+            fa_mma2_abt(dp, sO, sv, warp * 32, lane);
+            /* dS = P o (dP - D), without the scale (applied at the end) */
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (row[r] >= T_) continue;
-        T *gq = dqkv + ((int64_t)b * T_ + row[r]) * C3 + (int64_t)h * FA_D;
+            for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            int c = n * 8 + 2 * t;
-            *reinterpret_cast<uint32_t *>(gq + c) = Mma<T>::pack(dq[n][2 * r] * scale, dq[n][2 * r + 1] * scale);
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
+                        int row = w0 + mt * 16 + g + 8 * (e >> 1);
+                        float pv = exp2f(p[mt][n][e] * scale_log2 - L2[mt][e >> 1]);
+                        if (key > row) pv = 0.0f;
+                        dp[mt][n][e] = pv * (dp[mt][n][e] - Di[mt][e >> 1]);
+                    }
+            /* dQ += dS K: the K fragment (rows = the key index) serves both m-tiles */
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) {
+                uint32_t a[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    a[mt][0] = Mma<T>::pack(dp[mt][2 * ks][0], dp[mt][2 * ks][1]);
+                    a[mt][1] = Mma<T>::pack(dp[mt][2 * ks][2], dp[mt][2 * ks][3]);
+                    a[mt][2] = Mma<T>::pack(dp[mt][2 * ks + 1][0], dp[mt][2 * ks + 1][1]);
+                    a[mt][3] = Mma<T>::pack(dp[mt][2 * ks + 1][2], dp[mt][2 * ks + 1][3]);
+                }
+#pragma unroll
+                for (int dd = 0; dd < 4; dd++) {
+                    uint32_t bb[4];
+                    ldsm_x4_t(bb, sk + (ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + dd * 16 + (lane / 16) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        Mma<T>::run(dq[mt][2 * dd], a[mt], bb[0], bb[1]);
+                        Mma<T>::run(dq[mt][2 * dd + 1], a[mt], bb[2], bb[3]);
+                    }
+                }
+            }
         }
+        __syncthreads(); /* everyone is done with buf before it is refilled */
     }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = w0 + mt * 16 + g + 8 * r;
+            if (row >= T_) continue;
+            T *gq = dqkv + ((int64_t)b * T_ + row) * C3 + (int64_t)h * FA_D;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                *reinterpret_cast<uint32_t *>(gq + n * 8 + 2 * t) =
+                    Mma<T>::pack(dq[mt][n][2 * r] * scale, dq[mt][n][2 * r + 1] * scale);
+        }
 }
 
 /* ===================================================================== dispatch */
@@ -725,8 +788,15 @@ static void attn_bwd_t(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const
             dim3 grid(cdiv(T_, FA_BR), (unsigned)(B * NH));
             flash_bwd_dkdv_k<T><<<grid, FA_THREADS, 0, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
                                                                      NH, scale, scale * LOG2E);
-            flash_bwd_dq_k<T><<<grid, FA_THREADS, 0, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
-                                                                   NH, scale, scale * LOG2E);
+            cudaError_t e = cudaFuncSetAttribute(flash_bwd_dq_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)DQ_SMEM_BYTES(T));
+            if (e != cudaSuccess) {
+                zinf_cuda_fail(im, "attention_bwd", ZINF_CUDA_EIO, "attention_bwd: %s", cudaGetErrorString(e));
+                return;
+            }
+            dim3 gq(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
+            flash_bwd_dq_k<T><<<gq, FA_THREADS, DQ_SMEM_BYTES(T), im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
+                                                                                NH, scale, scale * LOG2E);
             zinf_cuda_check_launch(im, "attention_bwd");
             return;
         }
