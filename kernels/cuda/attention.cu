@@ -347,6 +347,33 @@ __device__ __forceinline__ void fa_mma_pb(float acc[8][4], const float p[8][4], 
     }
 }
 
+/* The same for two m-tiles (P: [2][8][4]) sharing each fragment of S. */
+template <typename T>
+__device__ __forceinline__ void fa_mma2_pb(float acc[2][8][4], const float p[2][8][4], const T *s, int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            a[mt][0] = Mma<T>::pack(p[mt][2 * ks][0], p[mt][2 * ks][1]);
+            a[mt][1] = Mma<T>::pack(p[mt][2 * ks][2], p[mt][2 * ks][3]);
+            a[mt][2] = Mma<T>::pack(p[mt][2 * ks + 1][0], p[mt][2 * ks + 1][1]);
+            a[mt][3] = Mma<T>::pack(p[mt][2 * ks + 1][2], p[mt][2 * ks + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            uint32_t b[4];
+            ldsm_x4_t(b, s + (ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + dp * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                Mma<T>::run(acc[mt][2 * dp], a[mt], b[0], b[1]);
+                Mma<T>::run(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+            }
+        }
+    }
+}
+
 __device__ __forceinline__ void zero_acc(float a[8][4])
 {
 #pragma unroll
@@ -464,28 +491,7 @@ flash_fwd_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale
                         o[mt][n][e] *= corr[e >> 1];
                     }
             }
-            const T *sv = sV[buf];
-#pragma unroll
-            for (int ks = 0; ks < 4; ks++) {
-                uint32_t pa[2][4];
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    pa[mt][0] = Mma<T>::pack(s[mt][2 * ks][0], s[mt][2 * ks][1]);
-                    pa[mt][1] = Mma<T>::pack(s[mt][2 * ks][2], s[mt][2 * ks][3]);
-                    pa[mt][2] = Mma<T>::pack(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
-                    pa[mt][3] = Mma<T>::pack(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
-                }
-#pragma unroll
-                for (int dp = 0; dp < 4; dp++) {
-                    uint32_t bb[4];
-                    ldsm_x4_t(bb, sv + (ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + dp * 16 + (lane / 16) * 8);
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        Mma<T>::run(o[mt][2 * dp], pa[mt], bb[0], bb[1]);
-                        Mma<T>::run(o[mt][2 * dp + 1], pa[mt], bb[2], bb[3]);
-                    }
-                }
-            }
+            fa_mma2_pb(o, s, sV[buf], lane); /* O += P V */
         }
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
@@ -699,28 +705,7 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
                         if (key > row) pv = 0.0f;
                         dp[mt][n][e] = pv * (dp[mt][n][e] - Di[mt][e >> 1]);
                     }
-            /* dQ += dS K: the K fragment (rows = the key index) serves both m-tiles */
-#pragma unroll
-            for (int ks = 0; ks < 4; ks++) {
-                uint32_t a[2][4];
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    a[mt][0] = Mma<T>::pack(dp[mt][2 * ks][0], dp[mt][2 * ks][1]);
-                    a[mt][1] = Mma<T>::pack(dp[mt][2 * ks][2], dp[mt][2 * ks][3]);
-                    a[mt][2] = Mma<T>::pack(dp[mt][2 * ks + 1][0], dp[mt][2 * ks + 1][1]);
-                    a[mt][3] = Mma<T>::pack(dp[mt][2 * ks + 1][2], dp[mt][2 * ks + 1][3]);
-                }
-#pragma unroll
-                for (int dd = 0; dd < 4; dd++) {
-                    uint32_t bb[4];
-                    ldsm_x4_t(bb, sk + (ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * FA_LD + dd * 16 + (lane / 16) * 8);
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        Mma<T>::run(dq[mt][2 * dd], a[mt], bb[0], bb[1]);
-                        Mma<T>::run(dq[mt][2 * dd + 1], a[mt], bb[2], bb[3]);
-                    }
-                }
-            }
+            fa_mma2_pb(dq, dp, sk, lane); /* dQ += dS K */
         }
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
