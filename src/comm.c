@@ -155,16 +155,23 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+/* Host wait for one request, aborting past the timeout (t0: when the wait began counting). */
+static int wait_host(zinf_comm *c, zinf_req *q, double t0);
+
 int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
 {
     c->be = be;
     if (strcmp(be->name, "cpu") == 0) return 0;
-    unsigned char id[ZINF_DCOLL_ID_BYTES] = {0};
-    int rc = c->rank == 0 ? zinf_dcoll_id_get(be, id) : 0;
-    int all = rc;
-    MPI_Bcast(&all, 1, MPI_INT, 0, c->world);
-    if (all) return zinf_errc(ZINF_ECOMM, "cannot create the device communicator id (NCCL)");
-    ZINF_TRY(zinf_comm_bcast(c, id, sizeof id, 0));
+    /* rank 0's status and the id in one broadcast, with the collectives' timeout: a rank that
+     * died or hangs before the setup ends the job instead of holding the others here */
+    unsigned char msg[1 + ZINF_DCOLL_ID_BYTES] = {0}, *id = msg + 1;
+    if (c->rank == 0) msg[0] = zinf_dcoll_id_get(be, id) != 0;
+    zinf_req q = {.ev = NULL, .active = true};
+    snprintf(q.what, sizeof q.what, "the broadcast of the device communicator id (NCCL)");
+    int rc = MPI_Ibcast(msg, (int)sizeof msg, MPI_BYTE, 0, c->world, &q.r);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+    ZINF_TRY(wait_host(c, &q, MPI_Wtime()));
+    if (msg[0]) return zinf_errc(ZINF_ECOMM, "cannot create the device communicator id (NCCL)");
     /* the join has the collectives' timeout; a rank that fails it ends the job itself, as the
      * others may be waiting in the join (or be gone) and could not agree on the error */
     rc = zinf_dcoll_init(be, id, c->rank, c->size, c->timeout_s, &c->dev);
@@ -309,8 +316,6 @@ int zinf_comm_test(zinf_comm *c, zinf_req *q)
     return done;
 }
 
-/* Host wait for one request, aborting past the timeout (t0: when the wait began counting). */
-static int wait_host(zinf_comm *c, zinf_req *q, double t0);
 
 /* Forget watched events that completed; abort on one older than the timeout. */
 static void poll_watch(zinf_comm *c)

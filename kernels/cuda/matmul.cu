@@ -202,7 +202,8 @@ fail:
 }
 
 /* Time the plan's candidate algorithms on these operands and keep the fastest (see the top of
- * the file). D is saved and restored when the product accumulates into it (beta != 0); the GELU
+ * the file). D is saved and restored when the product accumulates into it (beta != 0, C == D;
+ * with a separate C the trials only read C and overwrite D, as the real call does); the GELU
  * epilogues' aux is written (forward) or only read (backward), and the real call that follows
  * writes D and aux again. Any failure here keeps the heuristic's first choice. */
 static void tune(CudaImpl *im, MmPlan *p, const MmKey &key, const void *A, const void *B,
@@ -214,7 +215,7 @@ static void tune(CudaImpl *im, MmPlan *p, const MmKey &key, const void *A, const
     cudaEvent_t ev[2] = {NULL, NULL};
     float ms[MM_CANDS] = {0}, alpha = 1.0f;
     int best = 0;
-    if (beta != 0.0f) {
+    if (beta != 0.0f && Cm == D) { /* the trials accumulate into D itself */
         if (cudaMalloc(&save, bytes) != cudaSuccess) {
             save = NULL;
             goto out;
@@ -335,7 +336,11 @@ void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void
                    const void *x, const void *w, int64_t N, int K, int OC)
 {
     CudaImpl *im = impl_of(be);
-    if (N <= 0 || K <= 0 || OC <= 0) return;
+    if (N <= 0 || K <= 0) return;
+    if (OC <= 0) { /* empty product: dx = 0 (it is overwritten), dw and dbias unchanged */
+        if (dx) cudaMemsetAsync(dx, 0, (size_t)N * K * zinf_dtype_size(im->cdt), im->stream);
+        return;
+    }
     if (dx) gemm(im, 2, false, false, K, N, OC, w, dout, dx, 0.0f, NULL, NULL, "matmul_bwd(dx)");
     gemm(im, 3, false, true, K, OC, N, x, dout, dw, 1.0f, NULL, NULL, "matmul_bwd(dw)");
     if (dbias) cu_bias_grad(im, dbias, dout, N, OC);

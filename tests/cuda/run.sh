@@ -78,19 +78,22 @@ else
     echo "  one GPU: the 2-GPU stage runs are skipped"
 fi
 
-# 5. a rank that stops or dies before it joins NCCL: the other one's communicator setup times out
-# (or mpirun ends the job) instead of waiting forever; one GPU will do, the faulty rank never joins
+# 5. a rank that stops or dies before it joins NCCL: the other one's communicator setup (or, when
+# rank 0 is the one, the broadcast of the communicator id) times out, or mpirun ends the job,
+# instead of waiting forever; one GPU will do, the faulty rank never joins
 printf '{"train_batch_size": 16, "bf16": {"enabled": true}}\n' > "$TMP/join.json"
-for kind in hang kill; do
+for case in 1:hang 1:kill 0:hang; do
+    fr=${case%:*} kind=${case#*:}
     start=$(date +%s)
-    OUTPUT=$(ZINF_COMM_TIMEOUT=5 ZINF_FAULT="rank=1,step=0,kind=$kind" timeout 90 "$MPIRUN" --oversubscribe -np 2 \
+    OUTPUT=$(ZINF_COMM_TIMEOUT=5 ZINF_FAULT="rank=$fr,step=0,kind=$kind" timeout 90 "$MPIRUN" --oversubscribe -np 2 \
         "$ZINF" train --device cuda --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 \
         --max_steps 2 --config "$TMP/join.json" --out "$TMP/join" 2>&1); RC=$?
     took=$(( $(date +%s) - start ))
     [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && [ "$took" -lt 60 ] && pass ||
-        { fail "rank 1 ($kind) before joining NCCL: exit $RC after $took s (124 = hung)"; printf '%s\n' "$OUTPUT" | tail -8 >&2; }
-    if [ "$kind" = hang ]; then
-        expect_err "rank 1 stuck before joining NCCL" "rank 0: NCCL communicator setup did not finish within 5 s"
-    fi
+        { fail "rank $fr ($kind) before joining NCCL: exit $RC after $took s (124 = hung)"; printf '%s\n' "$OUTPUT" | tail -8 >&2; }
+    case $case in
+    1:hang) expect_err "rank 1 stuck before joining NCCL" "rank 0: NCCL communicator setup did not finish within 5 s" ;;
+    0:hang) expect_err "rank 0 stuck before the id broadcast" "rank 1: timed out after" "device communicator id" ;;
+    esac
 done
 finish
