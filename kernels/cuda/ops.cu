@@ -456,6 +456,79 @@ ln_bwd_warp_k(T *dx, float *part_w, float *part_b, const T *dout, const T *x, co
     }
 }
 
+/* The wide variant (rows of up to 64 values per lane, GPT-2 1.5B's C = 1600 among them): as
+ * ln_bwd_warp_k, but each warp's dw/db sums live in shared memory ([warp][2][NP*VEC][32]: lane-
+ * minor, so the per-row updates are conflict-free) instead of registers, which hold the row's
+ * x, dout, dx and the weights. The warps' sums are added in warp order at the end. */
+template <typename T, int VEC, int NP>
+__global__ void __launch_bounds__(LN_WARPS * 32)
+ln_bwd_wide_k(T *dx, float *part_w, float *part_b, const T *dout, const T *x, const T *w,
+              const float *mean, const float *rstd, int64_t N, int C)
+{
+    extern __shared__ float wide_sm[];
+    constexpr int NV = NP * VEC * 32; /* one warp's dw (or db) slots */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *aw = wide_sm + (size_t)warp * 2 * NV, *ab = aw + NV;
+    for (int i = lane; i < 2 * NV; i += 32) aw[i] = 0.0f;
+    __syncwarp();
+    int64_t r0 = (int64_t)blockIdx.x * LN_ROWS, r1 = r0 + LN_ROWS < N ? r0 + LN_ROWS : N;
+    for (int64_t row = r0 + warp; row < r1; row += LN_WARPS) { /* w is re-read per row (L1) */
+        float m = mean[row], r = rstd[row];
+        Pack<T, VEC> px[NP], pd[NP], po[NP];
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+            int c = (p * 32 + lane) * VEC;
+            if (c < C) {
+                px[p] = load_pack<T, VEC>(x + row * C + c);
+                pd[p] = load_pack<T, VEC>(dout + row * C + c);
+                po[p] = load_pack<T, VEC>(dx + row * C + c);
+            }
+        }
+        float sg = 0.0f, sgn = 0.0f;
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+            int c = (p * 32 + lane) * VEC;
+            if (c < C) {
+                Pack<T, VEC> pw = load_pack<T, VEC>(w + c);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    float gk = to_f(pd[p].v[k]) * to_f(pw.v[k]);
+                    sg += gk;
+                    sgn += gk * ((to_f(px[p].v[k]) - m) * r);
+                }
+            }
+        }
+        float mg = warp_sum(sg) / C, mgn = warp_sum(sgn) / C;
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+            int c = (p * 32 + lane) * VEC;
+            if (c < C) {
+                Pack<T, VEC> pw = load_pack<T, VEC>(w + c);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    float xn = (to_f(px[p].v[k]) - m) * r, d = to_f(pd[p].v[k]);
+                    po[p].v[k] = from_f<T>(to_f(po[p].v[k]) + (d * to_f(pw.v[k]) - mg - xn * mgn) * r);
+                    aw[(p * VEC + k) * 32 + lane] += d * xn;
+                    ab[(p * VEC + k) * 32 + lane] += d;
+                }
+                store_pack<T, VEC>(dx + row * C + c, po[p]);
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < NV; i += blockDim.x) { /* fixed order: warp 0, 1, ... */
+        int l = i % 32, pk = i / 32, c = ((pk / VEC) * 32 + l) * VEC + pk % VEC;
+        if (c >= C) continue;
+        float sw = 0.0f, sb = 0.0f;
+        for (int wi = 0; wi < LN_WARPS; wi++) {
+            sw += wide_sm[(size_t)wi * 2 * NV + i];
+            sb += wide_sm[(size_t)wi * 2 * NV + NV + i];
+        }
+        part_w[blockIdx.x * (int64_t)C + c] = sw;
+        part_b[blockIdx.x * (int64_t)C + c] = sb;
+    }
+}
+
 /* dst[c] += sum over chunks k of part[k][c], for up to two (dst, part) pairs (blockIdx.y).
  * Block = 32 channels x 32 chunk-lanes: lane y sums chunks y, y+32, ..., then the 32 lane sums are
  * added in order y = 0..31 (a fixed order: deterministic). */
@@ -500,6 +573,21 @@ static bool ln_bwd_launch(CudaImpl *im, T *dx, float *pw, float *pb, const T *do
     LN_WARP_CASE(6)
     LN_WARP_CASE(8)
 #undef LN_WARP_CASE
+    /* then warp per row with the dw/db sums in shared memory, up to 64 values per lane (16-bit) */
+#define LN_WIDE_CASE(P)                                                                           \
+    if (np <= P) {                                                                                \
+        size_t wsm = (size_t)LN_WARPS * 2 * P * VEC * 32 * sizeof(float);                         \
+        if (cudaFuncSetAttribute(ln_bwd_wide_k<T, VEC, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                 (int)wsm) != cudaSuccess)                                        \
+            return false;                                                                         \
+        ln_bwd_wide_k<T, VEC, P><<<nchunks, LN_WARPS * 32, wsm, im->stream>>>(dx, pw, pb, dout, x, w, mean, rstd, N, C); \
+        return true;                                                                              \
+    }
+    if constexpr (VEC == 8) {
+        LN_WIDE_CASE(6)
+        LN_WIDE_CASE(8)
+    }
+#undef LN_WIDE_CASE
     int nt = packs <= 128 ? 128 : packs <= 512 ? 256 : 512;
     int maxp = (packs + nt - 1) / nt;
 #define LN_BWD_CASE(P)                                                                            \

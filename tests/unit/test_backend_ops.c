@@ -1111,6 +1111,8 @@ static void run_all(ctx *c, int big)
     test_layernorm(c, 5, 24);
     test_layernorm(c, 7, 33);
     test_layernorm(c, 3, 1600);
+    test_layernorm(c, 300, 1600); /* the wide warp-per-row kernel in 16-bit, a partial last chunk */
+    test_layernorm(c, 130, 2048);
     if (big) test_layernorm(c, 4096, 768);
     test_matmul(c, 7, 24, 40, 1, 1);
     test_matmul(c, 64, 33, 17, 1, 1);
