@@ -369,6 +369,55 @@ __global__ void ln_bwd_k(T *dx, float *part_w, float *part_b, const T *dout, con
     }
 }
 
+/* One row of the warp-per-row LayerNorm backward (NP packs of VEC channels per lane): loads x,
+ * dout and dx, reduces the row's two sums over the warp, writes dx += ..., and hands each
+ * channel's dw/db terms to acc(p, k, dout * xhat, dout). wpack(p) gives lane's weight pack p. */
+template <typename T, int VEC, int NP, typename WP, typename ACC>
+__device__ __forceinline__ void ln_bwd_row(T *dx, const T *dout, const T *x, int64_t row, int C,
+                                           float m, float r, int lane, WP wpack, ACC acc)
+{
+    Pack<T, VEC> px[NP], pd[NP], po[NP];
+#pragma unroll
+    for (int p = 0; p < NP; p++) { /* all loads first: NP x 3 in flight */
+        int c = (p * 32 + lane) * VEC;
+        if (c < C) {
+            px[p] = load_pack<T, VEC>(x + row * C + c);
+            pd[p] = load_pack<T, VEC>(dout + row * C + c);
+            po[p] = load_pack<T, VEC>(dx + row * C + c);
+        }
+    }
+    /* inputs stay packed in registers; normalized x and dout are recomputed per use */
+    float sg = 0.0f, sgn = 0.0f;
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        int c = (p * 32 + lane) * VEC;
+        if (c < C) {
+            Pack<T, VEC> pw = wpack(p);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+                float g = to_f(pd[p].v[k]) * to_f(pw.v[k]);
+                sg += g;
+                sgn += g * ((to_f(px[p].v[k]) - m) * r);
+            }
+        }
+    }
+    float mg = warp_sum(sg) / C, mgn = warp_sum(sgn) / C;
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        int c = (p * 32 + lane) * VEC;
+        if (c < C) {
+            Pack<T, VEC> pw = wpack(p);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+                float xn = (to_f(px[p].v[k]) - m) * r, d = to_f(pd[p].v[k]);
+                po[p].v[k] = from_f<T>(to_f(po[p].v[k]) + (d * to_f(pw.v[k]) - mg - xn * mgn) * r);
+                acc(p, k, d * xn, d);
+            }
+            store_pack<T, VEC>(dx + row * C + c, po[p]);
+        }
+    }
+}
+
 /* The fast variant for rows that fit a warp's registers (NP packs per lane): a block of 4 warps
  * owns LN_ROWS rows, each warp every 4th row, with no block barrier per row. Each warp keeps its
  * dw/db contributions in registers; at the end the 4 warps' sums are added in warp order in
@@ -382,59 +431,19 @@ ln_bwd_warp_k(T *dx, float *part_w, float *part_b, const T *dout, const T *x, co
     extern __shared__ float acc_sm[]; /* [2][C] */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int64_t r0 = (int64_t)blockIdx.x * LN_ROWS, r1 = r0 + LN_ROWS < N ? r0 + LN_ROWS : N;
-    float wv[NP][VEC], aw[NP][VEC], ab[NP][VEC];
+    Pack<T, VEC> pw[NP];
+    float aw[NP][VEC], ab[NP][VEC];
 #pragma unroll
     for (int p = 0; p < NP; p++) {
         int c = (p * 32 + lane) * VEC;
-        Pack<T, VEC> pw;
-        if (c < C) pw = load_pack<T, VEC>(w + c);
+        if (c < C) pw[p] = load_pack<T, VEC>(w + c);
 #pragma unroll
-        for (int k = 0; k < VEC; k++) {
-            wv[p][k] = c < C ? to_f(pw.v[k]) : 0.0f;
-            aw[p][k] = ab[p][k] = 0.0f;
-        }
+        for (int k = 0; k < VEC; k++) aw[p][k] = ab[p][k] = 0.0f;
     }
-    for (int64_t row = r0 + warp; row < r1; row += LN_WARPS) {
-        float m = mean[row], r = rstd[row];
-        Pack<T, VEC> px[NP], pd[NP], po[NP];
-#pragma unroll
-        for (int p = 0; p < NP; p++) { /* all loads first: NP x 3 in flight */
-            int c = (p * 32 + lane) * VEC;
-            if (c < C) {
-                px[p] = load_pack<T, VEC>(x + row * C + c);
-                pd[p] = load_pack<T, VEC>(dout + row * C + c);
-                po[p] = load_pack<T, VEC>(dx + row * C + c);
-            }
-        }
-        /* inputs stay packed in registers; normalized x and dout are recomputed per use */
-        float sg = 0.0f, sgn = 0.0f;
-#pragma unroll
-        for (int p = 0; p < NP; p++) {
-            int c = (p * 32 + lane) * VEC;
-            if (c < C)
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    float g = to_f(pd[p].v[k]) * wv[p][k];
-                    sg += g;
-                    sgn += g * ((to_f(px[p].v[k]) - m) * r);
-                }
-        }
-        float mg = warp_sum(sg) / C, mgn = warp_sum(sgn) / C;
-#pragma unroll
-        for (int p = 0; p < NP; p++) {
-            int c = (p * 32 + lane) * VEC;
-            if (c < C) {
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    float xn = (to_f(px[p].v[k]) - m) * r, d = to_f(pd[p].v[k]);
-                    po[p].v[k] = from_f<T>(to_f(po[p].v[k]) + (d * wv[p][k] - mg - xn * mgn) * r);
-                    aw[p][k] += d * xn;
-                    ab[p][k] += d;
-                }
-                store_pack<T, VEC>(dx + row * C + c, po[p]);
-            }
-        }
-    }
+    for (int64_t row = r0 + warp; row < r1; row += LN_WARPS)
+        ln_bwd_row<T, VEC, NP>(dx, dout, x, row, C, mean[row], rstd[row], lane,
+                               [&](int p) { return pw[p]; },
+                               [&](int p, int k, float a, float b) { aw[p][k] += a; ab[p][k] += b; });
     for (int wi = 0; wi < LN_WARPS; wi++) { /* fixed order: warp 0 stores, 1..3 add */
         if (warp == wi) {
 #pragma unroll
@@ -472,49 +481,13 @@ ln_bwd_wide_k(T *dx, float *part_w, float *part_b, const T *dout, const T *x, co
     for (int i = lane; i < 2 * NV; i += 32) aw[i] = 0.0f;
     __syncwarp();
     int64_t r0 = (int64_t)blockIdx.x * LN_ROWS, r1 = r0 + LN_ROWS < N ? r0 + LN_ROWS : N;
-    for (int64_t row = r0 + warp; row < r1; row += LN_WARPS) { /* w is re-read per row (L1) */
-        float m = mean[row], r = rstd[row];
-        Pack<T, VEC> px[NP], pd[NP], po[NP];
-#pragma unroll
-        for (int p = 0; p < NP; p++) {
-            int c = (p * 32 + lane) * VEC;
-            if (c < C) {
-                px[p] = load_pack<T, VEC>(x + row * C + c);
-                pd[p] = load_pack<T, VEC>(dout + row * C + c);
-                po[p] = load_pack<T, VEC>(dx + row * C + c);
-            }
-        }
-        float sg = 0.0f, sgn = 0.0f;
-#pragma unroll
-        for (int p = 0; p < NP; p++) {
-            int c = (p * 32 + lane) * VEC;
-            if (c < C) {
-                Pack<T, VEC> pw = load_pack<T, VEC>(w + c);
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    float gk = to_f(pd[p].v[k]) * to_f(pw.v[k]);
-                    sg += gk;
-                    sgn += gk * ((to_f(px[p].v[k]) - m) * r);
-                }
-            }
-        }
-        float mg = warp_sum(sg) / C, mgn = warp_sum(sgn) / C;
-#pragma unroll
-        for (int p = 0; p < NP; p++) {
-            int c = (p * 32 + lane) * VEC;
-            if (c < C) {
-                Pack<T, VEC> pw = load_pack<T, VEC>(w + c);
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    float xn = (to_f(px[p].v[k]) - m) * r, d = to_f(pd[p].v[k]);
-                    po[p].v[k] = from_f<T>(to_f(po[p].v[k]) + (d * to_f(pw.v[k]) - mg - xn * mgn) * r);
-                    aw[(p * VEC + k) * 32 + lane] += d * xn;
-                    ab[(p * VEC + k) * 32 + lane] += d;
-                }
-                store_pack<T, VEC>(dx + row * C + c, po[p]);
-            }
-        }
-    }
+    for (int64_t row = r0 + warp; row < r1; row += LN_WARPS) /* w is re-read per row (L1) */
+        ln_bwd_row<T, VEC, NP>(dx, dout, x, row, C, mean[row], rstd[row], lane,
+                               [&](int p) { return load_pack<T, VEC>(w + (p * 32 + lane) * VEC); },
+                               [&](int p, int k, float a, float b) {
+                                   aw[(p * VEC + k) * 32 + lane] += a;
+                                   ab[(p * VEC + k) * 32 + lane] += b;
+                               });
     __syncthreads();
     for (int i = threadIdx.x; i < NV; i += blockDim.x) { /* fixed order: warp 0, 1, ... */
         int l = i % 32, pk = i / 32, c = ((pk / VEC) * 32 + l) * VEC + pk % VEC;
@@ -562,9 +535,11 @@ static bool ln_bwd_launch(CudaImpl *im, T *dx, float *pw, float *pb, const T *do
     size_t sm = (size_t)2 * C * sizeof(float);
     /* warp per row while a lane's share fits its registers (beyond 32 values they spill) */
 #define LN_WARP_CASE(P)                                                                           \
-    if (np <= P && P * VEC <= 32) {                                                               \
-        ln_bwd_warp_k<T, VEC, P><<<nchunks, LN_WARPS * 32, sm, im->stream>>>(dx, pw, pb, dout, x, w, mean, rstd, N, C); \
-        return true;                                                                              \
+    if constexpr (P * VEC <= 32) {                                                                \
+        if (np <= P) {                                                                            \
+            ln_bwd_warp_k<T, VEC, P><<<nchunks, LN_WARPS * 32, sm, im->stream>>>(dx, pw, pb, dout, x, w, mean, rstd, N, C); \
+            return true;                                                                          \
+        }                                                                                         \
     }
     LN_WARP_CASE(1)
     LN_WARP_CASE(2)
