@@ -61,14 +61,25 @@ _Noreturn void zinf_comm_abort(zinf_comm *c, const char *msg)
     exit(1);
 }
 
+/* Host wait for one request, aborting past the timeout (t0: when the wait began counting). */
+static int wait_host(zinf_comm *c, zinf_req *q, double t0);
+
+/* Both steps have the collective timeout: a rank that hangs or died before it reaches the same
+ * agreement (during the setup, say) ends the job instead of holding the others here. */
 int zinf_comm_agree(zinf_comm *c, int rc)
 {
     int mine = rc < 0 ? c->rank : c->size, first = c->size;
-    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world) != MPI_SUCCESS)
-        zinf_comm_abort(c, "MPI_Allreduce failed while agreeing on an error");
+    zinf_req q = {.ev = NULL, .active = true};
+    snprintf(q.what, sizeof q.what, "the other ranks to agree on whether one of them failed");
+    if (MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world, &q.r) != MPI_SUCCESS)
+        zinf_comm_abort(c, "MPI_Iallreduce failed while agreeing on an error");
+    wait_host(c, &q, MPI_Wtime());
     if (first == c->size) return 0;
     int code = rc;
-    MPI_Bcast(&code, 1, MPI_INT, first, c->world);
+    q.active = true;
+    if (MPI_Ibcast(&code, 1, MPI_INT, first, c->world, &q.r) != MPI_SUCCESS)
+        zinf_comm_abort(c, "MPI_Ibcast failed while agreeing on an error");
+    wait_host(c, &q, MPI_Wtime());
     if (c->rank == first) {
         fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
         fflush(stderr);
@@ -154,9 +165,6 @@ static void *watchdog_main(void *arg)
     }
     return NULL;
 }
-
-/* Host wait for one request, aborting past the timeout (t0: when the wait began counting). */
-static int wait_host(zinf_comm *c, zinf_req *q, double t0);
 
 int zinf_comm_attach(zinf_comm *c, zinf_backend *be)
 {

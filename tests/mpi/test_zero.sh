@@ -108,6 +108,12 @@ OUTPUT=$(ZINF_FAULT="rank=0,step=2,kind=hang" timeout 120 "$MPIRUN" --oversubscr
     --data "$D" --max_length 32 --max_steps 4 --config "$TMP/f.json" --out "$TMP/f" --comm_timeout 3 2>&1); RC=$?
 expect_err "a stuck rank" "timed out after" "waiting for"
 [ $(( $(date +%s) - start )) -lt 60 ] && pass || fail "the collective timeout took more than 60 s"
+# a rank that hangs during the setup (before the step loop): the others' next agreement times out
+start=$(date +%s)
+OUTPUT=$(ZINF_FAULT="rank=1,step=0,kind=hang" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 4 --config "$TMP/f.json" --out "$TMP/f" --comm_timeout 3 2>&1); RC=$?
+expect_err "a rank stuck in the setup" "rank 0: timed out after" "agree on whether one of them failed"
+[ $(( $(date +%s) - start )) -lt 60 ] && pass || fail "the setup's timeout took more than 60 s"
 OUTPUT=$(ZINF_FAULT="rank=1,step=2,kind=kill" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
     --data "$D" --max_length 32 --max_steps 4 --config "$TMP/f.json" --out "$TMP/f" --comm_timeout 20 2>&1); RC=$?
 [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && pass || fail "a killed rank: exit $RC (124 = hung)"
