@@ -54,8 +54,10 @@ void zinf_comm_finalize(zinf_comm *c)
 
 _Noreturn void zinf_comm_abort(zinf_comm *c, const char *msg)
 {
-    if (c && c->size > 1) fprintf(stderr, "zinf: error: rank %d: %s\n", c->rank, msg);
-    else fprintf(stderr, "zinf: error: %s\n", msg);
+    char own[32] = "";
+    if (c && c->size > 1) snprintf(own, sizeof own, "rank %d: ", c->rank);
+    /* some messages already name the rank (those made for the multi-rank case) */
+    fprintf(stderr, "zinf: error: %s%s\n", strncmp(msg, own, strlen(own)) ? own : "", msg);
     fflush(stderr);
     MPI_Abort(c ? c->world : MPI_COMM_WORLD, 1);
     exit(1);
