@@ -293,20 +293,26 @@ int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, 
     return started(q, iallreduce(c, buf, count, dt, q, what));
 }
 
+/* A device collective's completion event: 1 (and the event freed) when done, 0 when pending; a
+ * failure ends the job naming the collective. */
+static int event_done(zinf_comm *c, zinf_event *ev, const char *what)
+{
+    int d = c->be->event_query(c->be, ev);
+    if (d < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s failed on the device", what);
+        zinf_comm_abort(c, msg);
+    }
+    if (d) c->be->event_free(c->be, ev);
+    return d;
+}
+
 /* one poll: 1 done, 0 pending; failures end the job naming the collective */
 static int poll_req(zinf_comm *c, zinf_req *q)
 {
     if (q->ev) {
-        int d = c->be->event_query(c->be, q->ev);
-        if (d < 0) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s failed on the device", q->what);
-            zinf_comm_abort(c, msg);
-        }
-        if (d) {
-            c->be->event_free(c->be, q->ev);
-            q->ev = NULL;
-        }
+        int d = event_done(c, q->ev, q->what);
+        if (d) q->ev = NULL;
         return d;
     }
     int done = 0;
@@ -326,7 +332,6 @@ int zinf_comm_test(zinf_comm *c, zinf_req *q)
     return done;
 }
 
-
 /* Forget watched events that completed; abort on one older than the timeout. */
 static void poll_watch(zinf_comm *c)
 {
@@ -334,16 +339,7 @@ static void poll_watch(zinf_comm *c)
     int k = 0;
     for (int i = 0; i < c->nwatch; i++) {
         struct zinf_watch *w = &c->watch[i];
-        int d = c->be->event_query(c->be, w->ev);
-        if (d < 0) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s failed on the device", w->what);
-            zinf_comm_abort(c, msg);
-        }
-        if (d) {
-            c->be->event_free(c->be, w->ev);
-            continue;
-        }
+        if (event_done(c, w->ev, w->what)) continue;
         double el = mono_now() - w->t0;
         if (c->timeout_s > 0 && el > c->timeout_s) timed_out(c, el, w->what);
         c->watch[k++] = *w;

@@ -69,6 +69,8 @@ struct zinf_zero {
     zinf_zero_times t;
     double wait0;
     float pre, post;        /* gradient averaging factors */
+    const float **norm_x;   /* zinf_zero_reduce: each unit's gradient (or shard) for sumsq */
+    int64_t *norm_n;
 };
 
 /* ---------------------------------------------------------------- memory ------------------- */
@@ -467,7 +469,9 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->post = cfg->prescale_gradients ? 1.0f : (float)(f / z->W);
     if (z->W == 1) z->pre = z->post = 1.0f;
     z->u = calloc((size_t)z->nunits, sizeof *z->u);
-    if (!z->u) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    z->norm_x = calloc((size_t)z->nunits, sizeof *z->norm_x);
+    z->norm_n = calloc((size_t)z->nunits, sizeof *z->norm_n);
+    if (!z->u || !z->norm_x || !z->norm_n) return zinf_errc(ZINF_ENOMEM, "out of host memory");
 
     int64_t maxpn = 0, persist_total = 0;
     for (int u = 0; u < z->nunits; u++) {
@@ -560,6 +564,8 @@ void zinf_zero_free(zinf_zero *z)
     for (int i = 0; i < z->ncache; i++) z->be->free(z->be, ZINF_PLACE_DEVICE, z->cache[i].p);
     free(z->cache);
     free(z->u);
+    free(z->norm_x);
+    free(z->norm_n);
     free(z->pend);
     free(z->seq);
     free(z->nextuse);
@@ -614,12 +620,8 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
     ZINF_TRY(progress(z, true));
     ZINF_TRY(zinf_comm_drain(z->comm)); /* device collectives of the step, with the timeout */
     /* the squared norm of every unit's gradient in one backend call: one wait for the device */
-    const float **xs = malloc((size_t)z->nunits * sizeof *xs);
-    int64_t *ns = malloc((size_t)z->nunits * sizeof *ns);
-    if (!xs || !ns) {
-        free(xs), free(ns);
-        return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    }
+    const float **xs = z->norm_x;
+    int64_t *ns = z->norm_n;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         if (z->stage < 2) {
@@ -635,7 +637,6 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
         }
     }
     double s = z->be->sumsq(z->be, z->nunits, xs, ns);
-    free(xs), free(ns);
     if (z->stage >= 1) ZINF_TRY(zinf_comm_allreduce_sum_f64(z->comm, &s, 1));
     *norm = sqrt(s);
     z->t.reduce += zinf_now() - t0;

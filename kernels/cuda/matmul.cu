@@ -6,9 +6,10 @@
  *   fwd: out[N,OC] = x[N,K] w[OC,K]^T     ->  out^T (OC x N) = op_T(w: K x OC) * x^T (K x N)   "TN"
  *   dx : dx[N,K] = dout[N,OC] w[OC,K]       ->  dx^T (K x N)   = w^T (K x OC)     * dout^T (OC x N) "NN"
  *   dw : dw[OC,K] += dout^T[OC,N] x[N,K]    ->  dw^T (K x OC)  = x^T (K x N)      * op_T(dout^T)   "NT"
- * The forward fuses the bias with CUBLASLT_EPILOGUE_BIAS; dx is written (beta = 0), dw accumulates
- * with beta = 1 (C == D, in place), and the bias gradient is summed with a deterministic kernel (ops.cu), because the
- * BGRAD epilogues overwrite rather than accumulate.
+ * The forward fuses the bias with CUBLASLT_EPILOGUE_BIAS (and the residual of matmul_fwd_res as C,
+ * beta = 1); dx is written (beta = 0), dw accumulates with beta = 1 (C == D, in place), and the
+ * bias gradient is summed by a deterministic kernel (ops.cu), because the BGRAD epilogues
+ * overwrite rather than accumulate.
  *
  * The MLP's GELU rides on the epilogues too (cuBLASLt's GELU is the tanh approximation, the one
  * gelu_fwd computes; test_backend_ops holds the fp32 result to 1e-5 of the CPU's tanh form):

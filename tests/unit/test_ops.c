@@ -126,6 +126,12 @@ static void check_doubled(const char *what, const float *once, const float *twic
     free(want);
 }
 
+/* Garbage (NaN and 1e30) in a buffer an operation must overwrite without reading. */
+static void poison(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = (i % 3) ? 1e30f : NAN;
+}
+
 /* small sizes for the gradient checks */
 enum { B = 2, T = 5, C = 8, NH = 2, K = 6, OC = 7, V = 11, VP = 16, N = B * T };
 
@@ -302,7 +308,7 @@ static void test_matmul(void)
     check_fd("matmul dw", mm_loss, &c, c.w, dw, OC * K);
     check_fd("matmul dbias", mm_loss, &c, c.bias, db, OC);
     float *dx1 = dupv(dx, N * K), *dw1 = dupv(dw, OC * K), *db1 = dupv(db, OC);
-    for (int i = 0; i < N * K; i++) dx[i] = (i % 3) ? 1e30f : NAN; /* dx is overwritten */
+    poison(dx, N * K); /* dx is overwritten */
     be.matmul_bwd(&be, dx, dw, db, c.R, c.x, c.w, N, K, OC);
     check_vecf("overwrite matmul dx", dx, dx1, N * K, 0, 0);
     check_doubled("matmul dw", dw1, dw, OC * K);
@@ -374,7 +380,7 @@ static void test_attention(void)
     check_fd("attention dqkv", att_loss, &c, c.qkv, dqkv, N * 3 * C);
     att_loss(&c);
     float *d1 = dupv(dqkv, N * 3 * C);
-    for (int i = 0; i < N * 3 * C; i++) dqkv[i] = (i % 3) ? 1e30f : NAN; /* dqkv is overwritten */
+    poison(dqkv, N * 3 * C); /* dqkv is overwritten */
     be.attention_bwd(&be, dqkv, c.R, qkv0, c.out, c.lse, B, T, C, NH);
     check_vecf("overwrite attention dqkv", dqkv, d1, N * 3 * C, 0, 0);
 
