@@ -137,6 +137,17 @@ struct zinf_backend {
     void (*from_f32)(zinf_backend *be, void *dst, const float *src, int64_t n);
 };
 
+/* ZINF_GEMM_AUTOTUNE's value: 0 (cuBLASLt's first algorithm), 1 (time the candidates; also when
+ * unset or empty), 2 ("verbose": and print each choice); -1 for anything else. */
+static inline int zinf_gemm_autotune_mode(const char *s)
+{
+    if (!s || !*s || (s[0] == '1' && !s[1])) return 1;
+    if (s[0] == '0' && !s[1]) return 0;
+    const char *v = "verbose";
+    while (*v && *s == *v) s++, v++;
+    return !*v && !*s ? 2 : -1;
+}
+
 /* The sum of squares of one array (be->sumsq with k = 1). */
 static inline double zinf_sumsq1(zinf_backend *be, const float *x, int64_t n)
 {

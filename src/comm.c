@@ -1,6 +1,8 @@
 #include "comm.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -36,11 +38,21 @@ int zinf_comm_init(zinf_comm *c, int *argc, char ***argv)
     MPI_Comm_rank(local, &c->local_rank);
     MPI_Comm_size(local, &c->local_size);
     MPI_Comm_free(&local);
-    c->timeout_s = 600;
+    c->timeout_s = 600; /* a bad ZINF_COMM_TIMEOUT keeps it; zinf train reports the value */
     const char *to = getenv("ZINF_COMM_TIMEOUT");
-    if (to && *to) c->timeout_s = atof(to);
+    if (to && *to) zinf_comm_timeout_parse(to, &c->timeout_s);
     int leader = c->local_rank == 0;
     MPI_Allreduce(&leader, &c->nnodes, 1, MPI_INT, MPI_SUM, c->world);
+    return 0;
+}
+
+int zinf_comm_timeout_parse(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= 0) || isinf(v)) return -1;
+    *out = v;
     return 0;
 }
 

@@ -44,6 +44,8 @@ typedef struct zinf_req {
 } zinf_req;
 
 int zinf_comm_init(zinf_comm *c, int *argc, char ***argv);
+/* ZINF_COMM_TIMEOUT's value: seconds >= 0 into *out and 0, or -1 when s is not such a number. */
+int zinf_comm_timeout_parse(const char *s, double *out);
 void zinf_comm_finalize(zinf_comm *c);
 /* Print "zinf: error: <msg>" (with "rank R: " on multi-rank jobs) and MPI_Abort. */
 _Noreturn void zinf_comm_abort(zinf_comm *c, const char *msg);

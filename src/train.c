@@ -136,6 +136,19 @@ static int fault_at(const fault *f, int rank, int64_t step)
     return 0;
 }
 
+/* The environment variables whose values the layers below read without a way to report them. */
+static int env_check(void)
+{
+    const char *s = getenv("ZINF_COMM_TIMEOUT");
+    double t;
+    if (s && *s && zinf_comm_timeout_parse(s, &t))
+        return zinf_err("ZINF_COMM_TIMEOUT=%s: expected a number of seconds >= 0 (0 waits forever)", s);
+    s = getenv("ZINF_GEMM_AUTOTUNE");
+    if (zinf_gemm_autotune_mode(s) < 0)
+        return zinf_err("ZINF_GEMM_AUTOTUNE=%s: expected 0, 1 or verbose", s);
+    return 0;
+}
+
 static int mkdir_p(const char *path)
 {
     char tmp[4096];
@@ -418,6 +431,7 @@ static int setup(run *r)
     zinf_log_init(comm->rank, NULL); /* rank 0 prints; the per-rank files are opened below */
     if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
     ZINF_TRY(zinf_comm_agree(comm, fault_parse(&r->fault)));
+    ZINF_TRY(zinf_comm_agree(comm, env_check()));
     zinf_flags flags = o->flags;
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */

@@ -50,6 +50,15 @@ run data --random 1 --out "$TMP/x"
 expect_err "data: --random 1" "at least 2 tokens"
 run train --model test-mini --data "$TMP/rnd_train_*.bin" --comm_timeout -1
 expect_err "negative --comm_timeout" "--comm_timeout must be >= 0"
+OUTPUT=$(ZINF_COMM_TIMEOUT=10s "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "ZINF_COMM_TIMEOUT not a number" "ZINF_COMM_TIMEOUT=10s: expected a number of seconds >= 0"
+OUTPUT=$(ZINF_COMM_TIMEOUT=-5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "negative ZINF_COMM_TIMEOUT" "ZINF_COMM_TIMEOUT=-5: expected a number of seconds >= 0"
+OUTPUT=$(ZINF_GEMM_AUTOTUNE=fast "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "bad ZINF_GEMM_AUTOTUNE" "ZINF_GEMM_AUTOTUNE=fast: expected 0, 1 or verbose"
+OUTPUT=$(ZINF_GEMM_AUTOTUNE=verbose ZINF_COMM_TIMEOUT=2.5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 \
+    --max_steps 1 --out "$TMP/envok" 2>&1); RC=$?
+expect_ok "good ZINF_GEMM_AUTOTUNE and ZINF_COMM_TIMEOUT values"
 
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
