@@ -17,6 +17,8 @@
  *      m-tiles sharing each K/V fragment, Q and dO fragments reloaded from shared memory), that
  *      walks the key tiles for dQ. Each output row belongs to exactly one block: no atomics, the
  *      result is deterministic. Scores and P are recomputed from lse.
+ *  - Hopper (sm_90a) versions of the forward and the dQ kernel on wgmma, below; same tiles and
+ *    results up to rounding order.
  *  - generic path (fp32, or any other head size up to 256): one warp per row (query row for the
  *    forward and dQ, key row for dK/dV), one key (query) at a time, the head's channels spread
  *    over the lanes. Slow, simple, and exact enough to match the CPU reference at fp32.
@@ -25,6 +27,7 @@
 
 #include <type_traits>
 
+#include "cuda_backend.h"
 #include "cuda_common.h"
 
 #define LOG2E 1.4426950408889634f
@@ -384,6 +387,66 @@ __device__ __forceinline__ void zero_acc(float a[8][4])
 
 /* Accumulator element (n, e) of lane: row g + 8*(e >= 2), column n*8 + 2t + (e & 1). */
 
+/* One 16-row m-tile's online-softmax step over a 64-key tile (scores s in accumulator layout,
+ * keys key0.., rows row0..): scale to base 2, mask keys beyond the row when diag, update the
+ * running maximum m and sum l of rows g and g + 8, rescale o, and leave P = 2^(s - m) in s.
+ * m stays finite: every row sees the first key of each tile its warp walks. */
+__device__ __forceinline__ void fa_softmax_step(float s[8][4], float m[2], float l[2], float o[8][4], int key0,
+                                                int row0, bool diag, float scale_log2, int g, int t)
+{
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float v = s[n][e] * scale_log2;
+            if (diag && key0 + n * 8 + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) v = -INFINITY;
+            s[n][e] = v;
+            mx[e >> 1] = fmaxf(mx[e >> 1], v);
+        }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        float mn = fmaxf(m[r], mx[r]);
+        corr[r] = fast_exp2(m[r] - mn);
+        m[r] = mn;
+        l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float p = fast_exp2(s[n][e] - m[e >> 1]);
+            s[n][e] = p;
+            l[e >> 1] += p;
+            o[n][e] *= corr[e >> 1];
+        }
+}
+
+/* The end of the forward for one 16-row m-tile: rows row0 + g (+ 8) of out (one head's columns,
+ * row stride C) = O / l, and their lse. */
+template <typename T>
+__device__ __forceinline__ void fa_write_rows(T *out, float *lse_bh, const float o[8][4], const float m[2],
+                                              const float l[2], int row0, int T_, int64_t C, int g, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const int row = row0 + g + 8 * r;
+        if (row >= T_) continue;
+        float inv = 1.0f / lr;
+        T *orow = out + (int64_t)row * C;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) = Mma<T>::pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        if (t == 0) lse_bh[row] = (m[r] + log2f(lr)) * LN2;
+    }
+}
+
 /* forward: a block of 4 warps per (128-query tile, b*h); warp w owns queries q0 + 32w .. +31 as
  * two 16-row m-tiles that share every K / V fragment read from shared memory (half the
  * shared-memory traffic per mma of one m-tile per warp). Key tiles of 64, double buffered. */
@@ -456,62 +519,16 @@ flash_fwd_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale
                 }
             const bool diag = kt * FA_BR + FA_BR - 1 > w0; /* some key beyond some row */
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-                for (int n = 0; n < 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float v = s[mt][n][e] * scale_log2;
-                        if (diag) {
-                            int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
-                            int row = w0 + mt * 16 + g + 8 * (e >> 1);
-                            if (key > row) v = -INFINITY;
-                        }
-                        s[mt][n][e] = v;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], v);
-                    }
-                float corr[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                    float mn = fmaxf(m[mt][r], mx[r]); /* finite: tile 0 has key 0 <= row */
-                    corr[r] = fast_exp2(m[mt][r] - mn);
-                    m[mt][r] = mn;
-                    l[mt][r] *= corr[r];
-                }
-#pragma unroll
-                for (int n = 0; n < 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float p = fast_exp2(s[mt][n][e] - m[mt][e >> 1]);
-                        s[mt][n][e] = p;
-                        l[mt][e >> 1] += p;
-                        o[mt][n][e] *= corr[e >> 1];
-                    }
-            }
+            for (int mt = 0; mt < 2; mt++)
+                fa_softmax_step(s[mt], m[mt], l[mt], o[mt], kt * FA_BR, w0 + mt * 16, diag, scale_log2, g, t);
             fa_mma2_pb(o, s, sV[buf], lane); /* O += P V */
         }
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
+    T *ob = out + (int64_t)b * T_ * C + (int64_t)h * FA_D;
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float lr = l[mt][r];
-            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-            const int row = w0 + mt * 16 + g + 8 * r;
-            if (row >= T_) continue;
-            float inv = 1.0f / lr;
-            T *orow = out + ((int64_t)b * T_ + row) * C + (int64_t)h * FA_D;
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-                *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t) =
-                    Mma<T>::pack(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
-            if (t == 0) lse[(int64_t)bh * T_ + row] = (m[mt][r] + log2f(lr)) * LN2;
-        }
+        fa_write_rows(ob, lse + (int64_t)bh * T_, o[mt], m[mt], l[mt], w0 + mt * 16, T_, C, g, t);
 }
 
 /* dK, dV: a block per (key tile, b*h); warp w owns keys kt*64 + 16w.. ; walks query tiles
@@ -723,12 +740,332 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
         }
 }
 
+/* ===================================================================== Hopper kernels (sm_90a)
+ *
+ * The same algorithms with the products on the warpgroup tensor-core instruction (wgmma)
+ * instead of per-warp mma.sync. A warpgroup (4 warps) owns a 64-row m-tile; the accumulators
+ * keep mma.sync's m16n8 layout per warp (warp w of the warpgroup holds rows 16w..16w+15), so
+ * the softmax code is shared. Operands that stay put (Q in the forward) are A fragments in
+ * registers; tiles that stream (K, V) come through cp.async into 128-byte-swizzled shared
+ * memory (a 128-byte row per key, its 16-byte pieces XOR-ed with the row index mod 8), which
+ * wgmma reads directly: K-major for S = Q K^T, N-major (transposed) for O += P V and dQ += dS K.
+ * The forward and dQ have Hopper versions; dK/dV stays on mma.sync: its wgmma version (four
+ * 64x64 accumulators, 238 registers, so one block of two warpgroups per SM) ran 3% slower, with
+ * nothing to overlap a warpgroup's exponentials with its own products (PERF-NOTES.md).
+ * Built only for sm_90a (configure adds that target when 90 is in CUDA_ARCHS); other devices,
+ * and the kernels whose bit is clear in zinf_cuda_attn_hopper (tests), take mma.sync. */
+int zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL;
+
+#define H_BN 64                        /* keys per tile */
+#define H_TILE_BYTES (H_BN * FA_D * 2) /* one swizzled K or V tile: 8 KB */
+#define H_Q_BYTES (FQ_ROWS * FA_LD * 2) /* Q staged padded, for ldmatrix into registers */
+#define H_SMEM_BYTES (1024 + 4 * H_TILE_BYTES + H_Q_BYTES)
+#define H_THREADS 256
+
+#if defined(ZINF_CUDA_SM90A) && (!defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL))
+#define ZINF_HOPPER_ATTN 1
+
+/* wgmma m64n64k16: d = A B + (accumulate ? d : 0), A (4 registers of 16-bit pairs per thread,
+ * mma.sync's A layout per warp) from registers, B from shared memory through its descriptor;
+ * TRANS_B = 1 reads B N-major (its rows are the k index). */
+#define ZINF_WGMMA_RS(TY)                                                                         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                     \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                      \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                        \
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "             \
+                 "{%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"                                     \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),        \
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),      \
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),  \
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),  \
+                   "+f"(d[30]), "+f"(d[31])                                                       \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate),      \
+                   "n"(TRANS_B))
+template <typename T> struct Wgmma;
+template <> struct Wgmma<__nv_bfloat16> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate)
+    {
+        ZINF_WGMMA_RS("bf16");
+    }
+};
+template <> struct Wgmma<__half> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate)
+    {
+        ZINF_WGMMA_RS("f16");
+    }
+};
+#undef ZINF_WGMMA_RS
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* After wg_wait0: tie the accumulators to this point, so that no use of them moves above the
+ * wait. */
+__device__ __forceinline__ void wg_fence_regs(float (&a)[8][4])
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(a[n][e])::"memory");
+}
+
+/* Descriptor of a 128-byte-swizzled operand at shared address s: both strides 1024 bytes (8 rows
+ * of 128 bytes; with 64-element rows the other stride is never used). */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t s)
+{
+    return (uint64_t)((s & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+
+/* Rows r0.. of a strided matrix (64 channels) into a swizzled [H_BN][64] tile; rows at or past
+ * T become zeros. Complete after cp_async_wait, the proxy fence and a barrier. */
+template <typename T>
+__device__ __forceinline__ void h_load_tile(uint8_t *s, const T *g, int r0, int T_, int64_t stride)
+{
+#pragma unroll
+    for (int k = 0; k < H_BN * 8 / H_THREADS; k++) {
+        int idx = threadIdx.x + k * H_THREADS, r = idx / 8, c = idx % 8;
+        bool in = r0 + r < T_;
+        cp_async16(s + r * 128 + ((c ^ (r & 7)) << 4), g + (int64_t)(in ? r0 + r : 0) * stride + c * 8, in);
+    }
+}
+
+/* Where a thread of the forward or dQ kernel stands: block (128-query tile qt, the longest
+ * tiles first; b*h), warpgroup wg of two owning rows q0 + 64wg.., warp rows r0..r0+15, and the
+ * key tiles to walk: 0..kt_last for the block, 0..kt_wg (its diagonal) for the warpgroup. */
+struct HGeo {
+    int lane, warp, wg, g, t, qt, bh, b, h, q0, kt_last, kt_wg, r0;
+    __device__ __forceinline__ HGeo(int T_, int NH)
+    {
+        lane = threadIdx.x % 32;
+        warp = threadIdx.x / 32;
+        wg = warp / 4;
+        g = lane / 4;
+        t = lane % 4;
+        qt = gridDim.x - 1 - blockIdx.x;
+        bh = blockIdx.y;
+        b = bh / NH;
+        h = bh % NH;
+        q0 = qt * FQ_ROWS;
+        kt_last = min(2 * qt + 1, (T_ - 1) / H_BN);
+        kt_wg = 2 * qt + wg;
+        r0 = q0 + wg * 64 + (warp % 4) * 16;
+    }
+};
+
+/* The key tiles of the forward and dQ kernels, double buffered: K tile kt at sm + buf *
+ * H_TILE_BYTES, V two tiles further. h_kv_load starts tile kt into buffers buf (the caller
+ * commits); h_kv_next, at the top of iteration kt, starts tile kt + 1 into the other buffers and
+ * waits for tile kt, which then is ready for wgmma in every thread. */
+template <typename T>
+__device__ __forceinline__ void h_kv_load(uint8_t *sm, const T *base, int kt, int buf, int T_, int C)
+{
+    h_load_tile(sm + buf * H_TILE_BYTES, base + C, kt * H_BN, T_, 3 * (int64_t)C);
+    h_load_tile(sm + (2 + buf) * H_TILE_BYTES, base + 2 * C, kt * H_BN, T_, 3 * (int64_t)C);
+}
+template <typename T>
+__device__ __forceinline__ void h_kv_next(uint8_t *sm, const T *base, int kt, int kt_last, int T_, int C)
+{
+    if (kt < kt_last) {
+        h_kv_load(sm, base, kt + 1, (kt & 1) ^ 1, T_, C);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+    /* written through the generic proxy, read by wgmma through the async one */
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+}
+
+/* Accumulators (m16n8 layout, 64 columns) as the A fragments of 4 k-steps, rounded to T. */
+template <typename T> __device__ __forceinline__ void acc_to_a(uint32_t f[4][4], const float p[8][4])
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        f[ks][0] = Mma<T>::pack(p[2 * ks][0], p[2 * ks][1]);
+        f[ks][1] = Mma<T>::pack(p[2 * ks][2], p[2 * ks][3]);
+        f[ks][2] = Mma<T>::pack(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+        f[ks][3] = Mma<T>::pack(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+    }
+}
+
+/* Issue acc (+)= A B over 64 k (4 wgmma k-steps) without waiting; B is the swizzled tile at
+ * shared address sb, K-major (TRANS_B 0: step 32 bytes along its rows) or N-major (1: step 16
+ * rows). Between wg_fence and wg_commit. */
+template <typename T, int TRANS_B>
+__device__ __forceinline__ void wg_issue64(float (&acc)[8][4], const uint32_t a[4][4], uint32_t sb, bool accumulate)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+        Wgmma<T>::template rs<TRANS_B>(&acc[0][0], a[ks], wg_desc(sb + ks * (TRANS_B ? 16 * 128 : 32)),
+                                       accumulate || ks > 0);
+}
+
+/* The same, waited for: acc is ready on return. */
+template <typename T, int TRANS_B>
+__device__ __forceinline__ void wg_mma64(float (&acc)[8][4], const uint32_t a[4][4], uint32_t sb, bool accumulate)
+{
+    wg_fence();
+    wg_issue64<T, TRANS_B>(acc, a, sb, accumulate);
+    wg_commit();
+    wg_wait0();
+    wg_fence_regs(acc);
+}
+
+/* forward: a block of two warpgroups per 128-query tile, warpgroup wg owning rows q0 + 64wg..;
+ * key tiles of 64, double buffered; a warpgroup stops at its diagonal tile. */
+template <typename T>
+__global__ void __launch_bounds__(H_THREADS, 2)
+flash_fwd_sm90_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale_log2)
+{
+    extern __shared__ uint8_t h_smem_raw[];
+    /* K tiles at sm + buf * H_TILE_BYTES, V tiles two tiles further, then Q */
+    uint8_t *sm = (uint8_t *)(((uintptr_t)h_smem_raw + 1023) & ~(uintptr_t)1023);
+    T *sQ = (T *)(sm + 4 * H_TILE_BYTES);
+    const HGeo G(T_, NH);
+    const int lane = G.lane, g = G.g, t = G.t, bh = G.bh, b = G.b, h = G.h, q0 = G.q0;
+    const int kt_last = G.kt_last, kt_wg = G.kt_wg, r0 = G.r0;
+    const int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
+
+    fa_load_rows<H_THREADS, FQ_ROWS>(sQ, base, q0, T_, C3);
+    h_kv_load(sm, base, 0, 0, T_, C);
+    cp_async_commit();
+
+    uint32_t qf[4][4];
+    float o[8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    zero_acc(o);
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int buf = kt & 1;
+        h_kv_next(sm, base, kt, kt_last, T_, C);
+        if (kt == 0) fa_frag_a(qf, sQ, r0 - q0, lane);
+        if (kt <= kt_wg) {
+            const uint32_t ka = (uint32_t)__cvta_generic_to_shared(sm + buf * H_TILE_BYTES);
+            float s[8][4];
+            zero_acc(s);
+            wg_mma64<T, 0>(s, qf, ka, false); /* S = Q K^T */
+            fa_softmax_step(s, m, l, o, kt * H_BN, r0, kt * H_BN + H_BN - 1 > r0, scale_log2, g, t);
+            uint32_t pf[4][4];
+            acc_to_a<T>(pf, s);
+            wg_mma64<T, 1>(o, pf, ka + 2 * H_TILE_BYTES, true); /* O += P V */
+        }
+        __syncthreads(); /* everyone is done with buf before it is refilled */
+    }
+    fa_write_rows(out + (int64_t)b * T_ * C + (int64_t)h * FA_D, lse + (int64_t)bh * T_, o, m, l, r0, T_, C, g, t);
+}
+
+/* Rows row0 + g (+ 8) of a 16 x 64 accumulator tile, times scale, into dst (row stride ld); rows
+ * at or past T are not written. */
+template <typename T>
+__device__ __forceinline__ void fa_store_rows(T *dst, int64_t ld, const float a[8][4], float scale, int row0, int T_,
+                                              int g, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = row0 + g + 8 * r;
+        if (row >= T_) continue;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            *reinterpret_cast<uint32_t *>(dst + (int64_t)row * ld + n * 8 + 2 * t) =
+                Mma<T>::pack(a[n][2 * r] * scale, a[n][2 * r + 1] * scale);
+    }
+}
+
+/* dQ: a block of two warpgroups per 128 queries, warpgroup wg owning rows q0 + 64wg.. (Q and dO
+ * as A fragments in registers); key tiles of 64, double buffered, up to each warpgroup's
+ * diagonal. */
+#define HQ_SMEM_BYTES (1024 + 4 * H_TILE_BYTES + 2 * FQ_ROWS * FA_LD * 2)
+template <typename T>
+__global__ void __launch_bounds__(H_THREADS, 1)
+flash_bwd_dq_sm90_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dv, int T_, int C,
+                    int NH, float scale, float scale_log2)
+{
+    extern __shared__ uint8_t h_smem_raw[];
+    /* K tiles at sm + buf * H_TILE_BYTES, V tiles two tiles further; then Q and dO padded */
+    uint8_t *sm = (uint8_t *)(((uintptr_t)h_smem_raw + 1023) & ~(uintptr_t)1023);
+    T *sQ = (T *)(sm + 4 * H_TILE_BYTES), *sO = sQ + FQ_ROWS * FA_LD;
+    const HGeo G(T_, NH);
+    const int lane = G.lane, g = G.g, t = G.t, bh = G.bh, b = G.b, h = G.h, q0 = G.q0;
+    const int kt_last = G.kt_last, kt_wg = G.kt_wg, r0 = G.r0;
+    const int64_t C3 = 3 * (int64_t)C;
+    const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
+    const T *obase = dout + (int64_t)b * T_ * C + (int64_t)h * FA_D;
+
+    fa_load_rows<H_THREADS, FQ_ROWS>(sQ, base, q0, T_, C3);
+    fa_load_rows<H_THREADS, FQ_ROWS>(sO, obase, q0, T_, (int64_t)C);
+    h_kv_load(sm, base, 0, 0, T_, C);
+    cp_async_commit();
+    float L2[2], Di[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int row = r0 + g + 8 * r;
+        bool ok = row < T_;
+        L2[r] = ok ? lse[(int64_t)bh * T_ + row] * LOG2E : INFINITY; /* padding rows: p = 0 */
+        Di[r] = ok ? Dv[(int64_t)bh * T_ + row] : 0.0f;
+    }
+    uint32_t qf[4][4], of[4][4];
+    float dq[8][4];
+    zero_acc(dq);
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int buf = kt & 1;
+        h_kv_next(sm, base, kt, kt_last, T_, C);
+        if (kt == 0) {
+            fa_frag_a(qf, sQ, r0 - q0, lane);
+            fa_frag_a(of, sO, r0 - q0, lane);
+        }
+        if (kt <= kt_wg) {
+            const uint32_t ka = (uint32_t)__cvta_generic_to_shared(sm + buf * H_TILE_BYTES);
+            float p[8][4], dp[8][4];
+            zero_acc(p);
+            zero_acc(dp);
+            wg_fence();
+            wg_issue64<T, 0>(p, qf, ka, false);                     /* S = Q K^T */
+            wg_issue64<T, 0>(dp, of, ka + 2 * H_TILE_BYTES, false); /* dP = dO V^T */
+            wg_commit();
+            wg_wait0();
+            wg_fence_regs(p);
+            wg_fence_regs(dp);
+            const bool diag = kt * H_BN + H_BN - 1 > r0;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float v = fast_exp2(p[n][e] * scale_log2 - L2[e >> 1]);
+                    if (diag && kt * H_BN + n * 8 + 2 * t + (e & 1) > r0 + g + 8 * (e >> 1)) v = 0.0f;
+                    dp[n][e] = v * (dp[n][e] - Di[e >> 1]); /* dS without the scale */
+                }
+            uint32_t sf[4][4];
+            acc_to_a<T>(sf, dp);
+            wg_mma64<T, 1>(dq, sf, ka, true); /* dQ += dS K */
+        }
+        __syncthreads(); /* everyone is done with buf before it is refilled */
+    }
+    fa_store_rows(dqkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D, C3, dq, scale, r0, T_, g, t);
+}
+#endif /* sm_90a */
+
 /* ===================================================================== dispatch */
 
 static bool use_fast(CudaImpl *im, int hs, const void *a, const void *b, const void *c)
 {
     return im->cdt != ZINF_F32 && hs == FA_D && aligned16(a) && aligned16(b) && (!c || aligned16(c));
 }
+
+#ifdef ZINF_HOPPER_ATTN
+/* Raise a kernel's dynamic shared-memory limit (on every call: it is a host-side attribute set,
+ * cheap next to the launch); false after recording the failure. */
+template <typename K> static bool hopper_smem(CudaImpl *im, K *kernel, int bytes, const char *op)
+{
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess) return true;
+    zinf_cuda_fail(im, op, ZINF_CUDA_EIO, "%s: %s", op, cudaGetErrorString(e));
+    return false;
+}
+#endif
 
 template <typename T>
 static void attn_fwd_t(CudaImpl *im, T *out, float *lse, const T *qkv, int B, int T_, int C, int NH)
@@ -738,6 +1075,15 @@ static void attn_fwd_t(CudaImpl *im, T *out, float *lse, const T *qkv, int B, in
     if constexpr (!std::is_same<T, float>::value) {
         if (use_fast(im, hs, out, qkv, NULL)) {
             dim3 grid(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
+#ifdef ZINF_HOPPER_ATTN
+            if (im->cc == 90 && (zinf_cuda_attn_hopper & ZINF_ATTN_HOPPER_FWD)) {
+                if (!hopper_smem(im, flash_fwd_sm90_k<T>, H_SMEM_BYTES, "attention_fwd")) return;
+                flash_fwd_sm90_k<T><<<grid, H_THREADS, H_SMEM_BYTES, im->stream>>>(out, lse, qkv, T_, C, NH,
+                                                                                  scale * LOG2E);
+                zinf_cuda_check_launch(im, "attention_fwd");
+                return;
+            }
+#endif
             flash_fwd_k<T><<<grid, FA_THREADS, 0, im->stream>>>(out, lse, qkv, T_, C, NH, scale * LOG2E);
             zinf_cuda_check_launch(im, "attention_fwd");
             return;
@@ -770,18 +1116,30 @@ static void attn_bwd_t(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const
     attn_D_k<T><<<cdiv(rows, 8), 256, 0, im->stream>>>(D, dout, out, B, T_, C, NH);
     if constexpr (!std::is_same<T, float>::value) {
         if (use_fast(im, hs, dqkv, dout, qkv)) {
-            dim3 grid(cdiv(T_, FA_BR), (unsigned)(B * NH));
-            flash_bwd_dkdv_k<T><<<grid, FA_THREADS, 0, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
-                                                                     NH, scale, scale * LOG2E);
-            cudaError_t e = cudaFuncSetAttribute(flash_bwd_dq_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)DQ_SMEM_BYTES(T));
-            if (e != cudaSuccess) {
-                zinf_cuda_fail(im, "attention_bwd", ZINF_CUDA_EIO, "attention_bwd: %s", cudaGetErrorString(e));
-                return;
+            const float sl = scale * LOG2E;
+            bool q_done = false;
+#ifdef ZINF_HOPPER_ATTN
+            if (im->cc == 90 && (zinf_cuda_attn_hopper & ZINF_ATTN_HOPPER_DQ)) {
+                if (!hopper_smem(im, flash_bwd_dq_sm90_k<T>, HQ_SMEM_BYTES, "attention_bwd")) return;
+                dim3 gq(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
+                flash_bwd_dq_sm90_k<T><<<gq, H_THREADS, HQ_SMEM_BYTES, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
+                                                                                   NH, scale, sl);
+                q_done = true;
             }
-            dim3 gq(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
-            flash_bwd_dq_k<T><<<gq, FA_THREADS, DQ_SMEM_BYTES(T), im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
-                                                                                NH, scale, scale * LOG2E);
+#endif
+            dim3 grid(cdiv(T_, FA_BR), (unsigned)(B * NH));
+            flash_bwd_dkdv_k<T><<<grid, FA_THREADS, 0, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C, NH, scale, sl);
+            if (!q_done) {
+                cudaError_t e = cudaFuncSetAttribute(flash_bwd_dq_k<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)DQ_SMEM_BYTES(T));
+                if (e != cudaSuccess) {
+                    zinf_cuda_fail(im, "attention_bwd", ZINF_CUDA_EIO, "attention_bwd: %s", cudaGetErrorString(e));
+                    return;
+                }
+                dim3 gq(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
+                flash_bwd_dq_k<T><<<gq, FA_THREADS, DQ_SMEM_BYTES(T), im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
+                                                                                    NH, scale, sl);
+            }
             zinf_cuda_check_launch(im, "attention_bwd");
             return;
         }

@@ -356,6 +356,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
         return ZINF_CUDA_ENOTSUP;
     }
     im->num_sms = prop.multiProcessorCount;
+    im->cc = prop.major * 10 + prop.minor;
     if (prop.major < 8) {
         snprintf(g_errmsg, sizeof g_errmsg,
                  "CUDA device %d (%s) has compute capability %d.%d; zinf needs 8.0 or newer",

@@ -20,6 +20,13 @@ const char *zinf_backend_cuda_error(void);
 zinf_event *zinf_cuda_event_new_timed(zinf_backend *be);
 double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b);
 
+/* Tests: which attention kernels take the wgmma (Hopper) version where it is built, as bits; a
+ * clear bit takes the mma.sync kernel on a Hopper GPU too, so that one GPU checks both. */
+#define ZINF_ATTN_HOPPER_FWD 1
+#define ZINF_ATTN_HOPPER_DQ 2
+#define ZINF_ATTN_HOPPER_ALL 3
+extern int zinf_cuda_attn_hopper;
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,7 @@ struct CudaImpl {
     int device;
     zinf_dtype cdt;
     int num_sms;
+    int cc; /* compute capability, major * 10 + minor */
     cudaStream_t stream; /* the compute stream: every operation runs on it */
     cublasLtHandle_t lt;
     void *lt_ws; /* cuBLASLt workspace */

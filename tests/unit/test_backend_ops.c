@@ -14,9 +14,10 @@
  *   fp32: 1e-5 elementwise / short rows; 5e-5 long reductions (matmul over K up to 3072, dw/db
  *         over N = 4096 rows, softmax over 50257 columns, attention over 1024 keys);
  *   bf16: 1e-2 (2.5 ulp; attention's P and dS are rounded to bf16 for the tensor cores: 2e-2
- *         forward, 5e-2 backward, whose gradients are compared on their own (they overwrite
- *         dqkv) and sum up to 1024 rounded P or dS terms per element: measured 3.7e-2 on the
- *         GPT-2 shape, and 4.6e-3 in fp16, 2^3 smaller as fp16's 3 extra mantissa bits predict);
+ *         forward, 8e-2 backward, whose gradients are compared on their own (they overwrite
+ *         dqkv) and sum up to 1024 rounded P or dS terms per element: the largest of 3.1M
+ *         elements at the GPT-2 shape measured 2.7e-2 to 5.2e-2 over random draws, and 4.6e-3
+ *         in fp16, 2^3 smaller as fp16's 3 extra mantissa bits predict);
  *   fp16: 5e-3 (attention 1e-2).
  * NaN/Inf in the output where the reference is finite always fails. Casts must be bit-exact
  * (round-to-nearest-even), and each backward run twice from the same inputs must give the same
@@ -28,7 +29,10 @@
  *        test_backend_ops --small    small shapes only (seconds)
  *        test_backend_ops --bench [B] [bf16|fp16] [gpt2-124m|gpt2-1.5b]
  *                                              no checks: per-op timings at GPT-2 shapes
- *                                    (bf16 unless fp16) and a whole training step's tokens/s */
+ *                                    (bf16 unless fp16) and a whole training step's tokens/s
+ * ZINF_TEST_ATTN_HOPPER=bits picks which attention kernels take their wgmma version on a Hopper
+ * GPU (1 forward, 2 dQ; default both), for timing them against the mma.sync ones. The
+ * checks run the fast attention path twice there: all wgmma kernels, then none. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -738,7 +742,7 @@ static void test_attention(ctx *c, int B, int T, int C, int NH)
             CHECK(mx <= 1e-5, "attention_bwd [%s] %s: %s = %g with one key", c->dn, nm, part[p], mx);
             continue;
         }
-        compare(c, "attention_bwd", part[p], gp, rp, N * C, tol_of(c, 5e-5, 5e-2, 1e-2));
+        compare(c, "attention_bwd", part[p], gp, rp, N * C, tol_of(c, 5e-5, 8e-2, 1e-2));
     }
     same_bits(c, "attention_bwd", nm, raw[0], raw[1], nq * es(c));
     free(gp), free(rp), free(h), free(raw[0]), free(raw[1]);
@@ -1139,10 +1143,15 @@ static void run_all(ctx *c, int big)
     test_attention(c, 1, 64, 16, 2);   /* hs 8 */
     test_attention(c, 2, 33, 64, 4);   /* hs 16 */
     test_attention(c, 1, 70, 256, 2);  /* hs 128 */
-    int Ts[] = {1, 7, 64, 100, 256};
-    for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 128, 2);
-    if (big) test_attention(c, 4, 1024, 768, 12);
-    else test_attention(c, 1, 1024, 128, 2);
+    /* the fast path twice on a Hopper GPU: its wgmma kernels, then the mma.sync ones */
+    for (int pass = 0; pass < 2; pass++) {
+        zinf_cuda_attn_hopper = pass ? 0 : ZINF_ATTN_HOPPER_ALL;
+        int Ts[] = {1, 7, 64, 100, 256};
+        for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 128, 2);
+        if (big) test_attention(c, 4, 1024, 768, 12);
+        else test_attention(c, 1, 1024, 128, 2);
+    }
+    zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL;
     test_elementwise(c, 1001, 0);
     test_elementwise(c, 4099, 1);
     if (big) test_elementwise(c, (int64_t)4096 * 3072, 0);
@@ -1163,6 +1172,9 @@ int main(int argc, char **argv)
 {
     int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
     int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0; /* --bench [B] [fp16]: timings only */
+    /* timing the attention versions against each other: ZINF_TEST_ATTN_HOPPER=bits (cuda_backend.h) */
+    const char *hop = getenv("ZINF_TEST_ATTN_HOPPER");
+    if (hop && *hop) zinf_cuda_attn_hopper = atoi(hop);
     if (zinf_backend_cuda_count() <= 0) {
         const char *why = zinf_backend_cuda_error();
         printf("test_backend_ops: no CUDA device%s%s%s; skipped\n", *why ? " (" : "", why, *why ? ")" : "");
