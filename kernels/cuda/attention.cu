@@ -54,26 +54,78 @@ __global__ void attn_D_k(float *D, const T *dout, const T *out, int B, int T_, i
 
 /* ===================================================================== generic path */
 
+/* A generic kernel's warp: its row (query or key, by kernel) rowid = (b*NH + h)*T + row of the
+ * B*NH*T rows, 4 warps per block; valid is false for the warps past the end. */
+struct GRow {
+    int64_t rowid, bh, C3;
+    int lane, hs, row, h, b;
+    bool valid;
+    __device__ __forceinline__ GRow(int B, int T_, int C, int NH)
+    {
+        rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+        lane = threadIdx.x % 32;
+        hs = C / NH;
+        valid = rowid < (int64_t)B * NH * T_;
+        row = (int)(rowid % T_);
+        bh = rowid / T_;
+        h = (int)(bh % NH);
+        b = (int)(bh / NH);
+        C3 = 3 * (int64_t)C;
+    }
+};
+
+/* A head's row (channels d = lane + 32k < hs of the warp's lanes) into registers, 0 past hs; and
+ * back out, times scale. */
+template <typename T, int ND> __device__ __forceinline__ void g_load(float x[ND], const T *p, int lane, int hs)
+{
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        x[k] = d < hs ? to_f(p[d]) : 0.0f;
+    }
+}
+template <typename T, int ND>
+__device__ __forceinline__ void g_store(T *p, const float x[ND], float scale, int lane, int hs)
+{
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        if (d < hs) p[d] = from_f<T>(x[k] * scale);
+    }
+}
+
+/* Both warp-wide dot products of the backward: s = sum a[k] x[d], dp = sum c[k] y[d] over the
+ * lane's channels d = lane + 32k < hs, summed over the warp. */
+template <typename T, int ND>
+__device__ __forceinline__ void warp_dot2(float &s, float &dp, const float a[ND], const T *x, const float c[ND],
+                                          const T *y, int lane, int hs)
+{
+    s = 0.0f;
+    dp = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        int d = lane + 32 * k;
+        if (d < hs) {
+            s += a[k] * to_f(x[d]);
+            dp += c[k] * to_f(y[d]);
+        }
+    }
+    s = warp_sum(s);
+    dp = warp_sum(dp);
+}
+
 /* forward: one warp per query row; lane owns channels lane + 32*k (k < ND) */
 template <typename T, int ND>
 __global__ void attn_fwd_generic_k(T *out, float *lse, const T *qkv, int B, int T_, int C, int NH,
                                    float scale)
 {
-    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32, hs = C / NH;
-    if (rowid >= (int64_t)B * NH * T_) return;
-    int i = (int)(rowid % T_);
-    int64_t bh = rowid / T_;
-    int h = (int)(bh % NH), b = (int)(bh / NH);
-    int64_t C3 = 3 * (int64_t)C;
+    const GRow R(B, T_, C, NH);
+    if (!R.valid) return;
+    const int lane = R.lane, hs = R.hs, i = R.row, h = R.h, b = R.b;
+    const int64_t rowid = R.rowid, C3 = R.C3;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * hs;
-    float q[ND], o[ND];
-#pragma unroll
-    for (int k = 0; k < ND; k++) {
-        int d = lane + 32 * k;
-        q[k] = d < hs ? to_f(base[i * C3 + d]) : 0.0f;
-        o[k] = 0.0f;
-    }
+    float q[ND], o[ND] = {};
+    g_load<T, ND>(q, base + i * C3, lane, hs);
     float m = -INFINITY, l = 0.0f;
     for (int j = 0; j <= i; j++) {
         const T *kr = base + j * C3 + C, *vr = base + j * C3 + 2 * C;
@@ -93,13 +145,7 @@ __global__ void attn_fwd_generic_k(T *out, float *lse, const T *qkv, int B, int 
         }
         m = mn;
     }
-    T *orow = out + ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
-    float inv = 1.0f / l;
-#pragma unroll
-    for (int k = 0; k < ND; k++) {
-        int d = lane + 32 * k;
-        if (d < hs) orow[d] = from_f<T>(o[k] * inv);
-    }
+    g_store<T, ND>(out + ((int64_t)b * T_ + i) * C + (int64_t)h * hs, o, 1.0f / l, lane, hs);
     if (lane == 0) lse[rowid] = m + logf(l);
 }
 
@@ -108,37 +154,21 @@ template <typename T, int ND>
 __global__ void attn_bwd_dq_generic_k(T *dqkv, const T *dout, const T *qkv, const float *lse,
                                       const float *Dv, int B, int T_, int C, int NH, float scale)
 {
-    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32, hs = C / NH;
-    if (rowid >= (int64_t)B * NH * T_) return;
-    int i = (int)(rowid % T_);
-    int64_t bh = rowid / T_;
-    int h = (int)(bh % NH), b = (int)(bh / NH);
-    int64_t C3 = 3 * (int64_t)C;
+    const GRow R(B, T_, C, NH);
+    if (!R.valid) return;
+    const int lane = R.lane, hs = R.hs, i = R.row, h = R.h, b = R.b;
+    const int64_t rowid = R.rowid, C3 = R.C3;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * hs;
     const T *dor = dout + ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
-    float q[ND], go[ND], dq[ND];
-#pragma unroll
-    for (int k = 0; k < ND; k++) {
-        int d = lane + 32 * k;
-        q[k] = d < hs ? to_f(base[i * C3 + d]) : 0.0f;
-        go[k] = d < hs ? to_f(dor[d]) : 0.0f;
-        dq[k] = 0.0f;
-    }
+    float q[ND], go[ND], dq[ND] = {};
+    g_load<T, ND>(q, base + i * C3, lane, hs);
+    g_load<T, ND>(go, dor, lane, hs);
     float L = lse[rowid], Di = Dv[rowid];
     for (int j = 0; j <= i; j++) {
         const T *kr = base + j * C3 + C, *vr = base + j * C3 + 2 * C;
-        float s = 0.0f, dp = 0.0f;
-#pragma unroll
-        for (int k = 0; k < ND; k++) {
-            int d = lane + 32 * k;
-            if (d < hs) {
-                s += q[k] * to_f(kr[d]);
-                dp += go[k] * to_f(vr[d]);
-            }
-        }
-        s = warp_sum(s) * scale;
-        dp = warp_sum(dp);
+        float s, dp;
+        warp_dot2<T, ND>(s, dp, q, kr, go, vr, lane, hs);
+        s *= scale;
         float p = expf(s - L), ds = p * (dp - Di) * scale;
 #pragma unroll
         for (int k = 0; k < ND; k++) {
@@ -146,12 +176,7 @@ __global__ void attn_bwd_dq_generic_k(T *dqkv, const T *dout, const T *qkv, cons
             if (d < hs) dq[k] += ds * to_f(kr[d]);
         }
     }
-    T *g = dqkv + ((int64_t)b * T_ + i) * C3 + (int64_t)h * hs;
-#pragma unroll
-    for (int k = 0; k < ND; k++) {
-        int d = lane + 32 * k;
-        if (d < hs) g[d] = from_f<T>(dq[k]);
-    }
+    g_store<T, ND>(dqkv + ((int64_t)b * T_ + i) * C3 + (int64_t)h * hs, dq, 1.0f, lane, hs);
 }
 
 /* dK, dV: one warp per key row j, queries i = j..T-1 */
@@ -159,37 +184,21 @@ template <typename T, int ND>
 __global__ void attn_bwd_dkv_generic_k(T *dqkv, const T *dout, const T *qkv, const float *lse,
                                        const float *Dv, int B, int T_, int C, int NH, float scale)
 {
-    int64_t rowid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32, hs = C / NH;
-    if (rowid >= (int64_t)B * NH * T_) return;
-    int j = (int)(rowid % T_);
-    int64_t bh = rowid / T_;
-    int h = (int)(bh % NH), b = (int)(bh / NH);
-    int64_t C3 = 3 * (int64_t)C;
+    const GRow R(B, T_, C, NH);
+    if (!R.valid) return;
+    const int lane = R.lane, hs = R.hs, j = R.row, h = R.h, b = R.b;
+    const int64_t bh = R.bh, C3 = R.C3;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * hs;
-    float kk[ND], vv[ND], dk[ND], dv[ND];
-#pragma unroll
-    for (int k = 0; k < ND; k++) {
-        int d = lane + 32 * k;
-        kk[k] = d < hs ? to_f(base[j * C3 + C + d]) : 0.0f;
-        vv[k] = d < hs ? to_f(base[j * C3 + 2 * C + d]) : 0.0f;
-        dk[k] = dv[k] = 0.0f;
-    }
+    float kk[ND], vv[ND], dk[ND] = {}, dv[ND] = {};
+    g_load<T, ND>(kk, base + j * C3 + C, lane, hs);
+    g_load<T, ND>(vv, base + j * C3 + 2 * C, lane, hs);
     const float *Lrow = lse + bh * T_, *Drow = Dv + bh * T_;
     for (int i = j; i < T_; i++) {
         const T *qr = base + i * C3;
         const T *dor = dout + ((int64_t)b * T_ + i) * C + (int64_t)h * hs;
-        float s = 0.0f, dp = 0.0f;
-#pragma unroll
-        for (int k = 0; k < ND; k++) {
-            int d = lane + 32 * k;
-            if (d < hs) {
-                s += to_f(qr[d]) * kk[k];
-                dp += to_f(dor[d]) * vv[k];
-            }
-        }
-        s = warp_sum(s) * scale;
-        dp = warp_sum(dp);
+        float s, dp;
+        warp_dot2<T, ND>(s, dp, kk, qr, vv, dor, lane, hs);
+        s *= scale;
         float p = expf(s - Lrow[i]), ds = p * (dp - Drow[i]) * scale;
 #pragma unroll
         for (int k = 0; k < ND; k++) {
@@ -201,14 +210,8 @@ __global__ void attn_bwd_dkv_generic_k(T *dqkv, const T *dout, const T *qkv, con
         }
     }
     T *g = dqkv + ((int64_t)b * T_ + j) * C3 + (int64_t)h * hs;
-#pragma unroll
-    for (int k = 0; k < ND; k++) {
-        int d = lane + 32 * k;
-        if (d < hs) {
-            g[C + d] = from_f<T>(dk[k]);
-            g[2 * C + d] = from_f<T>(dv[k]);
-        }
-    }
+    g_store<T, ND>(g + C, dk, 1.0f, lane, hs);
+    g_store<T, ND>(g + 2 * C, dv, 1.0f, lane, hs);
 }
 
 /* ===================================================================== fast path: tensor cores */
@@ -218,35 +221,27 @@ __global__ void attn_bwd_dkv_generic_k(T *dqkv, const T *dout, const T *qkv, con
 #define FA_LD 72  /* shared-memory row stride in elements: 144 bytes, conflict-free for ldmatrix */
 #define FA_THREADS 128
 
+/* mma.sync m16n8k16 with fp32 accumulators, and the packing of two fp32 values into one A
+ * register, per 16-bit type (TY: the PTX type name) */
 template <typename T> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
-    static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-};
-template <> struct Mma<__half> {
-    static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-};
+#define ZINF_MMA(T, TY, T2, CVT2)                                                                 \
+    template <> struct Mma<T> {                                                                   \
+        static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) \
+        {                                                                                         \
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, " \
+                         "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                \
+                         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                         \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));        \
+        }                                                                                         \
+        static __device__ __forceinline__ uint32_t pack(float lo, float hi)                       \
+        {                                                                                         \
+            T2 v = CVT2(lo, hi);                                                                  \
+            return *reinterpret_cast<uint32_t *>(&v);                                             \
+        }                                                                                         \
+    };
+ZINF_MMA(__nv_bfloat16, "bf16", __nv_bfloat162, __floats2bfloat162_rn)
+ZINF_MMA(__half, "f16", __half2, __floats2half2_rn)
+#undef ZINF_MMA
 
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
 {
@@ -783,20 +778,17 @@ int zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL;
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate),      \
                    "n"(TRANS_B))
 template <typename T> struct Wgmma;
-template <> struct Wgmma<__nv_bfloat16> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate)
-    {
-        ZINF_WGMMA_RS("bf16");
-    }
-};
-template <> struct Wgmma<__half> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate)
-    {
-        ZINF_WGMMA_RS("f16");
-    }
-};
+#define ZINF_WGMMA(T, TY)                                                                         \
+    template <> struct Wgmma<T> {                                                                 \
+        template <int TRANS_B>                                                                    \
+        static __device__ __forceinline__ void rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate) \
+        {                                                                                         \
+            ZINF_WGMMA_RS(TY);                                                                    \
+        }                                                                                         \
+    };
+ZINF_WGMMA(__nv_bfloat16, "bf16")
+ZINF_WGMMA(__half, "f16")
+#undef ZINF_WGMMA
 #undef ZINF_WGMMA_RS
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
