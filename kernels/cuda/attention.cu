@@ -534,7 +534,7 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
                  int C, int NH, float scale, float scale_log2)
 {
     __shared__ __align__(16) T sQ[2][FA_BR * FA_LD], sO[2][FA_BR * FA_LD];
-    __shared__ float sL[2][FA_BR], sD[2][FA_BR];
+    __shared__ __align__(8) float sL[2][FA_BR], sD[2][FA_BR];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int kt = blockIdx.x, nt_all = gridDim.x; /* small kt = most query tiles: first */
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -583,23 +583,27 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
         zero_acc(p);
         zero_acc(dp);
         fa_mma_abt(p, kf, sQ[buf], lane); /* S^T */
+        const bool diag = qt == kt; /* earlier query tiles are not walked; later ones see every key */
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+        for (int n = 0; n < 8; n++) {
+            /* the lse of this thread's two query columns of n-tile n, in one 8-byte read */
+            const float2 L2 = *reinterpret_cast<const float2 *>(&sL[buf][n * 8 + 2 * t]);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int ql = n * 8 + 2 * t + (e & 1), q = qt * FA_BR + ql;
-                float v = exp2f(p[n][e] * scale_log2 - sL[buf][ql]);
-                p[n][e] = q >= key[e >> 1] ? v : 0.0f;
+                int q = qt * FA_BR + n * 8 + 2 * t + (e & 1);
+                float v = fast_exp2(p[n][e] * scale_log2 - ((e & 1) ? L2.y : L2.x));
+                p[n][e] = diag && q < key[e >> 1] ? 0.0f : v;
             }
+        }
         fa_mma_pb(dv, p, sO[buf], lane); /* dV += P^T dO */
         fa_mma_abt(dp, vf, sO[buf], lane); /* dP^T = V dO^T */
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+        for (int n = 0; n < 8; n++) {
+            const float2 D2 = *reinterpret_cast<const float2 *>(&sD[buf][n * 8 + 2 * t]);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int ql = n * 8 + 2 * t + (e & 1);
-                dp[n][e] = p[n][e] * (dp[n][e] - sD[buf][ql]); /* dS^T without the scale */
-            }
+            for (int e = 0; e < 4; e++)
+                dp[n][e] = p[n][e] * (dp[n][e] - ((e & 1) ? D2.y : D2.x)); /* dS^T without the scale */
+        }
         fa_mma_pb(dk, dp, sQ[buf], lane); /* dK += dS^T Q */
         __syncthreads();
     }
@@ -713,7 +717,7 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
                     for (int e = 0; e < 4; e++) {
                         int key = kt * FA_BR + n * 8 + 2 * t + (e & 1);
                         int row = w0 + mt * 16 + g + 8 * (e >> 1);
-                        float pv = exp2f(p[mt][n][e] * scale_log2 - L2[mt][e >> 1]);
+                        float pv = fast_exp2(p[mt][n][e] * scale_log2 - L2[mt][e >> 1]);
                         if (key > row) pv = 0.0f;
                         dp[mt][n][e] = pv * (dp[mt][n][e] - Di[mt][e >> 1]);
                     }
