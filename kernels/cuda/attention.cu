@@ -757,9 +757,12 @@ int zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL;
 
 #define H_BN 64                        /* keys per tile */
 #define H_TILE_BYTES (H_BN * FA_D * 2) /* one swizzled K or V tile: 8 KB */
-#define H_Q_BYTES (FQ_ROWS * FA_LD * 2) /* Q staged padded, for ldmatrix into registers */
-#define H_SMEM_BYTES (1024 + 4 * H_TILE_BYTES + H_Q_BYTES)
-#define H_THREADS 256
+/* NWG warpgroups per block (1 or 2): 64 * NWG query rows, 128 * NWG threads */
+#define H_ROWS(NWG) (64 * (NWG))
+#define H_THREADS(NWG) (128 * (NWG))
+/* forward: K/V double buffered, then Q staged padded (for ldmatrix into registers); dQ: Q and dO */
+#define H_SMEM_BYTES(NWG) (1024 + 4 * H_TILE_BYTES + H_ROWS(NWG) * FA_LD * 2)
+#define HQ_SMEM_BYTES(NWG) (1024 + 4 * H_TILE_BYTES + 2 * H_ROWS(NWG) * FA_LD * 2)
 
 #if defined(ZINF_CUDA_SM90A) && (!defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL))
 #define ZINF_HOPPER_ATTN 1
@@ -818,21 +821,21 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t s)
 
 /* Rows r0.. of a strided matrix (64 channels) into a swizzled [H_BN][64] tile; rows at or past
  * T become zeros. Complete after cp_async_wait, the proxy fence and a barrier. */
-template <typename T>
+template <int NTHR, typename T>
 __device__ __forceinline__ void h_load_tile(uint8_t *s, const T *g, int r0, int T_, int64_t stride)
 {
 #pragma unroll
-    for (int k = 0; k < H_BN * 8 / H_THREADS; k++) {
-        int idx = threadIdx.x + k * H_THREADS, r = idx / 8, c = idx % 8;
+    for (int k = 0; k < H_BN * 8 / NTHR; k++) {
+        int idx = threadIdx.x + k * NTHR, r = idx / 8, c = idx % 8;
         bool in = r0 + r < T_;
         cp_async16(s + r * 128 + ((c ^ (r & 7)) << 4), g + (int64_t)(in ? r0 + r : 0) * stride + c * 8, in);
     }
 }
 
-/* Where a thread of the forward or dQ kernel stands: block (128-query tile qt, the longest
- * tiles first; b*h), warpgroup wg of two owning rows q0 + 64wg.., warp rows r0..r0+15, and the
- * key tiles to walk: 0..kt_last for the block, 0..kt_wg (its diagonal) for the warpgroup. */
-struct HGeo {
+/* Where a thread of the forward or dQ kernel stands: block (query tile qt of H_ROWS(NWG) rows,
+ * the longest tiles first; b*h), warpgroup wg owning rows q0 + 64wg.., warp rows r0..r0+15, and
+ * the key tiles to walk: 0..kt_last for the block, 0..kt_wg (its diagonal) for the warpgroup. */
+template <int NWG> struct HGeo {
     int lane, warp, wg, g, t, qt, bh, b, h, q0, kt_last, kt_wg, r0;
     __device__ __forceinline__ HGeo(int T_, int NH)
     {
@@ -845,9 +848,9 @@ struct HGeo {
         bh = blockIdx.y;
         b = bh / NH;
         h = bh % NH;
-        q0 = qt * FQ_ROWS;
-        kt_last = min(2 * qt + 1, (T_ - 1) / H_BN);
-        kt_wg = 2 * qt + wg;
+        q0 = qt * H_ROWS(NWG);
+        kt_last = min(NWG * qt + NWG - 1, (T_ - 1) / H_BN);
+        kt_wg = NWG * qt + wg;
         r0 = q0 + wg * 64 + (warp % 4) * 16;
     }
 };
@@ -856,17 +859,17 @@ struct HGeo {
  * H_TILE_BYTES, V two tiles further. h_kv_load starts tile kt into buffers buf (the caller
  * commits); h_kv_next, at the top of iteration kt, starts tile kt + 1 into the other buffers and
  * waits for tile kt, which then is ready for wgmma in every thread. */
-template <typename T>
+template <int NTHR, typename T>
 __device__ __forceinline__ void h_kv_load(uint8_t *sm, const T *base, int kt, int buf, int T_, int C)
 {
-    h_load_tile(sm + buf * H_TILE_BYTES, base + C, kt * H_BN, T_, 3 * (int64_t)C);
-    h_load_tile(sm + (2 + buf) * H_TILE_BYTES, base + 2 * C, kt * H_BN, T_, 3 * (int64_t)C);
+    h_load_tile<NTHR>(sm + buf * H_TILE_BYTES, base + C, kt * H_BN, T_, 3 * (int64_t)C);
+    h_load_tile<NTHR>(sm + (2 + buf) * H_TILE_BYTES, base + 2 * C, kt * H_BN, T_, 3 * (int64_t)C);
 }
-template <typename T>
+template <int NTHR, typename T>
 __device__ __forceinline__ void h_kv_next(uint8_t *sm, const T *base, int kt, int kt_last, int T_, int C)
 {
     if (kt < kt_last) {
-        h_kv_load(sm, base, kt + 1, (kt & 1) ^ 1, T_, C);
+        h_kv_load<NTHR>(sm, base, kt + 1, (kt & 1) ^ 1, T_, C);
         cp_async_commit();
         cp_async_wait<1>();
     } else {
@@ -912,24 +915,25 @@ __device__ __forceinline__ void wg_mma64(float (&acc)[8][4], const uint32_t a[4]
     wg_fence_regs(acc);
 }
 
-/* forward: a block of two warpgroups per 128-query tile, warpgroup wg owning rows q0 + 64wg..;
- * key tiles of 64, double buffered; a warpgroup stops at its diagonal tile. */
-template <typename T>
-__global__ void __launch_bounds__(H_THREADS, 2)
+/* forward: a block of NWG warpgroups per tile of 64 * NWG queries, warpgroup wg owning rows
+ * q0 + 64wg..; key tiles of 64, double buffered; a warpgroup stops at its diagonal tile. Run with
+ * NWG = 2 (128 registers, 2 blocks per SM); one warpgroup per block timed the same. */
+template <typename T, int NWG>
+__global__ void __launch_bounds__(H_THREADS(NWG), 4 / NWG)
 flash_fwd_sm90_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float scale_log2)
 {
     extern __shared__ uint8_t h_smem_raw[];
     /* K tiles at sm + buf * H_TILE_BYTES, V tiles two tiles further, then Q */
     uint8_t *sm = (uint8_t *)(((uintptr_t)h_smem_raw + 1023) & ~(uintptr_t)1023);
     T *sQ = (T *)(sm + 4 * H_TILE_BYTES);
-    const HGeo G(T_, NH);
+    const HGeo<NWG> G(T_, NH);
     const int lane = G.lane, g = G.g, t = G.t, bh = G.bh, b = G.b, h = G.h, q0 = G.q0;
     const int kt_last = G.kt_last, kt_wg = G.kt_wg, r0 = G.r0;
     const int64_t C3 = 3 * (int64_t)C;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
 
-    fa_load_rows<H_THREADS, FQ_ROWS>(sQ, base, q0, T_, C3);
-    h_kv_load(sm, base, 0, 0, T_, C);
+    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG)>(sQ, base, q0, T_, C3);
+    h_kv_load<H_THREADS(NWG)>(sm, base, 0, 0, T_, C);
     cp_async_commit();
 
     uint32_t qf[4][4];
@@ -937,7 +941,7 @@ flash_fwd_sm90_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float 
     zero_acc(o);
     for (int kt = 0; kt <= kt_last; kt++) {
         const int buf = kt & 1;
-        h_kv_next(sm, base, kt, kt_last, T_, C);
+        h_kv_next<H_THREADS(NWG)>(sm, base, kt, kt_last, T_, C);
         if (kt == 0) fa_frag_a(qf, sQ, r0 - q0, lane);
         if (kt <= kt_wg) {
             const uint32_t ka = (uint32_t)__cvta_generic_to_shared(sm + buf * H_TILE_BYTES);
@@ -971,29 +975,29 @@ __device__ __forceinline__ void fa_store_rows(T *dst, int64_t ld, const float a[
     }
 }
 
-/* dQ: a block of two warpgroups per 128 queries, warpgroup wg owning rows q0 + 64wg.. (Q and dO
- * as A fragments in registers); key tiles of 64, double buffered, up to each warpgroup's
- * diagonal. */
-#define HQ_SMEM_BYTES (1024 + 4 * H_TILE_BYTES + 2 * FQ_ROWS * FA_LD * 2)
-template <typename T>
-__global__ void __launch_bounds__(H_THREADS, 1)
+/* dQ: a block of NWG warpgroups per 64 * NWG queries, warpgroup wg owning rows q0 + 64wg.. (Q
+ * and dO as A fragments in registers); key tiles of 64, double buffered, up to each warpgroup's
+ * diagonal. Run with NWG = 1: at 168 registers that fits 3 blocks (warpgroups) per SM, where
+ * blocks of two fit one; the backward was 8% faster so (PERF-NOTES.md). */
+template <typename T, int NWG>
+__global__ void __launch_bounds__(H_THREADS(NWG), 3 / NWG)
 flash_bwd_dq_sm90_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dv, int T_, int C,
                     int NH, float scale, float scale_log2)
 {
     extern __shared__ uint8_t h_smem_raw[];
     /* K tiles at sm + buf * H_TILE_BYTES, V tiles two tiles further; then Q and dO padded */
     uint8_t *sm = (uint8_t *)(((uintptr_t)h_smem_raw + 1023) & ~(uintptr_t)1023);
-    T *sQ = (T *)(sm + 4 * H_TILE_BYTES), *sO = sQ + FQ_ROWS * FA_LD;
-    const HGeo G(T_, NH);
+    T *sQ = (T *)(sm + 4 * H_TILE_BYTES), *sO = sQ + H_ROWS(NWG) * FA_LD;
+    const HGeo<NWG> G(T_, NH);
     const int lane = G.lane, g = G.g, t = G.t, bh = G.bh, b = G.b, h = G.h, q0 = G.q0;
     const int kt_last = G.kt_last, kt_wg = G.kt_wg, r0 = G.r0;
     const int64_t C3 = 3 * (int64_t)C;
     const T *base = qkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D;
     const T *obase = dout + (int64_t)b * T_ * C + (int64_t)h * FA_D;
 
-    fa_load_rows<H_THREADS, FQ_ROWS>(sQ, base, q0, T_, C3);
-    fa_load_rows<H_THREADS, FQ_ROWS>(sO, obase, q0, T_, (int64_t)C);
-    h_kv_load(sm, base, 0, 0, T_, C);
+    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG)>(sQ, base, q0, T_, C3);
+    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG)>(sO, obase, q0, T_, (int64_t)C);
+    h_kv_load<H_THREADS(NWG)>(sm, base, 0, 0, T_, C);
     cp_async_commit();
     float L2[2], Di[2];
 #pragma unroll
@@ -1008,7 +1012,7 @@ flash_bwd_dq_sm90_k(T *dqkv, const T *dout, const T *qkv, const float *lse, cons
     zero_acc(dq);
     for (int kt = 0; kt <= kt_last; kt++) {
         const int buf = kt & 1;
-        h_kv_next(sm, base, kt, kt_last, T_, C);
+        h_kv_next<H_THREADS(NWG)>(sm, base, kt, kt_last, T_, C);
         if (kt == 0) {
             fa_frag_a(qf, sQ, r0 - q0, lane);
             fa_frag_a(of, sO, r0 - q0, lane);
@@ -1061,6 +1065,23 @@ template <typename K> static bool hopper_smem(CudaImpl *im, K *kernel, int bytes
     zinf_cuda_fail(im, op, ZINF_CUDA_EIO, "%s: %s", op, cudaGetErrorString(e));
     return false;
 }
+template <typename T, int NWG>
+static void hopper_fwd(CudaImpl *im, T *out, float *lse, const T *qkv, int B, int T_, int C, int NH, float sl)
+{
+    if (!hopper_smem(im, flash_fwd_sm90_k<T, NWG>, H_SMEM_BYTES(NWG), "attention_fwd")) return;
+    dim3 grid(cdiv(T_, H_ROWS(NWG)), (unsigned)(B * NH));
+    flash_fwd_sm90_k<T, NWG><<<grid, H_THREADS(NWG), H_SMEM_BYTES(NWG), im->stream>>>(out, lse, qkv, T_, C, NH, sl);
+    zinf_cuda_check_launch(im, "attention_fwd");
+}
+template <typename T, int NWG>
+static void hopper_dq(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B,
+                      int T_, int C, int NH, float scale, float sl)
+{
+    if (!hopper_smem(im, flash_bwd_dq_sm90_k<T, NWG>, HQ_SMEM_BYTES(NWG), "attention_bwd")) return;
+    dim3 grid(cdiv(T_, H_ROWS(NWG)), (unsigned)(B * NH));
+    flash_bwd_dq_sm90_k<T, NWG><<<grid, H_THREADS(NWG), HQ_SMEM_BYTES(NWG), im->stream>>>(dqkv, dout, qkv, lse, D,
+                                                                                         T_, C, NH, scale, sl);
+}
 #endif
 
 template <typename T>
@@ -1073,10 +1094,7 @@ static void attn_fwd_t(CudaImpl *im, T *out, float *lse, const T *qkv, int B, in
             dim3 grid(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
 #ifdef ZINF_HOPPER_ATTN
             if (im->cc == 90 && (zinf_cuda_attn_hopper & ZINF_ATTN_HOPPER_FWD)) {
-                if (!hopper_smem(im, flash_fwd_sm90_k<T>, H_SMEM_BYTES, "attention_fwd")) return;
-                flash_fwd_sm90_k<T><<<grid, H_THREADS, H_SMEM_BYTES, im->stream>>>(out, lse, qkv, T_, C, NH,
-                                                                                  scale * LOG2E);
-                zinf_cuda_check_launch(im, "attention_fwd");
+                hopper_fwd<T, 2>(im, out, lse, qkv, B, T_, C, NH, scale * LOG2E);
                 return;
             }
 #endif
@@ -1116,10 +1134,7 @@ static void attn_bwd_t(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const
             bool q_done = false;
 #ifdef ZINF_HOPPER_ATTN
             if (im->cc == 90 && (zinf_cuda_attn_hopper & ZINF_ATTN_HOPPER_DQ)) {
-                if (!hopper_smem(im, flash_bwd_dq_sm90_k<T>, HQ_SMEM_BYTES, "attention_bwd")) return;
-                dim3 gq(cdiv(T_, FQ_ROWS), (unsigned)(B * NH));
-                flash_bwd_dq_sm90_k<T><<<gq, H_THREADS, HQ_SMEM_BYTES, im->stream>>>(dqkv, dout, qkv, lse, D, T_, C,
-                                                                                   NH, scale, sl);
+                hopper_dq<T, 1>(im, dqkv, dout, qkv, lse, D, B, T_, C, NH, scale, sl);
                 q_done = true;
             }
 #endif

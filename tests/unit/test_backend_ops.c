@@ -695,6 +695,7 @@ static void test_gelu_epilogue(ctx *c, int64_t N, int K)
 }
 
 /* ---------------------------------------------------------------- attention */
+static int hopper_bits = ZINF_ATTN_HOPPER_ALL; /* the wgmma kernels checked (ZINF_TEST_ATTN_HOPPER) */
 
 static void test_attention(ctx *c, int B, int T, int C, int NH)
 {
@@ -1145,13 +1146,13 @@ static void run_all(ctx *c, int big)
     test_attention(c, 1, 70, 256, 2);  /* hs 128 */
     /* the fast path twice on a Hopper GPU: its wgmma kernels, then the mma.sync ones */
     for (int pass = 0; pass < 2; pass++) {
-        zinf_cuda_attn_hopper = pass ? 0 : ZINF_ATTN_HOPPER_ALL;
+        zinf_cuda_attn_hopper = pass ? 0 : hopper_bits;
         int Ts[] = {1, 7, 64, 100, 256};
         for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 128, 2);
         if (big) test_attention(c, 4, 1024, 768, 12);
         else test_attention(c, 1, 1024, 128, 2);
     }
-    zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL;
+    zinf_cuda_attn_hopper = hopper_bits;
     test_elementwise(c, 1001, 0);
     test_elementwise(c, 4099, 1);
     if (big) test_elementwise(c, (int64_t)4096 * 3072, 0);
@@ -1174,7 +1175,7 @@ int main(int argc, char **argv)
     int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0; /* --bench [B] [fp16]: timings only */
     /* timing the attention versions against each other: ZINF_TEST_ATTN_HOPPER=bits (cuda_backend.h) */
     const char *hop = getenv("ZINF_TEST_ATTN_HOPPER");
-    if (hop && *hop) zinf_cuda_attn_hopper = atoi(hop);
+    if (hop && *hop) zinf_cuda_attn_hopper = hopper_bits = atoi(hop);
     if (zinf_backend_cuda_count() <= 0) {
         const char *why = zinf_backend_cuda_error();
         printf("test_backend_ops: no CUDA device%s%s%s; skipped\n", *why ? " (" : "", why, *why ? ")" : "");
