@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "zinf-build.h" /* autoconf: ZINF_HAVE_CUDA */
+#include "cuda/cuda_backend.h"
 
 size_t zinf_dtype_size(zinf_dtype dt) { return dt == ZINF_F32 ? 4 : 2; }
 
@@ -22,7 +23,7 @@ int zinf_backend_cuda_built(void) { return 1; }
 #else
 int zinf_backend_cuda_built(void) { return 0; }
 const char *zinf_backend_cuda_error(void) { return "this build has no CUDA backend"; }
-int zinf_cuda_attn_hopper = 3; /* read by nothing without the CUDA backend (cuda_backend.h) */
+int zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL; /* read by nothing without the CUDA backend */
 zinf_event *zinf_cuda_event_new_timed(zinf_backend *be);
 double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b);
 zinf_event *zinf_cuda_event_new_timed(zinf_backend *be)

@@ -32,7 +32,7 @@
  *                                    (bf16 unless fp16) and a whole training step's tokens/s
  * ZINF_TEST_ATTN_HOPPER=bits picks which attention kernels take their wgmma version on a Hopper
  * GPU (1 forward, 2 dQ; default both), for timing them against the mma.sync ones. The
- * checks run the fast attention path twice there: all wgmma kernels, then none. */
+ * checks run the fast attention path twice there: with those wgmma kernels, then with none. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
