@@ -29,9 +29,18 @@ cat > "$tmp/ds.json" <<JSON
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
   "zero_optimization": {"stage": $stage, "overlap_comm": true}, "wall_clock_breakdown": true $ac }
 JSON
+# GPU power and SM clock once a second while zinf trains (a GPU at its power cap lowers its clock,
+# and a long run then goes slower than its kernels do in short bursts)
+dmon=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi dmon -s pc -d 1 > "$tmp/dmon.txt" 2>/dev/null &
+    dmon=$!
+fi
+rc=0
 mpirun -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
-    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || {
-    tail -20 "$tmp/zinf.log" >&2; exit 1; }
+    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
+[ -z "$dmon" ] || { kill "$dmon" 2>/dev/null || :; wait "$dmon" 2>/dev/null || :; }
+[ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 # steady state: the median of the second half of the steps
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 2' | sort -n |
       awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
@@ -46,6 +55,11 @@ echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO st
 printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown: /'
+# dmon rows: gpu pwr(W) gtemp mtemp mclk pclk(MHz); under load = at least half the highest power seen
+[ ! -s "$tmp/dmon.txt" ] || awk '!/^#/ && NF >= 6 && $2 ~ /^[0-9]+$/ { n++; w[n] = $2; c[n] = $6; if ($2 > mx) mx = $2 }
+    END { for (i = 1; i <= n; i++) if (w[i] >= mx / 2) { k++; sw += w[i]; sc += c[i]; if (!lo || c[i] < lo) lo = c[i] }
+          if (k) printf "  zinf GPU load: %.0f W, SM clock %.0f MHz (lowest %d) over %d samples (nvidia-smi dmon)\n",
+                        sw / k, sc / k, lo, k }' "$tmp/dmon.txt"
 if [ "$torch" = yes ] && [ "$np" -eq 1 ] && python3 -c 'import torch' 2>/dev/null; then
     python3 "$here/jobs/bench/torch_gpt2.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" |
     while read -r _ mode ttps _ tpeak; do row "PyTorch ($mode)" "$ttps" "$tpeak"; done
