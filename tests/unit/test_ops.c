@@ -275,6 +275,17 @@ static double mm_loss(void *c_)
     return proj(c->out, c->R, N * OC);
 }
 
+/* The reference product in double: ref[n][o] = sum_k x[n][k] w[o][k] (+ bias[o]). */
+static void ref_matmul(double *ref, const float *x, const float *w, const float *bias, int n_, int k_, int oc)
+{
+    for (int n = 0; n < n_; n++)
+        for (int o = 0; o < oc; o++) {
+            double s = bias ? bias[o] : 0;
+            for (int k = 0; k < k_; k++) s += (double)x[n * k_ + k] * w[o * k_ + k];
+            ref[n * oc + o] = s;
+        }
+}
+
 static void test_matmul(void)
 {
     struct mm c = {randv(N * K, 1), randv(OC * K, 1), randv(OC, 1), zerov(N * OC),
@@ -282,12 +293,7 @@ static void test_matmul(void)
     double *ref = malloc(N * OC * sizeof(double));
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         float *bias = with_bias ? c.bias : NULL;
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) {
-                double s = bias ? bias[o] : 0;
-                for (int k = 0; k < K; k++) s += (double)c.x[n * K + k] * c.w[o * K + k];
-                ref[n * OC + o] = s;
-            }
+        ref_matmul(ref, c.x, c.w, bias, N, K, OC);
         memset(c.out, 0x7f, N * OC * sizeof(float)); /* the forward overwrites */
         be.matmul_fwd(&be, c.out, c.x, c.w, bias, N, K, OC);
         check_vec(with_bias ? "matmul_fwd bias" : "matmul_fwd", c.out, ref, N * OC, 1e-6, 1e-6);
@@ -461,13 +467,11 @@ static void test_matmul_gelu(void)
     float *cpre = zerov(N * OC), *ch = zerov(N * OC);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         float *bias = with_bias ? c.b1 : NULL;
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) {
-                double s = bias ? bias[o] : 0;
-                for (int k = 0; k < K; k++) s += (double)c.x[n * K + k] * c.w1[o * K + k];
-                rpre[n * OC + o] = s;
-                rh[n * OC + o] = 0.5 * s * (1 + tanh(sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
-            }
+        ref_matmul(rpre, c.x, c.w1, bias, N, K, OC);
+        for (int i = 0; i < N * OC; i++) {
+            double s = rpre[i];
+            rh[i] = 0.5 * s * (1 + tanh(sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+        }
         memset(c.pre, 0x7f, N * OC * sizeof(float)); /* both outputs are overwritten */
         memset(c.h, 0x7f, N * OC * sizeof(float));
         be.matmul_gelu_fwd(&be, c.h, c.pre, c.x, c.w1, bias, N, K, OC);
