@@ -209,7 +209,7 @@ static void *carve(carver *c, size_t bytes)
     return p;
 }
 
-static void carve_layer(carver *cv, zinf_layer_acts *a, size_t N, size_t C, size_t NH, size_t T,
+static void carve_layer(carver *cv, zinf_layer_acts *a, size_t N, size_t C, size_t NH,
                         size_t es)
 {
     a->ln1 = carve(cv, N * C * es);
@@ -223,7 +223,7 @@ static void carve_layer(carver *cv, zinf_layer_acts *a, size_t N, size_t C, size
     a->ln1_rstd = carve(cv, N * 4);
     a->ln2_mean = carve(cv, N * 4);
     a->ln2_rstd = carve(cv, N * 4);
-    a->lse = carve(cv, N / T * NH * T * 4);
+    a->lse = carve(cv, N * NH * 4);
 }
 
 static void carve_acts(zinf_model *m, carver *cv)
@@ -232,8 +232,15 @@ static void carve_acts(zinf_model *m, carver *cv)
     size_t es = zinf_dtype_size(m->be->cdt);
     for (size_t l = 0; l <= L; l++) m->res[l] = carve(cv, N * C * es);
     for (size_t l = 0; l < L; l++) {
-        if (m->recompute && l > 0) m->layers[l] = m->layers[0];
-        else carve_layer(cv, &m->layers[l], N, C, NH, m->T, es);
+        if (m->recompute == ZINF_RECOMPUTE_NONE || l == 0) {
+            carve_layer(cv, &m->layers[l], N, C, NH, es);
+            continue;
+        }
+        m->layers[l] = m->layers[0]; /* the recomputed activations share one set */
+        if (m->recompute == ZINF_RECOMPUTE_KEEP_ATTN) {
+            m->layers[l].atty = carve(cv, N * C * es);
+            m->layers[l].lse = carve(cv, N * NH * 4);
+        }
     }
     m->lnf = carve(cv, N * C * es);
     m->lnf_mean = carve(cv, N * 4);
@@ -254,7 +261,7 @@ static void carve_grads(zinf_model *m, carver *cv)
     m->d_fch = carve(cv, N * 4 * C * es); /* d(fch): matmul_dgelu_bwd writes it directly */
 }
 
-int zinf_model_alloc_acts(zinf_model *m, int B, int T, bool recompute)
+int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
 {
     if (T > m->c.n_positions)
         return zinf_err("sequence length %d exceeds the model's n_positions %d", T, m->c.n_positions);
@@ -309,7 +316,7 @@ static inline void *tp(const zinf_model *m, void **bufs, int u, int t)
 /* Block l's forward. For the backward's recomputation (for_backward) it stops after the MLP's
  * GELU: the MLP projection (with the residual sum) produces only res[l+1], which the backward
  * never reads (it starts from d(res[l+1])), and that projection is a third of the block's
- * matrix FLOPs. */
+ * matrix FLOPs. Under KEEP_ATTN the recomputation also reuses the kept attention output. */
 static void block_forward(zinf_model *m, int l, bool for_backward)
 {
     zinf_backend *be = m->be;
@@ -321,7 +328,8 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     be->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->res[l], tp(m, P, u, ZINF_T_LN1W),
                       tp(m, P, u, ZINF_T_LN1B), N, C);
     be->matmul_fwd(be, a->qkv, a->ln1, tp(m, P, u, ZINF_T_QKVW), tp(m, P, u, ZINF_T_QKVB), N, C, 3 * C);
-    be->attention_fwd(be, a->atty, a->lse, a->qkv, B, T, C, NH);
+    if (!for_backward || m->recompute != ZINF_RECOMPUTE_KEEP_ATTN)
+        be->attention_fwd(be, a->atty, a->lse, a->qkv, B, T, C, NH);
     /* res2 = res[l] + atty @ Wproj^T + bproj: the residual sum rides on the GEMM */
     be->matmul_fwd_res(be, a->res2, a->atty, tp(m, P, u, ZINF_T_PROJW), tp(m, P, u, ZINF_T_PROJB), m->res[l],
                        N, C, C);
@@ -401,7 +409,7 @@ static void block_backward(zinf_model *m, int l)
     int64_t N = (int64_t)B * T;
     int u = 1 + l;
     void **P = m->params, **G = m->grads;
-    if (m->recompute) block_forward(m, l, true); /* the layer's activations, from its saved input */
+    if (m->recompute != ZINF_RECOMPUTE_NONE) block_forward(m, l, true); /* from the kept input */
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation. The input
      * gradients of the products and of attention overwrite their buffers: nothing is zeroed. */
     /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM

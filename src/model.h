@@ -64,6 +64,13 @@ typedef struct zinf_unit_hooks {
     int (*grad_ready)(void *ctx, int u);
 } zinf_unit_hooks;
 
+/* Activation checkpointing. FULL keeps each block's input (the residual stream) and recomputes the
+ * block in the backward, up to the MLP's GELU. KEEP_ATTN also keeps each block's attention output
+ * and log-sum-exp (per token C compute-dtype elements and n_head floats), so the recomputation
+ * skips attention, the one product that runs far below the GEMMs' rate. All three give the same
+ * bits: the kernels are deterministic. */
+typedef enum { ZINF_RECOMPUTE_NONE, ZINF_RECOMPUTE_FULL, ZINF_RECOMPUTE_KEEP_ATTN } zinf_recompute;
+
 typedef struct zinf_model {
     zinf_model_cfg c;
     zinf_backend *be;
@@ -75,11 +82,12 @@ typedef struct zinf_model {
 
     /* activations for B x T */
     int B, T;
-    bool recompute;      /* activation checkpointing: keep block inputs, recompute in backward */
+    zinf_recompute recompute; /* activation checkpointing policy (below) */
     void *act_mem, *grad_mem; size_t act_bytes, grad_bytes;
     void *encoded;       /* residual stream entries: res[l] is block l's input, res[L] the last */
     void **res;
-    struct zinf_layer_acts *layers; /* per layer (all alias one set when recompute) */
+    struct zinf_layer_acts *layers; /* per layer (all alias one set when recomputing, except the
+                                     * attention output and LSE under ZINF_RECOMPUTE_KEEP_ATTN) */
     void *lnf; float *lnf_mean, *lnf_rstd;
     void *logits;        /* [B*T, Vp] */
     float *losses;       /* [B*T] */
@@ -94,7 +102,7 @@ typedef struct zinf_model {
 /* Build the unit layout (no parameter memory: the owner allocates params[u]/grads[u]). */
 int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be);
 /* Allocate activations for micro-batch B and sequence length T. */
-int zinf_model_alloc_acts(zinf_model *m, int B, int T, bool recompute);
+int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute);
 void zinf_model_free(zinf_model *m);
 
 /* Fill `out` (numel elements of unit u, fp32 host memory) with the deterministic initial values

@@ -463,6 +463,9 @@ static int setup(run *r)
         return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's n_positions %d", r->T,
                                               mc.n_positions));
     rc = notices(r);
+    if (!rc && o->ac_keep_attention && !r->cfg.activation_checkpointing)
+        rc = zinf_err("--ac_keep_attention: the config has no activation_checkpointing block, so every "
+                      "activation is kept already");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
     if (o->prompts) { /* fail before training, not after it */
@@ -488,9 +491,10 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&r->cfg, total, &flags)));
     r->cfg.max_steps = total;
 
+    zinf_recompute rp = !r->cfg.activation_checkpointing ? ZINF_RECOMPUTE_NONE
+                        : o->ac_keep_attention ? ZINF_RECOMPUTE_KEEP_ATTN : ZINF_RECOMPUTE_FULL;
     rc = zinf_model_init(&r->m, &mc, &r->be);
-    if (!rc) rc = zinf_model_alloc_acts(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T,
-                                        r->cfg.activation_checkpointing);
+    if (!rc) rc = zinf_model_alloc_acts(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp);
     if (!rc) rc = zinf_zero_init(&r->z, &r->m, &r->cfg, comm, &r->be, o->seed);
     size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T;
     r->inp = malloc(N * 4);
@@ -520,7 +524,10 @@ static int setup(run *r)
               "ZeRO stage %d%s", (long long)c->train_batch_size, (long long)c->train_micro_batch_size_per_gpu,
               (long long)c->gradient_accumulation_steps, comm->size, (long long)total,
               c->sched.type ? zinf_sched_name(c->sched.type) : "constant", c->lr, c->zero_stage,
-              c->activation_checkpointing ? ", activation checkpointing" : "");
+              !c->activation_checkpointing ? "" : o->ac_keep_attention
+                  ? ", activation checkpointing (attention outputs kept)" : ", activation checkpointing");
+    zinf_info("zinf: activations %.2f MiB, their gradients %.2f MiB per rank", (double)r->m.act_bytes / 1048576.0,
+              (double)r->m.grad_bytes / 1048576.0);
     zinf_zero_print_mem(r->z);
     zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
               zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");

@@ -2,18 +2,20 @@
 # GPT-2 training speed on GPUs: zinf next to PyTorch measured in the same run.
 # Usage (on a GPU node, after `source .gpu-bundle/activate.sh` where the host lacks the libraries):
 #   jobs/bench/gpt2_speed.sh [--model gpt2-124m] [--np 1] [--stage 0] [--micro 16] [--T 1024]
-#                            [--steps 30] [--recompute] [--no-torch]
+#                            [--steps 30] [--recompute] [--keep-attention] [--no-torch]
 # Prints tokens/s, ms/step, MFU (FLOPs per token 6N + 12*L*C*T over 989 TFLOP/s bf16 dense, the
 # H100/H200 SXM figure) and peak GPU memory, for zinf and for PyTorch eager and torch.compile.
+# --keep-attention implies --recompute and passes --ac_keep_attention (attention outputs kept).
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=gpt2-124m np=1 stage=0 micro=16 T=1024 steps=30 recompute=false torch=yes
+model=gpt2-124m np=1 stage=0 micro=16 T=1024 steps=30 recompute=false keep="" torch=yes
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --np) np=$2; shift ;; --stage) stage=$2; shift ;;
     --micro) micro=$2; shift ;; --T) T=$2; shift ;; --steps) steps=$2; shift ;;
     --recompute) recompute=true ;; --no-torch) torch=no ;;
+    --keep-attention) recompute=true keep=--ac_keep_attention ;;
     *) echo "gpt2_speed.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -38,7 +40,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 mpirun -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
-    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
+    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" $keep > "$tmp/zinf.log" 2>&1 || rc=$?
 [ -z "$dmon" ] || { kill "$dmon" 2>/dev/null || :; wait "$dmon" 2>/dev/null || :; }
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 # steady state: the median of the second half of the steps
@@ -51,7 +53,7 @@ flops=$(awk -v n="$1" -v l="$2" -v c="$3" -v t="$T" 'BEGIN { printf "%.6g", 6 * 
 # row WHO TOKENS_PER_S PEAK: ms/step from the tokens of one step; MFU per GPU
 row() { awk -v who="$1" -v tps="$2" -v peak="$3" -v f="$flops" -v np="$np" -v mb="$micro" -v t="$T" 'BEGIN {
     printf "%-22s %12.0f %10.1f %7.1f%% %10s\n", who, tps, 1e3 * np * mb * t / tps, 100 * tps / np * f / 989e12, peak }'; }
-echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO stage $stage, recompute $recompute"
+echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO stage $stage, recompute $recompute${keep:+ (attention outputs kept)}"
 printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown: /'

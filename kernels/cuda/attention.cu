@@ -1056,19 +1056,21 @@ static bool use_fast(CudaImpl *im, int hs, const void *a, const void *b, const v
 }
 
 #ifdef ZINF_HOPPER_ATTN
-/* Raise a kernel's dynamic shared-memory limit (on every call: it is a host-side attribute set,
- * cheap next to the launch); false after recording the failure. */
-template <typename K> static bool hopper_smem(CudaImpl *im, K *kernel, int bytes, const char *op)
+/* Raise kernel K's dynamic shared-memory limit, once per process (a process drives one GPU);
+ * false after recording the failure. */
+template <auto K> static bool hopper_smem(CudaImpl *im, int bytes, const char *op)
 {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e == cudaSuccess) return true;
+    static bool set;
+    if (set) return true;
+    cudaError_t e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess) return set = true;
     zinf_cuda_fail(im, op, ZINF_CUDA_EIO, "%s: %s", op, cudaGetErrorString(e));
     return false;
 }
 template <typename T, int NWG>
 static void hopper_fwd(CudaImpl *im, T *out, float *lse, const T *qkv, int B, int T_, int C, int NH, float sl)
 {
-    if (!hopper_smem(im, flash_fwd_sm90_k<T, NWG>, H_SMEM_BYTES(NWG), "attention_fwd")) return;
+    if (!hopper_smem<flash_fwd_sm90_k<T, NWG>>(im, H_SMEM_BYTES(NWG), "attention_fwd")) return;
     dim3 grid(cdiv(T_, H_ROWS(NWG)), (unsigned)(B * NH));
     flash_fwd_sm90_k<T, NWG><<<grid, H_THREADS(NWG), H_SMEM_BYTES(NWG), im->stream>>>(out, lse, qkv, T_, C, NH, sl);
     zinf_cuda_check_launch(im, "attention_fwd");
@@ -1077,7 +1079,7 @@ template <typename T, int NWG>
 static void hopper_dq(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const float *lse, const float *D, int B,
                       int T_, int C, int NH, float scale, float sl)
 {
-    if (!hopper_smem(im, flash_bwd_dq_sm90_k<T, NWG>, HQ_SMEM_BYTES(NWG), "attention_bwd")) return;
+    if (!hopper_smem<flash_bwd_dq_sm90_k<T, NWG>>(im, HQ_SMEM_BYTES(NWG), "attention_bwd")) return;
     dim3 grid(cdiv(T_, H_ROWS(NWG)), (unsigned)(B * NH));
     flash_bwd_dq_sm90_k<T, NWG><<<grid, H_THREADS(NWG), HQ_SMEM_BYTES(NWG), im->stream>>>(dqkv, dout, qkv, lse, D,
                                                                                          T_, C, NH, scale, sl);

@@ -23,13 +23,15 @@ make_text "$TMP/add.txt" 6000
 run data --input "$TMP/add.txt" --out "$TMP/add"
 expect_ok "zinf data"
 printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 2, "vocab_size": 256, "n_positions": 64}\n' > "$TMP/m.json"
-train1() { # train1 NAME DEVICE PRECISION-JSON STAGE NP
+train1() { # train1 NAME DEVICE PRECISION-JSON STAGE NP [zinf train flags...]
+    local name=$1 dev=$2 np=$5
     printf '{"train_batch_size": 16, "gradient_clipping": 1.0, %s "zero_optimization": {"stage": %s},
       "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.1}}}\n' "$3" "$4" > "$TMP/$1.json"
-    mpi "$5" train --device "$2" --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 \
-        --max_steps 20 --logging_steps 1 --config "$TMP/$1.json" --out "$TMP/$1" --seed 11
-    expect_ok "$1"
-    metric "$TMP/$1/metrics.jsonl" loss > "$TMP/$1.loss"
+    shift 5
+    mpi "$np" train --device "$dev" --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 \
+        --max_steps 20 --logging_steps 1 --config "$TMP/$name.json" --out "$TMP/$name" --seed 11 "$@"
+    expect_ok "$name"
+    metric "$TMP/$name/metrics.jsonl" loss > "$TMP/$name.loss"
 }
 agree() { # agree A B RTOL WHAT
     paste "$TMP/$1.loss" "$TMP/$2.loss" | awk -v r="$3" 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d;
@@ -56,6 +58,8 @@ awk '/"skipped": true/ { s = $0; sub(/.*"loss_scale": /, "", s); sub(/,.*/, "", 
 # recomputation skips the MLP projection, whose output the backward never reads)
 train1 gpuac cuda '"bf16": {"enabled": true}, "activation_checkpointing": {},' 0 1
 agree gpubf16 gpuac 1e-7 "CUDA bf16 with activation checkpointing vs without"
+train1 gpuac2 cuda '"bf16": {"enabled": true}, "activation_checkpointing": {},' 0 1 --ac_keep_attention
+agree gpubf16 gpuac2 1e-7 "CUDA bf16 with activation checkpointing, attention outputs kept, vs without"
 
 # 4. ZeRO stages 0-3 on the GPUs follow one GPU
 for st in 1 2 3; do

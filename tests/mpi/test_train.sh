@@ -1,8 +1,8 @@
 #!/bin/sh
 # Training runs under mpirun: the first loss against the closed form ln(V), bit-identical reruns,
 # world sizes and micro-batch splits that see the same global batch follow one trajectory,
-# activation checkpointing changes no bit, the LR schedule in metrics.jsonl follows DeepSpeed's
-# formula, and bad data is one clear error.
+# activation checkpointing (full, or keeping attention outputs) changes no bit, the LR schedule in
+# metrics.jsonl follows DeepSpeed's formula, and bad data is one clear error.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 
 make_text "$TMP/add.txt" 4000
@@ -55,6 +55,22 @@ train 1 g --config "$TMP/ac.json"
 expect_ok "activation checkpointing"
 if [ "$(metric "$TMP/a/metrics.jsonl" loss)" = "$(metric "$TMP/g/metrics.jsonl" loss)" ]; then pass
 else fail "activation checkpointing changed the losses"; fi
+ACT_FULL=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*zinf: activations \([0-9.]*\) MiB.*/\1/p')
+# keeping the attention outputs skips the recomputed attention and changes no bit either; it adds
+# one attention output (N x C fp32) and one LSE row (N x heads fp32) for each layer but the first,
+# whose set the recomputation shares: test-mini has L=2, C=64, 4 heads, N = 8 x 32 tokens
+train 1 g2 --config "$TMP/ac.json" --ac_keep_attention
+expect_ok "activation checkpointing, attention outputs kept"
+expect_has "--ac_keep_attention banner" "activation checkpointing (attention outputs kept)"
+if [ "$(metric "$TMP/a/metrics.jsonl" loss)" = "$(metric "$TMP/g2/metrics.jsonl" loss)" ]; then pass
+else fail "activation checkpointing with attention outputs kept changed the losses"; fi
+ACT_KEEP=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*zinf: activations \([0-9.]*\) MiB.*/\1/p')
+close "$(awk -v a="$ACT_KEEP" -v b="$ACT_FULL" 'BEGIN { print a - b }')" \
+      "$(awk 'BEGIN { print (2 - 1) * (256 * 64 * 4 + 256 * 4 * 4) / 1048576 }')" 0.15 && pass ||
+    fail "activations with attention kept ($ACT_KEEP MiB) - full recompute ($ACT_FULL MiB) is not one layer's output and LSE"
+train 1 g3 --per_device_train_batch_size 8 --ac_keep_attention
+expect_err "--ac_keep_attention without activation checkpointing" \
+    "--ac_keep_attention: the config has no activation_checkpointing block"
 
 # WarmupLR, linear (DeepSpeed): the constructor sets warmup_min_lr for update 0 and the scheduler
 # steps after each update, so update k >= 1 runs at min + (max - min) * min(1, (k - 1) / warmup)

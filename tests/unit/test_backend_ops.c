@@ -29,7 +29,11 @@
  *        test_backend_ops --small    small shapes only (seconds)
  *        test_backend_ops --bench [B] [bf16|fp16] [gpt2-124m|gpt2-1.5b]
  *                                              no checks: per-op timings at GPT-2 shapes
- *                                    (bf16 unless fp16) and a whole training step's tokens/s
+ *                                    (bf16 unless fp16) and a whole training step's tokens/s;
+ *                                    then steps held for ~8 s each (the clock the power limit
+ *                                    allows): plain, with recompute, recompute keeping the
+ *                                    attention output, and the recompute step's GEMMs alone
+ *                                    and attention alone
  * ZINF_TEST_ATTN_HOPPER=bits picks which attention kernels take their wgmma version on a Hopper
  * GPU (1 forward, 2 dQ; default both), for timing them against the mma.sync ones. The
  * checks run the fast attention path twice there: with those wgmma kernels, then with none. */
@@ -988,27 +992,78 @@ static void b_adamw(bstate *s)
 }
 static void b_sumsq(bstate *s) { (void)zinf_sumsq1(s->g, s->gmaster, s->nparams); }
 
-static void b_step(bstate *s)
+/* The backward of one block as model.c issues it, after the recomputation (when rc: 1 full,
+ * 2 with the attention output kept); parts: 1 every op, 2 the GEMMs only, 3 attention only. */
+static void b_block_bwd(bstate *s, int rc, int parts)
+{
+    int all = parts == 1, mm = parts != 3, att = parts != 2;
+    if (rc) {
+        if (all) b_ln_f(s);
+        if (mm) b_qkv_f(s);
+        if (att && rc == 1) b_att_f(s);
+        if (mm) b_proj_f(s);
+        if (all) b_ln_f(s);
+        if (mm) b_fcg_f(s);
+    }
+    if (mm) b_fp_bw(s), b_dgelu_b(s), b_fc_b(s);
+    if (all) b_ln_b(s);
+    if (mm) b_proj_b(s);
+    if (att) b_att_b(s);
+    if (mm) b_qkv_b(s);
+    if (all) b_ln_b(s);
+}
+
+/* A whole training step without data or communication: rc as above, parts as above. */
+static void b_step_var(bstate *s, int rc, int parts)
 {
     zinf_backend *g = s->g;
     size_t e = zinf_dtype_size(g->cdt);
-    b_enc_f(s);
+    int all = parts == 1, mm = parts != 3, att = parts != 2;
+    if (all) b_enc_f(s);
     for (int l = 0; l < s->L; l++) {
-        b_ln_f(s), b_qkv_f(s), b_att_f(s), b_proj_f(s);
-        b_ln_f(s), b_fcg_f(s), b_fp_f(s);
+        if (all) b_ln_f(s);
+        if (mm) b_qkv_f(s);
+        if (att) b_att_f(s);
+        if (mm) b_proj_f(s);
+        if (all) b_ln_f(s);
+        if (mm) b_fcg_f(s), b_fp_f(s);
     }
-    b_ln_f(s), b_head_f(s), b_xent_f(s);
-    b_xent_b(s);
-    b_head_b(s);
-    g->memset0(g, s->dres, (size_t)s->N * s->C * e, NULL);
-    b_ln_b(s);
-    for (int l = 0; l < s->L; l++) {
-        b_fp_bw(s), b_dgelu_b(s), b_fc_b(s), b_ln_b(s);
-        b_proj_b(s), b_att_b(s), b_qkv_b(s), b_ln_b(s);
+    if (all) b_ln_f(s);
+    if (mm) b_head_f(s);
+    if (all) b_xent_f(s), b_xent_b(s);
+    if (mm) b_head_b(s);
+    if (all) g->memset0(g, s->dres, (size_t)s->N * s->C * e, NULL), b_ln_b(s);
+    for (int l = 0; l < s->L; l++) b_block_bwd(s, rc, parts);
+    if (all) b_enc_b(s), b_sumsq(s), b_adamw(s);
+}
+static void b_step(bstate *s) { b_step_var(s, 0, 1); }
+static void b_step_rc(bstate *s) { b_step_var(s, 1, 1); }
+static void b_step_rc_keep(bstate *s) { b_step_var(s, 2, 1); }
+static void b_step_rc_mm(bstate *s) { b_step_var(s, 1, 2); }
+static void b_step_rc_att(bstate *s) { b_step_var(s, 1, 3); }
+
+/* Steps issued back to back for several seconds, so that the GPU reaches the clock its power
+ * limit allows under this load (short bursts run faster): the median of the last half. */
+static double bench_sustained(ctx *c, bstate *s, bench_fn f, int steps)
+{
+    zinf_event *ev[65];
+    if (steps > 64) steps = 64;
+    for (int i = 0; i <= steps; i++) ev[i] = zinf_cuda_event_new_timed(c->gpu);
+    f(s);
+    gsync(c, "bench");
+    c->gpu->event_record(c->gpu, ev[0], NULL);
+    for (int i = 1; i <= steps; i++) {
+        f(s);
+        c->gpu->event_record(c->gpu, ev[i], NULL);
     }
-    b_enc_b(s);
-    b_sumsq(s);
-    b_adamw(s);
+    gsync(c, "bench");
+    double ms[64];
+    for (int i = 0; i < steps; i++) ms[i] = zinf_cuda_elapsed_ms(ev[i], ev[i + 1]);
+    for (int i = 0; i <= steps; i++) c->gpu->event_free(c->gpu, ev[i]);
+    int h = steps / 2, n = steps - h;
+    for (int i = h; i < steps; i++) /* insertion sort of the second half */
+        for (int j = i; j > h && ms[j] < ms[j - 1]; j--) { double t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t; }
+    return ms[h + n / 2];
 }
 
 static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
@@ -1096,6 +1151,18 @@ static void bench(ctx *c, int B, int xl)
     double step = bench_time(c, &s, b_step, 3);
     printf("%-20s %10.3f %6s %10s  -> %.0f tokens/s (issued as model.c does, no data/comm)\n", "whole step", step, "",
            "", N / step * 1e3);
+    /* the same with recompute, each held for several seconds: the sustained rate under the power
+     * limit, for the whole step and for its GEMMs alone and its attention alone */
+    struct { const char *name; bench_fn f; } sus[] = {
+        {"step", b_step}, {"step, recompute", b_step_rc}, {"step, recompute keep-att", b_step_rc_keep},
+        {"GEMMs of recompute step", b_step_rc_mm}, {"attention of rc step", b_step_rc_att}};
+    for (size_t i = 0; i < sizeof sus / sizeof *sus; i++) {
+        double one = bench_time(c, &s, sus[i].f, 1);
+        int n = (int)(8000.0 / one);
+        n = n < 8 ? 8 : n > 64 ? 64 : n;
+        double ms = bench_sustained(c, &s, sus[i].f, n);
+        printf("sustained %-26s %10.3f ms over %d steps -> %.0f tokens/s\n", sus[i].name, ms, n, N / ms * 1e3);
+    }
     void **all[] = {&s.x, &s.ln, &s.res, &s.dres, &s.dln, &s.att, &s.datt, &s.qkv, &s.dqkv, &s.fch, &s.fchg,
                     &s.dfch, &s.dfchg, &s.logits, (void **)&s.mean, (void **)&s.rstd, (void **)&s.losses,
                     (void **)&s.lse, (void **)&s.tok, (void **)&s.master, (void **)&s.gmaster, (void **)&s.mom,

@@ -38,7 +38,7 @@ int main(void)
     CHECK(zinf_backend_cpu_init(&be) == 0, "cpu backend");
     zinf_model m;
     CHECK(zinf_model_init(&m, &mc, &be) == 0, "model init");
-    CHECK(zinf_model_alloc_acts(&m, B, T, false) == 0, "acts");
+    CHECK(zinf_model_alloc_acts(&m, B, T, ZINF_RECOMPUTE_NONE) == 0, "acts");
     int64_t np = m.num_params;
     float *p0 = malloc(np * 4), *gref = malloc(np * 4), *pfin = malloc(np * 4);
     int32_t *tok = malloc(B * T * 4), *tgt = malloc(B * T * 4);
@@ -61,11 +61,11 @@ int main(void)
     }
     memcpy(P, p0, np * 4);
 
-    for (int recompute = 0; recompute < 2; recompute++) {
+    for (int recompute = ZINF_RECOMPUTE_NONE; recompute <= ZINF_RECOMPUTE_KEEP_ATTN; recompute++) {
         if (recompute) {
             zinf_model_free(&m);
             CHECK(zinf_model_init(&m, &mc, &be) == 0, "model init");
-            CHECK(zinf_model_alloc_acts(&m, B, T, true) == 0, "acts");
+            CHECK(zinf_model_alloc_acts(&m, B, T, (zinf_recompute)recompute) == 0, "acts");
             off = 0;
             for (int u = 0; u < m.nunits; u++) {
                 m.params[u] = P + off;
@@ -74,7 +74,8 @@ int main(void)
             }
             memcpy(P, p0, np * 4);
         }
-        const char *mode = recompute ? "recompute" : "stored";
+        const char *mode = recompute == ZINF_RECOMPUTE_KEEP_ATTN ? "recompute, attention kept"
+                           : recompute ? "recompute" : "stored";
         /* forward: logits first (no targets), then the loss */
         CHECK(zinf_model_forward(&m, tok, NULL, NULL, NULL) == 0, "forward");
         double maxd = 0;
