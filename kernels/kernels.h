@@ -132,6 +132,9 @@ struct zinf_backend {
     void (*axpy)(zinf_backend *be, float *y, const float *x, int64_t n, float a); /* y += a x */
     /* y (fp32) += a * x, x in the compute dtype: gradients into fp32 accumulators */
     void (*acc_f32)(zinf_backend *be, float *y, const void *x, int64_t n, float a);
+    /* y = a * x in the compute dtype (y may be x), rounded once: gradients divided before a
+     * 16-bit reduction, as DeepSpeed divides them */
+    void (*scale_to)(zinf_backend *be, void *y, const void *x, int64_t n, float a);
     /* conversions between the compute dtype and fp32 (a copy when cdt is fp32) */
     void (*to_f32)(zinf_backend *be, float *dst, const void *src, int64_t n);
     void (*from_f32)(zinf_backend *be, void *dst, const float *src, int64_t n);

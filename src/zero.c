@@ -68,7 +68,8 @@ struct zinf_zero {
     int64_t cached;
     zinf_zero_times t;
     double wait0;
-    float pre, post;        /* gradient averaging factors */
+    float pre, post;        /* stages 0-1: gradient averaging factors around the fp32 all-reduce */
+    float rs_pre, rs_post;  /* stages 2-3: around the compute-dtype reduce-scatter */
     const float **norm_x;   /* zinf_zero_reduce: each unit's gradient (or shard) for sumsq */
     int64_t *norm_n;
 };
@@ -149,7 +150,7 @@ static pending *push_pending(zinf_zero *z)
 static void finish_pending(zinf_zero *z, pending *p)
 {
     if (p->recv) {
-        z->be->acc_f32(z->be, z->u[p->u].gacc + p->dst, p->recv, p->len, z->f32 ? 1.0f : z->pre);
+        z->be->acc_f32(z->be, z->u[p->u].gacc + p->dst, p->recv, p->len, z->rs_post);
         zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
         zfree(z, ZINF_MEM_COMM, p->recv, p->len * (int64_t)z->es);
     }
@@ -180,8 +181,6 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
     zunit *x = &z->u[u];
     char *g = x->gfull;
     size_t es = z->es;
-    /* fp32: DeepSpeed's order (divide, then sum); 16-bit: summed first, scaled into fp32 */
-    if (z->f32 && z->pre != 1.0f) z->be->scale(z->be, x->gfull, x->pn, z->pre);
     int64_t q = z->cfg->reduce_bucket_size / z->W;
     if (q < 1) q = 1;
     if (q > x->p) q = x->p;
@@ -201,9 +200,13 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
             z->npend--;
             return NOMEM(z, "a reduce-scatter bucket", u);
         }
-        for (int r = 0; r < z->W; r++)
-            z->be->copy(z->be, (char *)p->stage + (size_t)r * len * es, g + ((size_t)r * x->p + lo) * es,
-                        (size_t)len * es, NULL);
+        /* each rank's piece into the staging buffer, divided on the way (rs_pre) */
+        for (int r = 0; r < z->W; r++) {
+            char *dst = (char *)p->stage + (size_t)r * len * es;
+            const char *src = g + ((size_t)r * x->p + lo) * es;
+            if (z->rs_pre != 1.0f) z->be->scale_to(z->be, dst, src, len, z->rs_pre);
+            else z->be->copy(z->be, dst, src, (size_t)len * es, NULL);
+        }
         char what[160];
         snprintf(what, sizeof what, "reduce-scatter of %s gradients [%lld, +%lld)", z->m->units[u].name,
                  (long long)lo, (long long)len);
@@ -468,6 +471,12 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->pre = cfg->prescale_gradients ? (float)(1.0 / z->W) : (float)(1.0 / f);
     z->post = cfg->prescale_gradients ? 1.0f : (float)(f / z->W);
     if (z->W == 1) z->pre = z->post = 1.0f;
+    /* stages 2-3 follow DeepSpeed's ZeRO-3 reduce-scatter: the gradient, in the compute dtype, is
+     * divided by the predivide factor and by W before the sum (so a 16-bit sum cannot overflow
+     * where the average would not), and the shard is multiplied by the factor after */
+    double fs = cfg->prescale_gradients ? 1.0 : f;
+    z->rs_pre = z->W == 1 ? 1.0f : (float)(1.0 / ((double)z->W * fs));
+    z->rs_post = z->W == 1 ? 1.0f : (float)fs;
     z->u = calloc((size_t)z->nunits, sizeof *z->u);
     z->norm_x = calloc((size_t)z->nunits, sizeof *z->norm_x);
     z->norm_n = calloc((size_t)z->nunits, sizeof *z->norm_n);
@@ -630,8 +639,7 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
             /* stage 0 holds the whole gradient on every rank; stage 1 counts its own shard */
             xs[u] = acc + x->off;
             ns[u] = z->stage == 0 ? x->n : x->p;
-        } else {
-            if (z->post != 1.0f) z->be->scale(z->be, x->gacc, x->p, z->post);
+        } else { /* averaged already, around the reduce-scatter */
             xs[u] = x->gacc;
             ns[u] = x->p;
         }

@@ -480,6 +480,14 @@ static void cpu_acc_f32(zinf_backend *be, float *y, const void *x, int64_t n, fl
     cpu_axpy(be, y, (const float *)x, n, a);
 }
 
+static void cpu_scale_to(zinf_backend *be, void *y, const void *x, int64_t n, float a)
+{
+    float *yy = y;
+    const float *xx = x;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) yy[i] = a * xx[i];
+}
+
 static int cpu_event_query(zinf_backend *be, zinf_event *e) { return 1; }
 
 static void cpu_to_f32(zinf_backend *be, float *dst, const void *src, int64_t n)
@@ -533,6 +541,7 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .scale = cpu_scale,
         .axpy = cpu_axpy,
         .acc_f32 = cpu_acc_f32,
+        .scale_to = cpu_scale_to,
         .to_f32 = cpu_to_f32,
         .from_f32 = cpu_from_f32,
     };

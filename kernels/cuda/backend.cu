@@ -405,6 +405,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->scale = cu_scale;
     be->axpy = cu_axpy;
     be->acc_f32 = cu_acc_f32;
+    be->scale_to = cu_scale_to;
     be->to_f32 = cu_to_f32;
     be->from_f32 = cu_from_f32;
     g_errmsg[0] = 0;

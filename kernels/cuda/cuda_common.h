@@ -148,6 +148,7 @@ double cu_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n
 void cu_scale(zinf_backend *be, float *x, int64_t n, float s);
 void cu_axpy(zinf_backend *be, float *y, const float *x, int64_t n, float a);
 void cu_acc_f32(zinf_backend *be, float *y, const void *x, int64_t n, float a);
+void cu_scale_to(zinf_backend *be, void *y, const void *x, int64_t n, float a);
 void cu_to_f32(zinf_backend *be, float *dst, const void *src, int64_t n);
 void cu_from_f32(zinf_backend *be, void *dst, const float *src, int64_t n);
 /* column sums of a [N, OC] matrix in T, added into dbias[OC] (T); deterministic. ops.cu */

@@ -911,6 +911,22 @@ void cu_acc_f32(zinf_backend *be, float *y, const void *x, int64_t n, float a)
     zinf_cuda_check_launch(im, "acc_f32");
 }
 
+/* y = a * x in the compute dtype, rounded once */
+template <typename T> __global__ void scale_to_k(T *y, const T *x, int64_t n, float a)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = from_f<T>(a * to_f(x[i]));
+}
+
+void cu_scale_to(zinf_backend *be, void *y, const void *x, int64_t n, float a)
+{
+    CudaImpl *im = impl_of(be);
+    if (n <= 0) return;
+    ZINF_DISPATCH_CDT(im->cdt, scale_to_k<T><<<ew_grid(im, n), EW_THREADS, 0, im->stream>>>((T *)y, (const T *)x, n, a));
+    zinf_cuda_check_launch(im, "scale_to");
+}
+
 template <typename D, typename S> __global__ void convert_k(D *dst, const S *src, int64_t n)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;

@@ -72,6 +72,11 @@ if [ "$ngpu" -ge 2 ]; then
         agree gpubf16 "s${st}g2" 1e-2 "stage $st, 2 GPUs vs 1 GPU"
         expect_has "stage $st on 2 GPUs" "parameters agree bit for bit across 2 ranks"
     done
+    # fp16 at stages 2-3: the gradient is divided by W in fp16 before the reduce-scatter
+    for st in 2 3; do
+        train1 "s${st}f16g2" cuda '"fp16": {"enabled": true, "initial_scale_power": 12},' $st 2
+        agree fp16 "s${st}f16g2" 1e-2 "fp16 stage $st, 2 GPUs vs 1 GPU"
+    done
     # a rank that stops answering: the other one's NCCL wait times out naming the collective
     printf '{"train_batch_size": 16, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}\n' > "$TMP/hang.json"
     OUTPUT=$(ZINF_FAULT="rank=0,step=2,kind=hang" timeout 180 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --device cuda \

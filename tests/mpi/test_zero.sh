@@ -10,11 +10,11 @@ expect_ok "zinf data"
 D="$TMP/add_train_*.bin"
 
 # zrun NAME NP STAGE EXTRA-ZERO-JSON [flags]: 4 steps of a global batch of 12 sequences
-zrun() {
+zrun() { # zrun NAME NP STAGE ZERO-EXTRA [flags]; $ZTOP: more top-level keys
     local name=$1 np=$2 stage=$3 extra=$4; shift 4
-    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "gradient_clipping": 1.0,
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "gradient_clipping": 1.0, %s
  "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
- "zero_optimization": {"stage": %d %s}}\n' $((12 / np)) "$stage" "$extra" > "$TMP/$name.json"
+ "zero_optimization": {"stage": %d %s}}\n' $((12 / np)) "${ZTOP:-}" "$stage" "$extra" > "$TMP/$name.json"
     mpi "$np" train --model test-mini --data "$D" --max_length 32 --max_steps 4 --logging_steps 1 \
         --config "$TMP/$name.json" --out "$TMP/$name" --seed 3 "$@"
     expect_ok "$name"
@@ -71,7 +71,11 @@ zrun bk1 3 1 ', "allgather_bucket_size": 1000, "reduce_bucket_size": 1000'
 zrun bk2 3 2 ', "allgather_bucket_size": 999, "reduce_bucket_size": 777, "overlap_comm": true'
 zrun bk3 4 3 ', "reduce_bucket_size": 500, "overlap_comm": false, "sub_group_size": 1000'
 zrun pre 2 0 ', "overlap_comm": true' 
-for n in bk1 bk2 bk3 pre; do
+# stages 2-3 divide by W and the predivide factor before the reduce-scatter and multiply the
+# factor back after it (DeepSpeed's ZeRO-3 order); prescale divides by W alone: the same average
+ZTOP='"gradient_predivide_factor": 4.0,' zrun pre3 2 3 ', "reduce_bucket_size": 3000'
+ZTOP='"prescale_gradients": true,' zrun pre2 3 2 ''
+for n in bk1 bk2 bk3 pre pre3 pre2; do
     losses $n > "$TMP/cur.loss"
     paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "$n: losses differ"
 done

@@ -340,6 +340,29 @@ static void test_casts(ctx *c)
                (long long)first, h[first], got, back[first], round_to(c->dt, h[first]));
     }
     CHECK(bad == 0, "casts [%s]: %lld values differ", c->dn, (long long)bad);
+    /* scale_to in the compute dtype: round(a * x) once, into another buffer and in place (a = 1/3
+     * rounds; a = 0.5 halves exactly, subnormals and the largest finite values included) */
+    void *d16b = dalloc(c, n * es(c));
+    const float as[2] = {1.0f / 3.0f, 0.5f};
+    for (int k = 0; k < 2; k++) {
+        void *dst = k ? d16 : d16b;
+        c->gpu->scale_to(c->gpu, dst, d16, n, as[k]);
+        gsync(c, "scale_to");
+        void *sraw = down_raw(c, dst, n * es(c));
+        int64_t sbad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float x, got, want;
+            decode(c->dt, &x, (const char *)raw + i * es(c), 1);
+            decode(c->dt, &got, (const char *)sraw + i * es(c), 1);
+            want = round_to(c->dt, as[k] * x);
+            if (isnan(want) ? !isnan(got) : memcmp(&got, &want, 4) != 0) sbad++;
+        }
+        printf("%-4s %-14s %-5s %-22s n=%lld a=%g%s, bit-exact\n", sbad ? "FAIL" : "ok", "scale_to", c->dn,
+               k ? "in place" : "to another buffer", (long long)n, as[k], sbad ? " (differs)" : "");
+        CHECK(sbad == 0, "scale_to [%s] a=%g: %lld values differ", c->dn, as[k], (long long)sbad);
+        free(sraw);
+    }
+    dfree(c, d16b);
     free(raw);
     free(back);
     free(h);

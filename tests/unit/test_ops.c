@@ -624,13 +624,19 @@ static void test_vectors(void)
     }
 
     float *x = randv(1000, 1), *y = randv(1000, 1), *y0 = dupv(y, 1000), *x0 = dupv(x, 1000);
+    float *z = randv(1000, 1);
     be.axpy(&be, y, x, 1000, -0.75f);
+    be.scale_to(&be, z, x, 1000, 1.0f / 3.0f);
     be.scale(&be, x, 1000, 3.0f);
     int ok = 1;
     for (int i = 0; i < 1000; i++)
-        ok &= y[i] == y0[i] + -0.75f * x0[i] && x[i] == x0[i] * 3.0f;
-    CHECK(ok, "axpy/scale");
-    free(x), free(y), free(y0), free(x0);
+        ok &= y[i] == y0[i] + -0.75f * x0[i] && x[i] == x0[i] * 3.0f && z[i] == x0[i] * (1.0f / 3.0f);
+    CHECK(ok, "axpy/scale/scale_to");
+    be.scale_to(&be, x, x, 1000, 0.5f); /* in place */
+    ok = 1;
+    for (int i = 0; i < 1000; i++) ok &= x[i] == x0[i] * 3.0f * 0.5f;
+    CHECK(ok, "scale_to in place");
+    free(x), free(y), free(y0), free(x0), free(z);
 }
 
 /* ---------------------------------------------------------------- determinism */
