@@ -62,6 +62,10 @@ struct zinf_backend {
     int (*event_record)(zinf_backend *be, zinf_event *e, zinf_stream *s);
     int (*stream_wait)(zinf_backend *be, zinf_stream *s, zinf_event *e);
     int (*event_query)(zinf_backend *be, zinf_event *e); /* 1 when done, 0 when pending, <0 error */
+    /* events that also take the device's time (freed with event_free), and the milliseconds
+     * between two of them once both completed (negative on error); NULL on the CPU backend */
+    zinf_event *(*event_new_timed)(zinf_backend *be);
+    double (*event_elapsed_ms)(zinf_backend *be, zinf_event *a, zinf_event *b);
     int (*sync)(zinf_backend *be); /* everything issued so far has finished */
     /* device memory in use and in total (bytes), for reports; NULL on the CPU backend */
     int (*mem_info)(zinf_backend *be, size_t *used, size_t *total);

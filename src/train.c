@@ -100,6 +100,11 @@ typedef struct run {
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
     fault fault;
+    /* wall_clock_breakdown on a device: timed events on the compute stream at a pass's start,
+     * forward end and backward end, after the reduction and norm, after the optimizer, and at
+     * the step's start; tev_prev once a step has recorded its end */
+    zinf_event *tev[6];
+    bool tev_prev;
 } run;
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
@@ -221,24 +226,40 @@ static int notices(run *r)
     return 0;
 }
 
-typedef struct step_times { double fwd, bwd; zinf_zero_times z; } step_times;
+/* host seconds (fwd, bwd) and, with device events, device seconds per part of the step */
+typedef struct step_times { double fwd, bwd, gfwd, gbwd, greduce, gopt, gidle; zinf_zero_times z; } step_times;
+
+static double tev_s(run *r, int a, int b)
+{
+    double ms = r->be.event_elapsed_ms(&r->be, r->tev[a], r->tev[b]);
+    return ms > 0 ? 1e-3 * ms : 0.0;
+}
 
 /* One forward (and backward) of a micro-batch through the ZeRO hooks. */
 static int pass(run *r, const int32_t *inp, const int32_t *tgt, float *loss, bool backward,
                 bool last_micro, float dloss_scale, step_times *t)
 {
     double t0 = zinf_now();
+    bool tm = t && r->tev[0];
     ZINF_TRY(zinf_zero_begin_pass(r->z, backward, last_micro));
+    if (tm) r->be.event_record(&r->be, r->tev[0], NULL);
     if (backward) ZINF_TRY(zinf_model_forward_train(&r->m, inp, tgt, zinf_zero_hooks(r->z), dloss_scale, loss));
     else ZINF_TRY(zinf_model_forward(&r->m, inp, tgt, zinf_zero_hooks(r->z), loss));
     double t1 = zinf_now();
+    if (tm) r->be.event_record(&r->be, r->tev[1], NULL);
     if (backward) ZINF_TRY(zinf_model_backward(&r->m, zinf_zero_hooks(r->z), dloss_scale));
     ZINF_TRY(zinf_zero_end_pass(r->z));
+    if (tm) r->be.event_record(&r->be, r->tev[2], NULL);
     ZINF_TRY(r->be.sync(&r->be));
     if (t) {
         t->fwd += t1 - t0;
         t->bwd += zinf_now() - t1;
     }
+    if (tm) {
+        t->gfwd += tev_s(r, 0, 1);
+        t->gbwd += tev_s(r, 1, 2);
+    }
+    if (r->tev[0]) zinf_zero_gpu_times(r->z, t != NULL);
     return 0;
 }
 
@@ -250,6 +271,7 @@ static int train_step(run *r, int64_t step, step_result *out)
     int W = r->comm->size, rank = r->comm->rank;
     int64_t mb = c->train_micro_batch_size_per_gpu, gas = c->gradient_accumulation_steps;
     memset(out, 0, sizeof *out);
+    if (r->tev[0]) r->be.event_record(&r->be, r->tev[5], NULL);
     ZINF_TRY(zinf_zero_begin_step(r->z));
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
@@ -261,6 +283,11 @@ static int train_step(run *r, int64_t step, step_result *out)
     }
     double scaled_norm;
     ZINF_TRY(zinf_zero_reduce(r->z, &scaled_norm));
+    if (r->tev[0]) {
+        r->be.event_record(&r->be, r->tev[3], NULL);
+        /* the device's idle time between the last step's end and this one's start */
+        if (r->tev_prev) out->t.gidle = tev_s(r, 4, 5);
+    }
     double loss_all = loss_sum / (double)gas;
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &loss_all, 1));
     out->loss = loss_all / W;
@@ -295,6 +322,13 @@ static int train_step(run *r, int64_t step, step_result *out)
         };
         ZINF_TRY(zinf_zero_step(r->z, &a, c->weight_decay));
         zinf_loss_scaler_update(&r->ls, false);
+    }
+    if (r->tev[0]) {
+        r->be.event_record(&r->be, r->tev[4], NULL);
+        ZINF_TRY(r->be.sync(&r->be)); /* the optimizer's end waited for it already */
+        out->t.greduce = tev_s(r, 2, 3);
+        out->t.gopt = tev_s(r, 3, 4);
+        r->tev_prev = true;
     }
     zinf_zero_times_take(r->z, &out->t.z);
     return 0;
@@ -502,6 +536,10 @@ static int setup(run *r)
     if (!rc && (!r->inp || !r->tgt)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     ZINF_TRY(zinf_comm_agree(comm, rc));
     zinf_loss_scaler_init(&r->ls, &r->cfg);
+    if (r->cfg.wall_clock_breakdown && r->be.event_new_timed)
+        for (int i = 0; i < 6; i++)
+            if (!(r->tev[i] = r->be.event_new_timed(&r->be))) rc = zinf_errc(ZINF_ENOMEM, "cannot create timing events");
+    ZINF_TRY(zinf_comm_agree(comm, rc));
 
     rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
     if (!rc && comm->rank == 0) {
@@ -537,6 +575,8 @@ static int setup(run *r)
 static void teardown(run *r)
 {
     if (r->metrics) fclose(r->metrics);
+    for (int i = 0; i < 6; i++)
+        if (r->tev[i]) r->be.event_free(&r->be, r->tev[i]);
     zinf_zero_free(r->z);
     zinf_model_free(&r->m);
     if (r->train) zinf_data_close(r->train);
@@ -593,6 +633,10 @@ static int loop(run *r)
             zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
                       "comm wait %.2f", 1e3 * s.t.fwd, 1e3 * s.t.bwd, 1e3 * s.t.z.gather, 1e3 * s.t.z.reduce,
                       1e3 * s.t.z.optimizer, 1e3 * s.t.z.wait);
+        if (c->wall_clock_breakdown && r->tev[0])
+            zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
+                      "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s.t.gfwd, 1e3 * s.t.gbwd,
+                      1e3 * s.t.greduce, 1e3 * s.t.gopt, 1e3 * s.t.gidle, 1e3 * s.t.z.gather_stall_gpu);
         if (c->comms_logger_enabled) {
             const zinf_comm *cm = r->comm;
             zinf_info("  comms (rank 0, so far): all-reduce %lld calls %.1f MiB | all-gather %lld calls %.1f MiB | "

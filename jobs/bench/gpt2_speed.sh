@@ -56,7 +56,8 @@ row() { awk -v who="$1" -v tps="$2" -v peak="$3" -v f="$flops" -v np="$np" -v mb
 echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO stage $stage, recompute $recompute${keep:+ (attention outputs kept)}"
 printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
-grep "time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown: /'
+grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
+grep "device time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ *device /  zinf breakdown (GPU 0): /'
 # dmon rows: gpu pwr(W) gtemp mtemp mclk pclk(MHz); under load = at least half the highest power seen
 [ ! -s "$tmp/dmon.txt" ] || awk '!/^#/ && NF >= 6 && $2 ~ /^[0-9]+$/ { n++; w[n] = $2; c[n] = $6; if ($2 > mx) mx = $2 }
     END { for (i = 1; i <= n; i++) if (w[i] >= mx / 2) { k++; sw += w[i]; sc += c[i]; if (!lo || c[i] < lo) lo = c[i] }

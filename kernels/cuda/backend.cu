@@ -236,6 +236,12 @@ extern "C" double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b)
     return ms;
 }
 
+static double cu_event_elapsed_ms(zinf_backend *be, zinf_event *a, zinf_event *b)
+{
+    (void)be;
+    return zinf_cuda_elapsed_ms(a, b);
+}
+
 static void cu_event_free(zinf_backend *be, zinf_event *e)
 {
     (void)be;
@@ -379,6 +385,8 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->stream_free = cu_stream_free;
     be->stream_sync = cu_stream_sync;
     be->event_new = cu_event_new;
+    be->event_new_timed = zinf_cuda_event_new_timed;
+    be->event_elapsed_ms = cu_event_elapsed_ms;
     be->event_free = cu_event_free;
     be->event_record = cu_event_record;
     be->event_query = cu_event_query;

@@ -72,6 +72,18 @@ if [ "$ngpu" -ge 2 ]; then
         agree gpubf16 "s${st}g2" 1e-2 "stage $st, 2 GPUs vs 1 GPU"
         expect_has "stage $st on 2 GPUs" "parameters agree bit for bit across 2 ranks"
     done
+    # wall_clock_breakdown on GPUs: the device-time parts of a step add up to the step's time
+    printf '{"train_batch_size": 16, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, "wall_clock_breakdown": true}\n' > "$TMP/wcb.json"
+    mpi 2 train --device cuda --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 --max_steps 6 \
+        --logging_steps 1 --config "$TMP/wcb.json" --out "$TMP/wcb"
+    expect_ok "wall_clock_breakdown on 2 GPUs"
+    DEV=$(printf '%s\n' "$OUTPUT" | grep "device time (ms)" | tail -1)
+    MS=$(metric "$TMP/wcb/metrics.jsonl" ms_per_step | tail -1)
+    printf '%s\n' "$DEV" | awk -v ms="$MS" '{ n = split($0, f, "|"); s = 0
+        for (i = 1; i <= n; i++) if (f[i] !~ /idle|waiting/) { v = f[i]; sub(/.*[a-z)] /, "", v); s += v }
+        printf "  device parts %.2f ms, step %.2f ms\n", s, ms; d = s - ms; if (d < 0) d = -d
+        exit !(NF > 0 && s > 0 && d <= 0.2 * ms + 1) }' && pass ||
+        fail "wall_clock_breakdown: the device parts ($DEV) do not add up to the step ($MS ms)"
     # fp16 at stages 2-3: the gradient is divided by W in fp16 before the reduce-scatter
     for st in 2 3; do
         train1 "s${st}f16g2" cuda '"fp16": {"enabled": true, "initial_scale_power": 12},' $st 2
