@@ -420,6 +420,23 @@ __device__ __forceinline__ void fa_softmax_step(float s[8][4], float m[2], float
         }
 }
 
+/* Rows row0 + g (+ 8) of a 16-row m-tile's accumulator, times scale, into dst (row stride ld,
+ * one head's 64 columns) in the compute dtype; rows at or past T_ are skipped. */
+template <typename T>
+__device__ __forceinline__ void fa_store_rows(T *dst, int64_t ld, const float a[8][4], float scale, int row0, int T_,
+                                              int g, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = row0 + g + 8 * r;
+        if (row >= T_) continue;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            *reinterpret_cast<uint32_t *>(dst + (int64_t)row * ld + n * 8 + 2 * t) =
+                Mma<T>::pack(a[n][2 * r] * scale, a[n][2 * r + 1] * scale);
+    }
+}
+
 /* The end of the forward for one 16-row m-tile: rows row0 + g (+ 8) of out (one head's columns,
  * row stride C) = O / l, and their lse. */
 template <typename T>
@@ -607,17 +624,9 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
         fa_mma_pb(dk, dp, sQ[buf], lane); /* dK += dS^T Q */
         __syncthreads();
     }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (key[r] >= T_) continue;
-        T *gk = dqkv + ((int64_t)b * T_ + key[r]) * C3 + C + (int64_t)h * FA_D, *gv = gk + C;
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            int c = n * 8 + 2 * t;
-            *reinterpret_cast<uint32_t *>(gk + c) = Mma<T>::pack(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale);
-            *reinterpret_cast<uint32_t *>(gv + c) = Mma<T>::pack(dv[n][2 * r], dv[n][2 * r + 1]);
-        }
-    }
+    T *gk = dqkv + (int64_t)b * T_ * C3 + C + (int64_t)h * FA_D;
+    fa_store_rows(gk, C3, dk, scale, key[0] - g, T_, g, t);
+    fa_store_rows(gk + C, C3, dv, 1.0f, key[0] - g, T_, g, t);
 }
 
 /* acc[2][16 x 64] += A[2 m-tiles of 16 rows from row r0 of sa] * S^T: both m-tiles' A fragments
@@ -727,16 +736,7 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
     }
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int row = w0 + mt * 16 + g + 8 * r;
-            if (row >= T_) continue;
-            T *gq = dqkv + ((int64_t)b * T_ + row) * C3 + (int64_t)h * FA_D;
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-                *reinterpret_cast<uint32_t *>(gq + n * 8 + 2 * t) =
-                    Mma<T>::pack(dq[mt][n][2 * r] * scale, dq[mt][n][2 * r + 1] * scale);
-        }
+        fa_store_rows(dqkv + (int64_t)b * T_ * C3 + (int64_t)h * FA_D, C3, dq[mt], scale, w0 + mt * 16, T_, g, t);
 }
 
 /* ===================================================================== Hopper kernels (sm_90a)
@@ -956,23 +956,6 @@ flash_fwd_sm90_k(T *out, float *lse, const T *qkv, int T_, int C, int NH, float 
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
     fa_write_rows(out + (int64_t)b * T_ * C + (int64_t)h * FA_D, lse + (int64_t)bh * T_, o, m, l, r0, T_, C, g, t);
-}
-
-/* Rows row0 + g (+ 8) of a 16 x 64 accumulator tile, times scale, into dst (row stride ld); rows
- * at or past T are not written. */
-template <typename T>
-__device__ __forceinline__ void fa_store_rows(T *dst, int64_t ld, const float a[8][4], float scale, int row0, int T_,
-                                              int g, int t)
-{
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = row0 + g + 8 * r;
-        if (row >= T_) continue;
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-            *reinterpret_cast<uint32_t *>(dst + (int64_t)row * ld + n * 8 + 2 * t) =
-                Mma<T>::pack(a[n][2 * r] * scale, a[n][2 * r + 1] * scale);
-    }
 }
 
 /* dQ: a block of NWG warpgroups per 64 * NWG queries, warpgroup wg owning rows q0 + 64wg.. (Q

@@ -877,17 +877,23 @@ static void test_xent(ctx *c, int64_t N, int V, int Vp, float dloss)
 
 /* ---------------------------------------------------------------- optimizer and vectors */
 
-static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode)
+/* off: the device arrays start that many elements into their allocations (off 1: not 16-byte
+ * aligned, the kernel's one-element path) */
+static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode, int off)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "n%lld p16=%d w=%d", (long long)n, with_p16, wmode);
+    snprintf(nm, sizeof nm, "n%lld p16=%d w=%d off=%d", (long long)n, with_p16, wmode, off);
     zinf_adamw_args a = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
                          .bias_correction1 = 1 - 0.9f * 0.9f * 0.9f, .bias_correction2 = 1 - 0.95f * 0.95f * 0.95f,
                          .grad_scale = 0.5f, .adam_w_mode = wmode};
     float *p = hrand(ZINF_F32, n, -1, 1), *g = hrand(ZINF_F32, n, -2, 2);
     float *m = hrand(ZINF_F32, n, -0.1f, 0.1f), *v = hrand(ZINF_F32, n, 0, 0.01f);
-    float *dp = upf(c, p, n), *dg = upf(c, g, n), *dm = upf(c, m, n), *dv = upf(c, v, n);
-    void *d16 = with_p16 ? dalloc(c, n * es(c)) : NULL;
+    float *dp = (float *)dalloc(c, (n + off) * 4) + off, *dg = (float *)dalloc(c, (n + off) * 4) + off;
+    float *dm = (float *)dalloc(c, (n + off) * 4) + off, *dv = (float *)dalloc(c, (n + off) * 4) + off;
+    void *d16a = with_p16 ? dalloc(c, (n + off) * es(c)) : NULL;
+    void *d16 = with_p16 ? (char *)d16a + (size_t)off * es(c) : NULL;
+    for (int k = 0; k < 4; k++) /* the arrays' contents at the offset */
+        c->gpu->copy(c->gpu, (float *[]){dp, dg, dm, dv}[k], (float *[]){p, g, m, v}[k], (size_t)n * 4, NULL);
     c->gpu->adamw(c->gpu, dp, d16, dg, dm, dv, n, &a);
     gsync(c, "adamw");
     c->cpu->adamw(c->cpu, p, NULL, g, m, v, n, &a);
@@ -903,10 +909,10 @@ static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode)
                (long long)bad);
         CHECK(bad == 0, "adamw [%s]: p16 differs from rounded p in %lld places", c->dn, (long long)bad);
         free(h16);
-        dfree(c, d16);
+        dfree(c, d16a);
     }
     free(hp), free(hm), free(hv), free(p), free(g), free(m), free(v);
-    dfree(c, dp), dfree(c, dg), dfree(c, dm), dfree(c, dv);
+    dfree(c, dp - off), dfree(c, dg - off), dfree(c, dm - off), dfree(c, dv - off);
 }
 
 static void test_vectors(ctx *c, int64_t n)
@@ -1253,8 +1259,9 @@ static void run_all(ctx *c, int big)
         test_xent(c, 4096, 50257, 50304, 0.0f);
         test_xent(c, 4096, 50257, 50304, 1.0f / 4096);
     }
-    test_adamw(c, 1000003, 1, 1);
-    test_adamw(c, 1001, 0, 0);
+    test_adamw(c, 1000003, 1, 1, 0);
+    test_adamw(c, 1001, 0, 0, 0);
+    test_adamw(c, 4099, 1, 1, 1);
     test_vectors(c, 10000019);
     test_vectors(c, 77);
 }
