@@ -181,6 +181,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},
         {"max_new_tokens", F_INT, &o.max_new_tokens, NULL, "tokens generated per prompt at most (default 16)"},
         {"per_rank_logs", F_BOOL, &o.per_rank_logs, NULL, "every rank also writes <out>/logs/rank<R>.log"},
+        {"gradient_checkpointing", F_BOOL, &o.gradient_checkpointing, &o.gradient_checkpointing_set, "recompute each block in the backward (the HF/ms-swift flag; the same as an activation_checkpointing block)"},
         {"ac_keep_attention", F_BOOL, &o.ac_keep_attention, NULL, "with activation_checkpointing, also keep each block's attention output: more memory, no recomputed attention"},
         {"comm_timeout", F_DBL, &o.comm_timeout, &o.comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
         FLAGS_HF(fl),

@@ -105,6 +105,7 @@ typedef struct run {
      * the step's start; tev_prev once a step has recorded its end */
     zinf_event *tev[6];
     bool tev_prev;
+    bool ac;                 /* activation checkpointing: the config's block or --gradient_checkpointing */
 } run;
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
@@ -497,9 +498,13 @@ static int setup(run *r)
         return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's n_positions %d", r->T,
                                               mc.n_positions));
     rc = notices(r);
-    if (!rc && o->ac_keep_attention && !r->cfg.activation_checkpointing)
-        rc = zinf_err("--ac_keep_attention: the config has no activation_checkpointing block, so every "
-                      "activation is kept already");
+    r->ac = r->cfg.activation_checkpointing || (o->gradient_checkpointing_set && o->gradient_checkpointing);
+    if (!rc && o->gradient_checkpointing_set && !o->gradient_checkpointing && r->cfg.activation_checkpointing)
+        rc = zinf_err("--gradient_checkpointing false: the config's activation_checkpointing block asks for "
+                      "recomputation; remove one of the two");
+    if (!rc && o->ac_keep_attention && !r->ac)
+        rc = zinf_err("--ac_keep_attention: neither an activation_checkpointing block nor "
+                      "--gradient_checkpointing asks for recomputation, so every activation is kept already");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
     if (o->prompts) { /* fail before training, not after it */
@@ -525,7 +530,7 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&r->cfg, total, &flags)));
     r->cfg.max_steps = total;
 
-    zinf_recompute rp = !r->cfg.activation_checkpointing ? ZINF_RECOMPUTE_NONE
+    zinf_recompute rp = !r->ac ? ZINF_RECOMPUTE_NONE
                         : o->ac_keep_attention ? ZINF_RECOMPUTE_KEEP_ATTN : ZINF_RECOMPUTE_FULL;
     rc = zinf_model_init(&r->m, &mc, &r->be);
     if (!rc) rc = zinf_model_alloc_acts(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp);
@@ -562,7 +567,7 @@ static int setup(run *r)
               "ZeRO stage %d%s", (long long)c->train_batch_size, (long long)c->train_micro_batch_size_per_gpu,
               (long long)c->gradient_accumulation_steps, comm->size, (long long)total,
               c->sched.type ? zinf_sched_name(c->sched.type) : "constant", c->lr, c->zero_stage,
-              !c->activation_checkpointing ? "" : o->ac_keep_attention
+              !r->ac ? "" : o->ac_keep_attention
                   ? ", activation checkpointing (attention outputs kept)" : ", activation checkpointing");
     zinf_info("zinf: activations %.2f MiB, their gradients %.2f MiB per rank", (double)r->m.act_bytes / 1048576.0,
               (double)r->m.grad_bytes / 1048576.0);

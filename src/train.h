@@ -20,6 +20,7 @@ typedef struct zinf_train_opts {
     uint64_t seed;
     bool per_rank_logs;      /* <out>/logs/rank<R>.log */
     bool ac_keep_attention;  /* activation checkpointing keeps attention outputs (ZINF_RECOMPUTE_KEEP_ATTN) */
+    bool gradient_checkpointing, gradient_checkpointing_set; /* HF/ms-swift: recompute blocks */
     int64_t max_new_tokens;  /* for the prompt check */
     double comm_timeout;     /* seconds, 0 = no limit; when not set: ZINF_COMM_TIMEOUT or 600 */
     bool comm_timeout_set;

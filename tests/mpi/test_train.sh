@@ -70,7 +70,16 @@ close "$(awk -v a="$ACT_KEEP" -v b="$ACT_FULL" 'BEGIN { print a - b }')" \
     fail "activations with attention kept ($ACT_KEEP MiB) - full recompute ($ACT_FULL MiB) is not one layer's output and LSE"
 train 1 g3 --per_device_train_batch_size 8 --ac_keep_attention
 expect_err "--ac_keep_attention without activation checkpointing" \
-    "--ac_keep_attention: the config has no activation_checkpointing block"
+    "--ac_keep_attention: neither an activation_checkpointing block nor --gradient_checkpointing"
+# the HF/ms-swift flag asks for the same recomputation without a config block
+train 1 g4 --per_device_train_batch_size 8 --gradient_checkpointing true --ac_keep_attention
+expect_ok "--gradient_checkpointing true"
+expect_has "--gradient_checkpointing banner" "activation checkpointing (attention outputs kept)"
+if [ "$(metric "$TMP/a/metrics.jsonl" loss)" = "$(metric "$TMP/g4/metrics.jsonl" loss)" ]; then pass
+else fail "--gradient_checkpointing changed the losses"; fi
+train 1 g5 --config "$TMP/ac.json" --gradient_checkpointing false
+expect_err "--gradient_checkpointing false with an activation_checkpointing block" \
+    "--gradient_checkpointing false: the config's activation_checkpointing block asks for recomputation"
 
 # WarmupLR, linear (DeepSpeed): the constructor sets warmup_min_lr for update 0 and the scheduler
 # steps after each update, so update k >= 1 runs at min + (max - min) * min(1, (k - 1) / warmup)
