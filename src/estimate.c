@@ -498,7 +498,7 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
                  "gather buckets,\n"
                  "  gathered units%s); per node = %d GPU%s' host and NVMe shares. "
                  "Activations are\n"
-                 "  not included. See zinf-estimate(1).\n",
+                 "  not included (--micro-batch adds them). See zinf-estimate(1).\n",
             fp32 ? "" : ", fp32 gradient tile", gpus_per_node, gpus_per_node > 1 ? "s" : "");
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
@@ -530,12 +530,34 @@ int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision,
     return 0;
 }
 
+/* Activation memory per GPU, exactly as zinf_model_alloc_acts lays it out (each buffer rounded
+ * up to 256 bytes): in bytes mode "act=A act_grad=G", else a sentence in GiB. */
+static const char *const RECOMPUTE[] = {"none", "full", "keep-attention"};
+
+int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
+                             int recompute, int bytes)
+{
+    size_t a = 0, g = 0;
+    size_t es = precision == ZINF_EST_FP32 ? 4 : 2;
+    ZINF_TRY(zinf_model_act_bytes(m, micro, T, es, (zinf_recompute)recompute, &a, &g));
+    if (bytes) fprintf(out, "act=%zu act_grad=%zu\n", a, g);
+    else
+        fprintf(out, "Activations per GPU, micro-batch %d x %d tokens, %s, recompute %s: %.2f GiB, "
+                "plus %.2f GiB of activation-gradient scratch\n", micro, T,
+                precision == ZINF_EST_FP32 ? "fp32" : "16-bit", RECOMPUTE[recompute],
+                (double)a / 1073741824.0, (double)g / 1073741824.0);
+    if (fflush(out) != 0 || ferror(out))
+        return zinf_errc(ZINF_EIO, "estimate: writing failed: %s", strerror(errno));
+    return 0;
+}
+
 /* ------------------------------------------------------------------ command line ----------- */
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
-            "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n\n"
+            "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
+            "                     [--micro-batch B [--seq-len T] [--recompute R]]\n\n"
             "Print per-GPU and per-node memory for the model states (16-bit params and grads,\n"
             "fp32 master + Adam m/v; or with --precision fp32, fp32 params and grads + Adam m/v)\n"
             "and ZeRO's buffers, for every stage and offload choice, or only for the stage and\n"
@@ -549,10 +571,15 @@ static void usage(FILE *out)
             "                       or fp32 (zinf's CPU backend: 4+4+8, the master is the params;\n"
             "                       per-unit padding counted exactly)\n"
             "  --stage S            only stage S (0-3) without offload (not with --config)\n"
+            "  --micro-batch B      also print the activation memory per GPU for micro-batch B\n"
+            "  --seq-len T          ... and sequence length T (default: the model's n_positions)\n"
+            "  --recompute R        ... with activation checkpointing R: none (default), full, or\n"
+            "                       keep-attention (zinf train --ac_keep_attention)\n"
             "  --print-bytes        instead of the table, one line of exact bytes per rank at rest:\n"
             "                       param= param_shard= grad= grad_acc= master= adam= comm= total=\n"
             "                       (the mem_* categories of a run's metrics.jsonl); for stage S,\n"
-            "                       the config's stage, or every stage (lines start stage=S)\n"
+            "                       the config's stage, or every stage (lines start stage=S);\n"
+            "                       with --micro-batch, then a line act=A act_grad=G\n"
             "  --help               this text\n\n"
             "See zinf-estimate(1).\n",
             zinf_model_presets());
@@ -572,7 +599,7 @@ static int parse_count(const char *flag, const char *s, int *out)
 static int run(int argc, char **argv, bool *help)
 {
     const char *model = NULL, *config = NULL;
-    int nodes = 1, gpus = 1, precision = ZINF_EST_MIXED, stage = -1;
+    int nodes = 1, gpus = 1, precision = ZINF_EST_MIXED, stage = -1, micro = 0, seq = 0, recompute = -1;
     bool print_bytes = false;
     int i = 1;
     if (i < argc && argv[i] && strcmp(argv[i], "estimate") == 0) i++;
@@ -597,7 +624,9 @@ static int run(int argc, char **argv, bool *help)
             return zinf_err("estimate: --%s takes no value", name);
         bool known = !strcmp(name, "model") || !strcmp(name, "config") || !strcmp(name, "nodes") ||
                      !strcmp(name, "gpus-per-node") || !strcmp(name, "gpus_per_node") ||
-                     !strcmp(name, "precision") || !strcmp(name, "stage");
+                     !strcmp(name, "precision") || !strcmp(name, "stage") ||
+                     !strcmp(name, "micro-batch") || !strcmp(name, "micro_batch") ||
+                     !strcmp(name, "seq-len") || !strcmp(name, "seq_len") || !strcmp(name, "recompute");
         if (!known) return zinf_err("estimate: unknown flag --%s (see zinf estimate --help)", name);
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
@@ -606,6 +635,15 @@ static int run(int argc, char **argv, bool *help)
         if (!strcmp(name, "model")) model = val;
         else if (!strcmp(name, "config")) config = val;
         else if (!strcmp(name, "nodes")) ZINF_TRY(parse_count("--nodes", val, &nodes));
+        else if (!strcmp(name, "micro-batch") || !strcmp(name, "micro_batch"))
+            ZINF_TRY(parse_count("--micro-batch", val, &micro));
+        else if (!strcmp(name, "seq-len") || !strcmp(name, "seq_len")) ZINF_TRY(parse_count("--seq-len", val, &seq));
+        else if (!strcmp(name, "recompute")) {
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(val, RECOMPUTE[k])) recompute = k;
+            if (recompute < 0)
+                return zinf_err("estimate: --recompute %s: expected none, full or keep-attention", val);
+        }
         else if (!strcmp(name, "precision")) {
             if (!strcmp(val, "mixed")) precision = ZINF_EST_MIXED;
             else if (!strcmp(val, "fp32")) precision = ZINF_EST_FP32;
@@ -623,15 +661,22 @@ static int run(int argc, char **argv, bool *help)
     if (config && stage >= 0)
         return zinf_err("estimate: --stage and --config both choose the row; give one of them");
 
+    if (!micro && (seq || recompute >= 0))
+        return zinf_err("estimate: --seq-len and --recompute describe activations; give --micro-batch too");
     zinf_model_cfg m;
     ZINF_TRY(zinf_model_cfg_load(&m, model));
+    if (seq > m.n_positions)
+        return zinf_err("estimate: --seq-len %d exceeds the model's n_positions %d", seq, m.n_positions);
+    int rc = 0;
     if (!config) {
-        if (!print_bytes)
-            return zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
-        if (stage >= 0) return zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0);
-        for (int s = 0; s < 4; s++)
-            ZINF_TRY(zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1));
-        return 0;
+        if (!print_bytes) rc = zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
+        else if (stage >= 0) rc = zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0);
+        else
+            for (int s = 0; s < 4 && !rc; s++) rc = zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1);
+        if (!rc && micro)
+            rc = zinf_estimate_print_acts(stdout, &m, precision, micro, seq ? seq : m.n_positions,
+                                          recompute < 0 ? 0 : recompute, print_bytes);
+        return rc;
     }
 
     zinf_flags f;
@@ -640,11 +685,16 @@ static int run(int argc, char **argv, bool *help)
     f.per_device_train_batch_size_set = false;
     zinf_config *cfg = malloc(sizeof *cfg);
     if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
-    int rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
+    rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
     if (!rc && print_bytes)
         rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0);
     else if (!rc)
         rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
+    /* the config's activation_checkpointing block means full recomputation unless --recompute says */
+    if (!rc && micro)
+        rc = zinf_estimate_print_acts(stdout, &m, precision, micro, seq ? seq : m.n_positions,
+                                      recompute >= 0 ? recompute : cfg->activation_checkpointing ? 1 : 0,
+                                      print_bytes);
     free(cfg);
     return rc;
 }

@@ -121,6 +121,10 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
 
 /* One line "param=B param_shard=B grad=B grad_acc=B master=B adam=B comm=B total=B" (bytes,
  * zinf_estimate_rank_states), prefixed "stage=S " when prefix_stage. Returns 0 or an error. */
+/* Activation memory per GPU for micro-batch micro of T tokens (recompute: 0 none, 1 full, 2
+ * keep-attention): "act=A act_grad=G" when bytes, else one sentence. */
+int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
+                             int recompute, int bytes);
 int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
                               int world, int prefix_stage);
 

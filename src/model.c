@@ -226,10 +226,9 @@ static void carve_layer(carver *cv, zinf_layer_acts *a, size_t N, size_t C, size
     a->lse = carve(cv, N * NH * 4);
 }
 
-static void carve_acts(zinf_model *m, carver *cv)
+static void carve_acts(zinf_model *m, carver *cv, size_t es)
 {
     size_t N = (size_t)m->B * m->T, C = m->c.n_embd, NH = m->c.n_head, L = m->c.n_layer;
-    size_t es = zinf_dtype_size(m->be->cdt);
     for (size_t l = 0; l <= L; l++) m->res[l] = carve(cv, N * C * es);
     for (size_t l = 0; l < L; l++) {
         if (m->recompute == ZINF_RECOMPUTE_NONE || l == 0) {
@@ -251,9 +250,9 @@ static void carve_acts(zinf_model *m, carver *cv)
     m->targets = carve(cv, N * 4);
 }
 
-static void carve_grads(zinf_model *m, carver *cv)
+static void carve_grads(zinf_model *m, carver *cv, size_t es)
 {
-    size_t N = (size_t)m->B * m->T, C = m->c.n_embd, es = zinf_dtype_size(m->be->cdt);
+    size_t N = (size_t)m->B * m->T, C = m->c.n_embd;
     m->d_res = carve(cv, N * C * es);
     m->d_ln = carve(cv, N * C * es);
     m->d_qkv = carve(cv, N * 3 * C * es);
@@ -268,15 +267,16 @@ int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
     m->B = B;
     m->T = T;
     m->recompute = recompute;
+    size_t es = zinf_dtype_size(m->be->cdt);
     m->res = calloc((size_t)m->c.n_layer + 1, sizeof *m->res);
     m->layers = calloc((size_t)m->c.n_layer, sizeof *m->layers);
     m->host_losses = calloc((size_t)B * T, sizeof(float));
     if (!m->res || !m->layers || !m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     carver cv = {0};
-    carve_acts(m, &cv);
+    carve_acts(m, &cv, es);
     m->act_bytes = cv.off;
     carver cg = {0};
-    carve_grads(m, &cg);
+    carve_grads(m, &cg, es);
     m->grad_bytes = cg.off;
     m->act_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->act_bytes);
     m->grad_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->grad_bytes);
@@ -284,9 +284,28 @@ int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
         return zinf_errc(ZINF_ENOMEM, "cannot allocate %.1f MiB of activations for B=%d T=%d",
                          (double)(m->act_bytes + m->grad_bytes) / 1048576.0, B, T);
     cv = (carver){m->act_mem, 0};
-    carve_acts(m, &cv);
+    carve_acts(m, &cv, es);
     cg = (carver){m->grad_mem, 0};
-    carve_grads(m, &cg);
+    carve_grads(m, &cg, es);
+    return 0;
+}
+
+int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                         size_t *acts, size_t *grads)
+{
+    zinf_model m = {.c = *c, .B = B, .T = T, .recompute = recompute};
+    m.res = calloc((size_t)c->n_layer + 1, sizeof *m.res);
+    m.layers = calloc((size_t)c->n_layer, sizeof *m.layers);
+    if (!m.res || !m.layers) {
+        free(m.res), free(m.layers);
+        return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    }
+    carver ca = {0}, cg = {0};
+    carve_acts(&m, &ca, es);
+    carve_grads(&m, &cg, es);
+    *acts = ca.off;
+    *grads = cg.off;
+    free(m.res), free(m.layers);
     return 0;
 }
 

@@ -104,6 +104,11 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be);
 /* Allocate activations for micro-batch B and sequence length T. */
 int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute);
 void zinf_model_free(zinf_model *m);
+/* The bytes zinf_model_alloc_acts allocates for activations and for their gradient scratch, for
+ * a model of config c, micro-batch B, sequence length T and es-byte compute elements, without a
+ * backend (zinf estimate). */
+int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                         size_t *acts, size_t *grads);
 
 /* Fill `out` (numel elements of unit u, fp32 host memory) with the deterministic initial values
  * of elements [first, first+count) of the unit: normal(0, 0.02) weights, 0.02/sqrt(2L) for the

@@ -706,11 +706,13 @@ static int check_params_agree(run *r)
     if (r->metrics) {
         fprintf(r->metrics, "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "
-                "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld}\n",
+                "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld, \"mem_act\": %lld, "
+                "\"mem_act_grad\": %lld}\n",
                 (unsigned long long)h, (long long)mr.bytes[ZINF_MEM_PARAM], (long long)mr.bytes[ZINF_MEM_PARAM_SHARD],
                 (long long)mr.bytes[ZINF_MEM_GRAD], (long long)mr.bytes[ZINF_MEM_GRAD_ACC],
                 (long long)mr.bytes[ZINF_MEM_MASTER], (long long)mr.bytes[ZINF_MEM_ADAM],
-                (long long)mr.bytes[ZINF_MEM_COMM], (long long)mr.peak, (long long)mr.live_max_beyond_current);
+                (long long)mr.bytes[ZINF_MEM_COMM], (long long)mr.peak, (long long)mr.live_max_beyond_current,
+                (long long)r->m.act_bytes, (long long)r->m.grad_bytes);
         fflush(r->metrics);
     }
     return 0;

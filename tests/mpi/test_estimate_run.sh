@@ -1,7 +1,9 @@
 #!/bin/sh
 # `zinf estimate --precision fp32 --print-bytes` against the bytes a run measures: test-mini, one
 # step at ZeRO stages 0-3 on 1, 2 and 3 ranks; every state category of the final memory record in
-# metrics.jsonl (mem_param ... mem_comm) must equal the estimate to the byte, padding included.
+# metrics.jsonl (mem_param ... mem_comm) must equal the estimate to the byte, padding included;
+# and the activation bytes (mem_act, mem_act_grad) for each recompute choice, against the run
+# and against the layout written out in the test.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 
 make_text "$TMP/add.txt" 3000
@@ -60,6 +62,48 @@ case "$OUTPUT" in
     *"param=$((P / 2)) "*"grad=$((P / 2)) "*"master=$P adam=$((2 * P)) "*) pass ;;
     *) fail "mixed stage 0: expected 2Psi/2Psi/4Psi/8Psi with Psi = $((P / 4)): $OUTPUT" ;;
 esac
+# activations: --micro-batch B --seq-len T --recompute R against the bytes a run allocates
+# (mem_act, mem_act_grad) and against the layout written out: every buffer rounded up to 256
+# bytes; the residual stream (L+1 entries of N x C); per stored layer LN1, QKV (3C), attention
+# output, mid residual, LN2, MLP pre- and post-GELU (4C each), four N-float LayerNorm statistics
+# and the LSE (N x heads floats); under recompute one stored layer, plus, keeping attention, each
+# other layer's attention output and LSE; then the final LayerNorm (and its two statistics), the
+# logits (N x padded vocabulary), losses, tokens and targets. Gradient scratch: N x C x (1 + 1 +
+# 3 + 1 + 4). test-mini: L=2, C=64, 4 heads, padded vocabulary 256; fp32 on the CPU.
+act_ref() { # act_ref B T RECOMPUTE(0 none, 1 full, 2 keep)
+    awk -v B="$1" -v T="$2" -v rc="$3" 'function r(x) { return int((x + 255) / 256) * 256 }
+    BEGIN { L = 2; C = 64; NH = 4; Vp = 256; es = 4; N = B * T
+        layer = 4 * r(N * C * es) + r(3 * N * C * es) + 2 * r(4 * N * C * es) + 4 * r(N * 4) + r(N * NH * 4)
+        stored = rc == 0 ? L : 1
+        a = (L + 1) * r(N * C * es) + stored * layer
+        if (rc == 2) a += (L - 1) * (r(N * C * es) + r(N * NH * 4))
+        a += r(N * C * es) + 2 * r(N * 4) + r(N * Vp * es) + 3 * r(N * 4)
+        g = 3 * r(N * C * es) + r(3 * N * C * es) + r(4 * N * C * es)
+        printf "act=%d act_grad=%d\n", a, g }'
+}
+k=0
+for rc in none full keep-attention; do
+    flags=""
+    [ "$rc" = full ] && flags="--gradient_checkpointing"
+    [ "$rc" = keep-attention ] && flags="--gradient_checkpointing --ac_keep_attention"
+    mpi 1 train --model test-mini --data "$D" --max_length 32 --max_steps 1 --per_device_train_batch_size 4 \
+        --out "$TMP/act$k" --seed 3 $flags
+    expect_ok "activations, recompute $rc: train"
+    got=$(grep '"mem_act"' "$TMP/act$k/metrics.jsonl" | tail -1 | sed 's/.*"mem_act": \([0-9]*\), "mem_act_grad": \([0-9]*\).*/act=\1 act_grad=\2/')
+    run estimate --model test-mini --precision fp32 --stage 0 --print-bytes --micro-batch 4 --seq-len 32 --recompute "$rc"
+    expect_ok "activations, recompute $rc: estimate"
+    est=$(printf '%s\n' "$OUTPUT" | grep '^act=')
+    want=$(act_ref 4 32 $k)
+    [ "$got" = "$want" ] && pass || fail "recompute $rc: the run allocated '$got', the layout gives '$want'"
+    [ "$est" = "$want" ] && pass || fail "recompute $rc: zinf estimate says '$est', the layout gives '$want'"
+    k=$((k + 1))
+done
+run estimate --model test-mini --recompute full
+expect_err "--recompute without --micro-batch" "give --micro-batch too"
+run estimate --model test-mini --micro-batch 4 --recompute some
+expect_err "--recompute some" "--recompute some: expected none, full or keep-attention"
+run estimate --model test-mini --micro-batch 4 --seq-len 65
+expect_err "--seq-len beyond n_positions" "--seq-len 65 exceeds the model's n_positions 64"
 # bad values are refused
 run estimate --model test-mini --precision fp16
 expect_err "--precision fp16" "--precision fp16"
