@@ -121,15 +121,16 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
 
 /* One line "param=B param_shard=B grad=B grad_acc=B master=B adam=B comm=B total=B" (bytes,
  * zinf_estimate_rank_states), prefixed "stage=S " when prefix_stage. Returns 0 or an error. */
-/* Activation memory per GPU for micro-batch micro of T tokens (recompute: 0 none, 1 full, 2
- * keep-attention): "act=A act_grad=G" when bytes, else one sentence. */
-int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
-                             int recompute, int bytes);
 int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
                               int world, int prefix_stage);
+/* Activation memory per GPU for micro-batch micro of T tokens (recompute: 0 none, 1 full, 2
+ * keep-attention): "act=A act_grad=G" when bytes, else one sentence. The model's activation
+ * buffers only: the CUDA backend's own scratch (which also grows with micro x T) is not in it. */
+int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
+                             int recompute, int bytes);
 
 /* `zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G] [--precision P]
- * [--stage S] [--print-bytes] [--help]`. argv[0] is
+ * [--stage S] [--print-bytes] [--micro-batch B [--seq-len T] [--recompute R]] [--help]`. argv[0] is
  * skipped (the program or subcommand name), and so is a following "estimate", so both
  * (argc, argv) of the process and (argc - 1, argv + 1) work. Prints "zinf: error: ..." and
  * returns 1 on bad input; 0 otherwise. Needs no MPI. */

@@ -284,15 +284,16 @@ static int train_step(run *r, int64_t step, step_result *out)
     }
     double scaled_norm;
     ZINF_TRY(zinf_zero_reduce(r->z, &scaled_norm));
-    if (r->tev[0]) {
-        r->be.event_record(&r->be, r->tev[3], NULL);
-        /* the device's idle time between the last step's end and this one's start */
-        if (r->tev_prev) out->t.gidle = tev_s(r, 4, 5);
-    }
     double loss_all = loss_sum / (double)gas;
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &loss_all, 1));
     out->loss = loss_all / W;
 
+    if (r->tev[0]) {
+        /* the reduction part ends here, host work between the markers included */
+        r->be.event_record(&r->be, r->tev[3], NULL);
+        /* the device's idle time between the last step's (or evaluation's) end and this start */
+        if (r->tev_prev) out->t.gidle = tev_s(r, 4, 5);
+    }
     bool overflow = !isfinite(scaled_norm);
     out->norm = scaled_norm / r->ls.cur_scale;
     out->lr = zinf_sched_lr(&c->sched, c->lr, r->opt_steps);
@@ -358,6 +359,8 @@ static int evaluate(run *r, double *val_loss)
     }
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, sum, 2));
     *val_loss = sum[1] > 0 ? sum[0] / sum[1] : NAN;
+    /* the device worked on the evaluation: the next step's idle time starts after it */
+    if (r->tev[0] && r->tev_prev) r->be.event_record(&r->be, r->tev[4], NULL);
     return 0;
 }
 

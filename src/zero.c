@@ -23,9 +23,6 @@ typedef struct zunit {
     int state;              /* stage 3: 0 released, 1 gather in flight, 2 gathered */
     bool persistent;        /* stage 3: at or below the persistence threshold: kept gathered */
     zinf_req greq;
-    zinf_event *stall[2][2];  /* wall_clock_breakdown on a device: around the compute stream's
-                                 wait for this unit's gather, per phase (forward, backward) */
-    bool stall_used[2];
 } zunit;
 
 typedef struct pending {
@@ -58,6 +55,10 @@ struct zinf_zero {
     int *nextuse;
     int64_t *reuse_dist;
     int nseq_full, nseq_fwd, nseq, cursor;
+    /* wall_clock_breakdown on a device: event pairs around the compute stream's wait for a
+     * gather, one pair per use in the plan (NULL otherwise); stall_used[k] once recorded */
+    zinf_event **stall;
+    bool *stall_used;
     int current;            /* unit in use, -1 none */
     int64_t live;           /* gathered or in-flight elements of non-persistent units */
     int64_t live_max_beyond;
@@ -278,16 +279,16 @@ static int start_gather(zinf_zero *z, int u)
     return 0;
 }
 
-static int finish_gather(zinf_zero *z, int u, int phase)
+/* k: the use in the stage-3 plan that needs unit u */
+static int finish_gather(zinf_zero *z, int u, int k)
 {
     zunit *x = &z->u[u];
     if (x->state == 1) {
         double t0 = zinf_now();
-        zinf_event **ev = x->stall[phase];
-        bool timed = ev[0] && !x->stall_used[phase];
-        if (timed) z->be->event_record(z->be, ev[0], NULL);
+        zinf_event **ev = z->stall ? z->stall + 2 * k : NULL;
+        if (ev) z->be->event_record(z->be, ev[0], NULL);
         ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
-        if (timed) z->be->event_record(z->be, ev[1], NULL), x->stall_used[phase] = true;
+        if (ev) z->be->event_record(z->be, ev[1], NULL), z->stall_used[k] = true;
         z->t.gather += zinf_now() - t0;
         x->state = 2;
     }
@@ -365,7 +366,7 @@ static int hook_acquire(void *ctx, int u, int phase)
         if (!x->state) ZINF_TRY(start_gather(z, u));
         /* units kept for reuse count too: keep the bound whether or not u was gathered already */
         ZINF_TRY(evict_for(z, k, u));
-        ZINF_TRY(finish_gather(z, u, phase));
+        ZINF_TRY(finish_gather(z, u, k));
         ZINF_TRY(prefetch(z, k, u));
         track_live(z, u);
     }
@@ -488,12 +489,6 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->norm_x = calloc((size_t)z->nunits, sizeof *z->norm_x);
     z->norm_n = calloc((size_t)z->nunits, sizeof *z->norm_n);
     if (!z->u || !z->norm_x || !z->norm_n) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    /* wall_clock_breakdown: time the compute stream's waits for stage-3 gathers on the device */
-    if (z->stage == 3 && cfg->wall_clock_breakdown && be->event_new_timed)
-        for (int u = 0; u < z->nunits; u++)
-            for (int k = 0; k < 4; k++)
-                if (!(z->u[u].stall[k / 2][k % 2] = be->event_new_timed(be)))
-                    return zinf_errc(ZINF_ENOMEM, "cannot create timing events");
 
     int64_t maxpn = 0, persist_total = 0;
     for (int u = 0; u < z->nunits; u++) {
@@ -564,6 +559,14 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     if (dtmp) be->free(be, ZINF_PLACE_DEVICE, dtmp);
     free(host);
     if (!rc && z->stage == 3) rc = build_plan(z);
+    /* wall_clock_breakdown: time the compute stream's waits for stage-3 gathers on the device */
+    if (!rc && z->stage == 3 && cfg->wall_clock_breakdown && be->event_new_timed) {
+        z->stall = calloc(2 * (size_t)z->nseq_full, sizeof *z->stall);
+        z->stall_used = calloc((size_t)z->nseq_full, sizeof *z->stall_used);
+        if (!z->stall || !z->stall_used) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+        for (int k = 0; !rc && k < 2 * z->nseq_full; k++)
+            if (!(z->stall[k] = be->event_new_timed(be))) rc = zinf_errc(ZINF_ENOMEM, "cannot create timing events");
+    }
     if (!rc) rc = be->sync(be);
     return rc;
 }
@@ -572,10 +575,12 @@ void zinf_zero_free(zinf_zero *z)
 {
     if (!z) return;
     for (int i = 0; i < z->npend; i++) zinf_comm_wait(z->comm, &z->pend[i].q), finish_pending(z, &z->pend[i]);
+    for (int k = 0; z->stall && k < 2 * z->nseq_full; k++)
+        if (z->stall[k]) z->be->event_free(z->be, z->stall[k]);
+    free(z->stall);
+    free(z->stall_used);
     for (int u = 0; z->u && u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        for (int k = 0; k < 4; k++)
-            if (x->stall[k / 2][k % 2]) z->be->event_free(z->be, x->stall[k / 2][k % 2]);
         if (x->state == 1) zinf_comm_wait(z->comm, &x->greq);
         zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
         zfree(z, ZINF_MEM_PARAM_SHARD, x->pshard, x->p * (int64_t)z->es);
@@ -743,14 +748,12 @@ void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r)
 
 void zinf_zero_gpu_times(zinf_zero *z, bool count)
 {
-    for (int u = 0; u < z->nunits; u++)
-        for (int ph = 0; ph < 2; ph++) {
-            zunit *x = &z->u[u];
-            if (!x->stall_used[ph]) continue;
-            double ms = z->be->event_elapsed_ms(z->be, x->stall[ph][0], x->stall[ph][1]);
-            if (count && ms > 0) z->t.gather_stall_gpu += 1e-3 * ms;
-            x->stall_used[ph] = false;
-        }
+    for (int k = 0; z->stall && k < z->nseq_full; k++) {
+        if (!z->stall_used[k]) continue;
+        double ms = z->be->event_elapsed_ms(z->be, z->stall[2 * k], z->stall[2 * k + 1]);
+        if (count && ms > 0) z->t.gather_stall_gpu += 1e-3 * ms;
+        z->stall_used[k] = false;
+    }
 }
 
 void zinf_zero_times_take(zinf_zero *z, zinf_zero_times *t)

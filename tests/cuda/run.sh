@@ -32,6 +32,7 @@ train1() { # train1 NAME DEVICE PRECISION-JSON STAGE NP [zinf train flags...]
         --max_steps 20 --logging_steps 1 --config "$TMP/$name.json" --out "$TMP/$name" --seed 11 "$@"
     expect_ok "$name"
     metric "$TMP/$name/metrics.jsonl" loss > "$TMP/$name.loss"
+    metric "$TMP/$name/metrics.jsonl" grad_norm > "$TMP/$name.norm"
 }
 agree() { # agree A B RTOL WHAT
     paste "$TMP/$1.loss" "$TMP/$2.loss" | awk -v r="$3" 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d;
@@ -88,6 +89,10 @@ if [ "$ngpu" -ge 2 ]; then
     for st in 2 3; do
         train1 "s${st}f16g2" cuda '"fp16": {"enabled": true, "initial_scale_power": 12},' $st 2
         agree fp16 "s${st}f16g2" 1e-2 "fp16 stage $st, 2 GPUs vs 1 GPU"
+        # the losses are blind to a constant factor in the gradients (clipping); the norms are not
+        paste "$TMP/fp16.norm" "$TMP/s${st}f16g2.norm" | awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d;
+            if (d > 3e-2 * $1) bad = 1; if (d / $1 > m) m = d / $1 } END { printf "  fp16 stage '"$st"' gradient norms, 2 GPUs vs 1: max relative difference %.2e (bound 3e-2)\n", m; exit bad || NR != 20 }' \
+            && pass || fail "fp16 stage $st on 2 GPUs: gradient norms differ from 1 GPU by more than 3e-2 relative"
     done
     # a rank that stops answering: the other one's NCCL wait times out naming the collective
     printf '{"train_batch_size": 16, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}\n' > "$TMP/hang.json"

@@ -20,11 +20,20 @@ zrun() { # zrun NAME NP STAGE ZERO-EXTRA [flags]; $ZTOP: more top-level keys
     expect_ok "$name"
 }
 losses() { metric "$TMP/$1/metrics.jsonl" loss; }
+# norms_agree NAME: the gradient norm of every step equals the one-rank stage-0 run's within 1e-5
+# relative. Clipping at 1.0 makes the losses blind to a constant factor in the gradients (a wrong
+# average); the norm is not.
+norms_agree() {
+    metric "$TMP/$1/metrics.jsonl" grad_norm > "$TMP/cur.norm"
+    if paste "$TMP/ref.norm" "$TMP/cur.norm" | awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) bad = 1 } END { exit bad || NR != 4 }'; then pass
+    else fail "$1: gradient norms differ from stage 0 at world 1 by more than 1e-5 relative"; paste "$TMP/ref.norm" "$TMP/cur.norm" >&2; fi
+}
 mem() { metric "$TMP/$1/metrics.jsonl" "$2"; }
 
 # --- every stage at every world size follows stage 0 on one rank ------------------------------
 zrun ref 1 0 ""
 losses ref > "$TMP/ref.loss"
+metric "$TMP/ref/metrics.jsonl" grad_norm > "$TMP/ref.norm"
 for st in 0 1 2 3; do
     for np in 1 2 3 4; do
         zrun "s${st}w${np}" $np $st ""
@@ -32,6 +41,7 @@ for st in 0 1 2 3; do
         losses "s${st}w${np}" > "$TMP/cur.loss"
         if paste "$TMP/ref.loss" "$TMP/cur.loss" | awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad || NR != 4 }'; then pass
         else fail "stage $st at world $np: losses differ from stage 0 at world 1 by more than 2e-6 relative"; paste "$TMP/ref.loss" "$TMP/cur.loss" >&2; fi
+        norms_agree "s${st}w${np}"
     done
 done
 
@@ -78,6 +88,7 @@ ZTOP='"prescale_gradients": true,' zrun pre2 3 2 ''
 for n in bk1 bk2 bk3 pre pre3 pre2; do
     losses $n > "$TMP/cur.loss"
     paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "$n: losses differ"
+    norms_agree $n
 done
 
 # --- evaluation at stage 3 when the validation batches do not divide by the world size: every rank
