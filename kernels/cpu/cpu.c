@@ -1,6 +1,6 @@
 /* cpu: the reference backend. fp32 everywhere, OpenMP over independent rows, CBLAS (OpenBLAS) for
  * the matmuls. Memory of every place is ordinary host memory; streams and events are dummy handles
- * because every operation has finished when it returns.
+ * because every operation has finished when it returns (timed events just read the clock).
  *
  * Determinism: every reduction that feeds a parameter gradient or a norm runs in a fixed order
  * that does not depend on the thread count (parallel over output channels, rows sequential
@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Below this many elements an OpenMP team costs more than it saves. */
 #define PAR_MIN 4096
@@ -54,8 +55,30 @@ static zinf_stream *cpu_stream_new(zinf_backend *be) { return (zinf_stream *)&du
 static void cpu_stream_free(zinf_backend *be, zinf_stream *s) {}
 static int cpu_stream_sync(zinf_backend *be, zinf_stream *s) { return 0; }
 static zinf_event *cpu_event_new(zinf_backend *be) { return (zinf_event *)&dummy_event; }
-static void cpu_event_free(zinf_backend *be, zinf_event *e) {}
-static int cpu_event_record(zinf_backend *be, zinf_event *e, zinf_stream *s) { return 0; }
+
+/* Timed events hold the monotonic clock at their recording: every operation here has finished
+ * when it returns, so that is when everything issued before the event was done. */
+typedef struct { double t; } cpu_timed_event;
+
+static zinf_event *cpu_event_new_timed(zinf_backend *be) { return calloc(1, sizeof(cpu_timed_event)); }
+static void cpu_event_free(zinf_backend *be, zinf_event *e)
+{
+    if (e && e != (zinf_event *)&dummy_event) free(e);
+}
+static int cpu_event_record(zinf_backend *be, zinf_event *e, zinf_stream *s)
+{
+    if (e && e != (zinf_event *)&dummy_event) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ((cpu_timed_event *)e)->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    return 0;
+}
+static double cpu_event_elapsed_ms(zinf_backend *be, zinf_event *a, zinf_event *b)
+{
+    if (!a || !b || a == (zinf_event *)&dummy_event || b == (zinf_event *)&dummy_event) return -1.0;
+    return 1e3 * (((cpu_timed_event *)b)->t - ((cpu_timed_event *)a)->t);
+}
 static int cpu_stream_wait(zinf_backend *be, zinf_stream *s, zinf_event *e) { return 0; }
 static int cpu_sync(zinf_backend *be) { return 0; }
 
@@ -516,6 +539,8 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .stream_free = cpu_stream_free,
         .stream_sync = cpu_stream_sync,
         .event_new = cpu_event_new,
+        .event_new_timed = cpu_event_new_timed,
+        .event_elapsed_ms = cpu_event_elapsed_ms,
         .event_free = cpu_event_free,
         .event_record = cpu_event_record,
         .stream_wait = cpu_stream_wait,

@@ -93,6 +93,22 @@ JSON
 mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 10 --logging_steps 1 --config "$TMP/sched.json" --out "$TMP/h"
 expect_ok "WarmupLR run"
 expect_has "wall_clock_breakdown" "time (ms): fwd"
+# the backend's own timeline (here the CPU's clock at the same marks): on every logged step the
+# forward, backward, reduction and optimizer parts add up to the step's time; at stage 3 with
+# evaluation in between, the line also carries the waits for parameter gathers
+printf '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 3},
+  "wall_clock_breakdown": true}\n' > "$TMP/wcb.json"
+mpi 2 train --model test-mini --data "$D" --val "$VAL" --max_length 32 --max_steps 6 --logging_steps 1 \
+    --eval_steps 2 --config "$TMP/wcb.json" --out "$TMP/wcb"
+expect_ok "wall_clock_breakdown at stage 3"
+expect_has "device timeline" "device time (ms): fwd" "waiting for gathers"
+printf '%s\n' "$OUTPUT" | grep "device time (ms)" | sed 's/.*): //' > "$TMP/wcb.parts"
+metric "$TMP/wcb/metrics.jsonl" ms_per_step > "$TMP/wcb.ms"
+if paste -d'|' "$TMP/wcb.parts" "$TMP/wcb.ms" | awk -F'|' '{ s = 0
+        for (i = 1; i <= 4; i++) { v = $i; sub(/.*[a-z] /, "", v); s += v }
+        ms = $NF; d = s - ms; if (d < 0) d = -d; if (d > 0.1 * ms + 0.5) bad = 1; n++ }
+        END { exit bad || n != 6 }'; then pass
+else fail "wall_clock_breakdown: the backend's parts do not add up to the step"; paste "$TMP/wcb.parts" "$TMP/wcb.ms" >&2; fi
 k=0
 for lr in $(metric "$TMP/h/metrics.jsonl" lr); do
     want=$(awk -v k=$k 'BEGIN { g = k == 0 ? 0 : (k - 1 < 8 ? (k - 1) / 8 : 1); printf "%.9g", 0.0001 + (0.002 - 0.0001) * g }')
