@@ -8,8 +8,9 @@
  *
  * per GPU, N = nodes x gpus_per_node. The buffers on top of that are defined (with the reasons,
  * and where the figures differ from DeepSpeed's estimate_zero{2,3}_model_states_mem_needs) at the
- * top of estimate.c and in zinf-estimate(1). Activations are not counted (DeepSpeed's estimators
- * leave them out too: they depend on batch size, sequence length and checkpointing).
+ * top of estimate.c and in zinf-estimate(1). Activations are not in the table (DeepSpeed's
+ * estimators leave them out too: they depend on batch size, sequence length and checkpointing);
+ * zinf_estimate_print_acts gives them for a micro-batch (--micro-batch).
  * --precision fp32 counts fp32 training instead, as zinf's CPU backend does it (4 + 4 + 8 bytes
  * per parameter, no separate master), per unit with the padding, to the byte of what zero.c
  * allocates (zinf_estimate_rank_states_fp32). */
