@@ -62,8 +62,9 @@ struct zinf_backend {
     int (*event_record)(zinf_backend *be, zinf_event *e, zinf_stream *s);
     int (*stream_wait)(zinf_backend *be, zinf_stream *s, zinf_event *e);
     int (*event_query)(zinf_backend *be, zinf_event *e); /* 1 when done, 0 when pending, <0 error */
-    /* events that also take the device's time (freed with event_free), and the milliseconds
-     * between two of them once both completed (negative on error); NULL on the CPU backend */
+    /* events that also take the device's time (freed with event_free; the CPU backend's hold the
+     * clock at their recording), and the milliseconds between two of them once both completed
+     * (negative on error) */
     zinf_event *(*event_new_timed)(zinf_backend *be);
     double (*event_elapsed_ms)(zinf_backend *be, zinf_event *a, zinf_event *b);
     int (*sync)(zinf_backend *be); /* everything issued so far has finished */

@@ -669,32 +669,29 @@ static int run(int argc, char **argv, bool *help)
     if (seq > m.n_positions)
         return zinf_err("estimate: --seq-len %d exceeds the model's n_positions %d", seq, m.n_positions);
     int rc = 0;
+    zinf_config *cfg = NULL;
     if (!config) {
         if (!print_bytes) rc = zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
         else if (stage >= 0) rc = zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0);
         else
             for (int s = 0; s < 4 && !rc; s++) rc = zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1);
-        if (!rc && micro)
-            rc = zinf_estimate_print_acts(stdout, &m, precision, micro, seq ? seq : m.n_positions,
-                                          recompute < 0 ? 0 : recompute, print_bytes);
-        return rc;
+    } else {
+        zinf_flags f;
+        zinf_flags_defaults(&f);
+        f.hidden_size = m.n_embd;
+        f.per_device_train_batch_size_set = false;
+        cfg = malloc(sizeof *cfg);
+        if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
+        rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
+        if (!rc && print_bytes)
+            rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0);
+        else if (!rc)
+            rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
     }
-
-    zinf_flags f;
-    zinf_flags_defaults(&f);
-    f.hidden_size = m.n_embd;
-    f.per_device_train_batch_size_set = false;
-    zinf_config *cfg = malloc(sizeof *cfg);
-    if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
-    rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
-    if (!rc && print_bytes)
-        rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0);
-    else if (!rc)
-        rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
-    /* the config's activation_checkpointing block means full recomputation unless --recompute says */
+    /* a config's activation_checkpointing block means full recomputation unless --recompute says */
     if (!rc && micro)
         rc = zinf_estimate_print_acts(stdout, &m, precision, micro, seq ? seq : m.n_positions,
-                                      recompute >= 0 ? recompute : cfg->activation_checkpointing ? 1 : 0,
+                                      recompute >= 0 ? recompute : cfg && cfg->activation_checkpointing ? 1 : 0,
                                       print_bytes);
     free(cfg);
     return rc;

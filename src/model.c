@@ -272,20 +272,14 @@ int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
     m->layers = calloc((size_t)m->c.n_layer, sizeof *m->layers);
     m->host_losses = calloc((size_t)B * T, sizeof(float));
     if (!m->res || !m->layers || !m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    carver cv = {0};
-    carve_acts(m, &cv, es);
-    m->act_bytes = cv.off;
-    carver cg = {0};
-    carve_grads(m, &cg, es);
-    m->grad_bytes = cg.off;
+    ZINF_TRY(zinf_model_act_bytes(&m->c, B, T, es, recompute, &m->act_bytes, &m->grad_bytes));
     m->act_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->act_bytes);
     m->grad_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->grad_bytes);
     if (!m->act_mem || !m->grad_mem)
         return zinf_errc(ZINF_ENOMEM, "cannot allocate %.1f MiB of activations for B=%d T=%d",
                          (double)(m->act_bytes + m->grad_bytes) / 1048576.0, B, T);
-    cv = (carver){m->act_mem, 0};
+    carver cv = {m->act_mem, 0}, cg = {m->grad_mem, 0};
     carve_acts(m, &cv, es);
-    cg = (carver){m->grad_mem, 0};
     carve_grads(m, &cg, es);
     return 0;
 }

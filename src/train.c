@@ -100,7 +100,7 @@ typedef struct run {
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
     fault fault;
-    /* wall_clock_breakdown on a device: timed events on the compute stream at a pass's start,
+    /* wall_clock_breakdown: the backend's timed events on its compute stream at a pass's start,
      * forward end and backward end, after the reduction and norm, after the optimizer, and at
      * the step's start; tev_prev once a step has recorded its end */
     zinf_event *tev[6];
@@ -227,7 +227,7 @@ static int notices(run *r)
     return 0;
 }
 
-/* host seconds (fwd, bwd) and, with device events, device seconds per part of the step */
+/* host seconds (fwd, bwd) and, with timed events, the backend's seconds per part of the step */
 typedef struct step_times { double fwd, bwd, gfwd, gbwd, greduce, gopt, gidle; zinf_zero_times z; } step_times;
 
 static double tev_s(run *r, int a, int b)
@@ -260,7 +260,7 @@ static int pass(run *r, const int32_t *inp, const int32_t *tgt, float *loss, boo
         t->gfwd += tev_s(r, 0, 1);
         t->gbwd += tev_s(r, 1, 2);
     }
-    if (r->tev[0]) zinf_zero_gpu_times(r->z, t != NULL);
+    if (r->tev[0]) zinf_zero_event_times(r->z, t != NULL);
     return 0;
 }
 
@@ -644,7 +644,7 @@ static int loop(run *r)
         if (c->wall_clock_breakdown && r->tev[0])
             zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
                       "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s.t.gfwd, 1e3 * s.t.gbwd,
-                      1e3 * s.t.greduce, 1e3 * s.t.gopt, 1e3 * s.t.gidle, 1e3 * s.t.z.gather_stall_gpu);
+                      1e3 * s.t.greduce, 1e3 * s.t.gopt, 1e3 * s.t.gidle, 1e3 * s.t.z.gather_stall_dev);
         if (c->comms_logger_enabled) {
             const zinf_comm *cm = r->comm;
             zinf_info("  comms (rank 0, so far): all-reduce %lld calls %.1f MiB | all-gather %lld calls %.1f MiB | "

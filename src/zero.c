@@ -55,7 +55,7 @@ struct zinf_zero {
     int *nextuse;
     int64_t *reuse_dist;
     int nseq_full, nseq_fwd, nseq, cursor;
-    /* wall_clock_breakdown on a device: event pairs around the compute stream's wait for a
+    /* wall_clock_breakdown (timed events): event pairs around the compute stream's wait for a
      * gather, one pair per use in the plan (NULL otherwise); stall_used[k] once recorded */
     zinf_event **stall;
     bool *stall_used;
@@ -559,7 +559,7 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     if (dtmp) be->free(be, ZINF_PLACE_DEVICE, dtmp);
     free(host);
     if (!rc && z->stage == 3) rc = build_plan(z);
-    /* wall_clock_breakdown: time the compute stream's waits for stage-3 gathers on the device */
+    /* wall_clock_breakdown: time the compute stream's waits for stage-3 gathers on the backend */
     if (!rc && z->stage == 3 && cfg->wall_clock_breakdown && be->event_new_timed) {
         z->stall = calloc(2 * (size_t)z->nseq_full, sizeof *z->stall);
         z->stall_used = calloc((size_t)z->nseq_full, sizeof *z->stall_used);
@@ -746,12 +746,12 @@ void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r)
     r->live_max_beyond_current = z->live_max_beyond;
 }
 
-void zinf_zero_gpu_times(zinf_zero *z, bool count)
+void zinf_zero_event_times(zinf_zero *z, bool count)
 {
     for (int k = 0; z->stall && k < z->nseq_full; k++) {
         if (!z->stall_used[k]) continue;
         double ms = z->be->event_elapsed_ms(z->be, z->stall[2 * k], z->stall[2 * k + 1]);
-        if (count && ms > 0) z->t.gather_stall_gpu += 1e-3 * ms;
+        if (count && ms > 0) z->t.gather_stall_dev += 1e-3 * ms;
         z->stall_used[k] = false;
     }
 }

@@ -39,9 +39,9 @@ typedef struct zinf_mem_report {
     int64_t live_max_beyond_current; /* stage 3: most gathered elements beyond the unit in use */
 } zinf_mem_report;
 
-/* Host seconds spent in each part, and (wall_clock_breakdown on a device) the device seconds
- * the compute stream waited for stage-3 gathers. */
-typedef struct zinf_zero_times { double gather, reduce, wait, optimizer, gather_stall_gpu; } zinf_zero_times;
+/* Host seconds spent in each part, and (wall_clock_breakdown, timed events) the backend's
+ * seconds the compute stream waited for stage-3 gathers. */
+typedef struct zinf_zero_times { double gather, reduce, wait, optimizer, gather_stall_dev; } zinf_zero_times;
 
 int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
                    zinf_backend *be, uint64_t seed);
@@ -67,8 +67,8 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
 
 void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r);
 void zinf_zero_times_take(zinf_zero *z, zinf_zero_times *t); /* and reset */
-/* After a pass has finished on the device: add its gather waits to the times (count) or drop them. */
-void zinf_zero_gpu_times(zinf_zero *z, bool count);
+/* After a pass has finished on the backend: add its gather waits to the times (count) or drop them. */
+void zinf_zero_event_times(zinf_zero *z, bool count);
 /* One line per state with MiB and the peak, on rank 0 via zinf_info. */
 void zinf_zero_print_mem(const zinf_zero *z);
 
