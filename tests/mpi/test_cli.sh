@@ -21,6 +21,10 @@ run train --max_steps ten --data x
 expect_err "non-integer flag" "--max_steps expects an integer, got 'ten'"
 run train --learning_rate fast --data x
 expect_err "non-number flag" "--learning_rate expects a number"
+run train --gradient_checkpointing=maybe --data x
+expect_err "non-boolean flag" "--gradient_checkpointing expects true or false, got 'maybe'"
+run train --ac_keep_attention sometimes --data x
+expect_err "stray word after a boolean flag" "unexpected argument 'sometimes'"
 run train --model
 expect_err "flag without value" "--model needs a value"
 run train --model no-such-model --data x

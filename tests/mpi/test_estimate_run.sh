@@ -102,6 +102,8 @@ run estimate --model test-mini --recompute full
 expect_err "--recompute without --micro-batch" "give --micro-batch too"
 run estimate --model test-mini --micro-batch 4 --recompute some
 expect_err "--recompute some" "--recompute some: expected none, full or keep-attention"
+run estimate --model test-mini --micro-batch 0
+expect_err "--micro-batch 0" "--micro-batch 0: expected a whole number from 1 to 1000000"
 run estimate --model test-mini --micro-batch 4 --seq-len 65
 expect_err "--seq-len beyond n_positions" "--seq-len 65 exceeds the model's n_positions 64"
 # bad values are refused
