@@ -210,11 +210,12 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
     zinf_flags f;
     zinf_flags_defaults(&f);
     zinf_flags *fl = &f;
-    const char *model = NULL;
+    const char *model = NULL, *device = "cpu";
     int64_t hidden = 0;
     bool h = false;
     const flag tab[] = {
         {"model", F_STR, &model, NULL, "model whose hidden size fills the size \"auto\"s"},
+        {"device", F_STR, &device, NULL, "backend whose notices to print, as zinf train (default cpu)"},
         {"hidden_size", F_INT, &hidden, NULL, "hidden size for the size \"auto\"s, without a model"},
         FLAGS_HF(fl),
         {"help", F_BOOL, &h, NULL, "this text"},
@@ -238,8 +239,16 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
         return 0;
     }
     if (hidden > 0) f.hidden_size = hidden;
+    if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
+        return zinf_comm_agree(comm, zinf_err("config: --device %s: expected cpu or cuda", device));
     zinf_config cfg;
     ZINF_TRY(zinf_train_resolve_config(comm, npos > 1 ? pos[1] : NULL, model, &f, &cfg));
+    /* what train resolves next: the step count (known here from --max_steps only; from epochs it
+     * needs the data) and the notices for the backend */
+    if (f.max_steps_set && f.max_steps > 0)
+        ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&cfg, f.max_steps, &f)));
+    ZINF_TRY(zinf_comm_agree(comm, zinf_config_notices(&cfg, device, f.save_steps_set,
+                                                       comm->rank == 0 ? stderr : NULL)));
     if (comm->rank == 0) zinf_config_print(&cfg, stdout);
     return 0;
 }

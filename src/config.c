@@ -116,7 +116,9 @@ static bool flag_given(const zinf_flags *f, int id)
 
 typedef enum {
     T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_OBJ,
-    T_NOEFFECT /* a DeepSpeed key zinf knows and does not implement: warning (or error, see F_) */
+    T_NOEFFECT, /* a DeepSpeed key zinf knows and does not implement: warning (or error, see F_) */
+    T_LEGACY,   /* a deprecated DeepSpeed key that DeepSpeed maps onto a new one: see legacy() */
+    T_VACUOUS   /* a DeepSpeed key whose effect cannot arise in zinf (the note says why) */
 } ktype;
 
 enum {
@@ -134,10 +136,16 @@ enum {
     F_ERR_ENABLED = 1 << 11, /* T_NOEFFECT block whose "enabled": true changes numerics: error */
     F_DYNAMIC = 1 << 12,   /* default depends on other keys: see resolve() */
     F_RANGE = 1 << 13,     /* int within [lo, hi] */
+    F_ERR_SET = 1 << 14,   /* T_NOEFFECT whose mere presence (not null, false or {}) changes
+                              numerics: error */
+    F_ERR_SUB = 1 << 15,   /* T_NOEFFECT object whose member `errkey` > 1 (or true) changes
+                              numerics: error */
 };
 
+enum { K_DEF = 1 << 0, K_DEFNULL = 1 << 1 };
+
 /* how "auto" is filled */
-enum { A_NONE, A_FLAG, A_DERIVE, A_HH, A_HH09, A_10H, A_ZERO, A_STEPS, A_WARMUP };
+enum { A_NONE, A_FLAG, A_DERIVE, A_HH, A_HH09, A_10H, A_ZERO, A_STEPS, A_WARMUP, A_STAGE };
 
 /* scheduler types as bits, for which scheduler takes which params */
 #define S_(t) (1u << (t))
@@ -159,6 +167,8 @@ typedef struct blockdef {
     const keydef *keys;
     size_t n;
     bool sched_params;        /* keys carry scheduler masks */
+    bool pydantic;            /* a DeepSpeedConfigModel in DeepSpeed: an "auto" that nothing fills
+                                 is dropped there (config_utils.py), so the default applies */
 } blockdef;
 
 struct keydef {
@@ -172,7 +182,12 @@ struct keydef {
     int autok, flag;
     const blockdef *sub;      /* T_OBJ */
     const enumdef *en;        /* T_ENUM */
-    const char *alias;        /* second accepted name */
+    const char *alias;        /* second accepted name (DeepSpeed's field name or old name) */
+    const char *alias2;       /* third accepted name */
+    const char *errkey;       /* F_ERR_SUB: the member that makes the block an error */
+    unsigned flags2;          /* K_DEF: T_NOEFFECT whose DeepSpeed default is `def` (a number or
+                                 bool); K_DEFNULL: whose default is null. Given at its default, it
+                                 asks for nothing zinf lacks, so it is accepted without a word. */
     size_t off2;              /* F_PRESENT flag offset */
     int64_t lo, hi;           /* F_RANGE */
     unsigned smask, sreq;     /* scheduler params: taken by / required by */
@@ -182,7 +197,10 @@ struct keydef {
 #define CO(field) offsetof(zinf_config, field)
 #define OO(field) offsetof(zinf_offload_cfg, field)
 #define NOEFF(nm, ...) {.name = nm, .type = T_NOEFFECT, __VA_ARGS__}
-#define BLOCK(tbl) {tbl, sizeof tbl / sizeof tbl[0], false}
+#define BLOCK(tbl) {tbl, sizeof tbl / sizeof tbl[0], false, false}
+#define PBLOCK(tbl) {tbl, sizeof tbl / sizeof tbl[0], false, true}
+/* accepted, and nothing to do: the DeepSpeed behaviour the key selects cannot arise in zinf */
+#define VACUOUS(nm, why) {.name = nm, .type = T_VACUOUS, .note = why}
 
 static const char *const OPT_NAMES[] = {"AdamW", "Adam"}; /* = zinf_opt_type */
 static const enumdef EN_OPT = {OPT_NAMES, 2, true, "Adam, AdamW"};
@@ -194,6 +212,8 @@ static const char *const DEV_NAMES[] = {"none", "cpu", "nvme"}; /* = zinf_offloa
 static const enumdef EN_DEV = {DEV_NAMES, 3, true, "none, cpu, nvme"};
 static const char *const WTYPE_NAMES[] = {"log", "linear"};
 static const enumdef EN_WTYPE = {WTYPE_NAMES, 2, false, "log, linear"};
+static const char *const COMMDT_NAMES[] = {"", "fp16", "bf16", "fp32"}; /* ZINF_COMM_* */
+static const enumdef EN_COMMDT = {COMMDT_NAMES, 4, true, "fp16, bf16, fp32"};
 static const char *const TAGV_NAMES[] = {"Ignore", "Warn", "Fail"};
 static const enumdef EN_TAGV = {TAGV_NAMES, 3, true, "Ignore, Warn, Fail"};
 
@@ -207,17 +227,17 @@ static const keydef KEYS_FP16[] = {
     {"hysteresis", T_INT, 0, CO(fp16_hysteresis), .idef = 2},
     {"consecutive_hysteresis", T_BOOL, 0, CO(fp16_consecutive_hysteresis), .def = 0},
     {"min_loss_scale", T_NUM, 0, CO(fp16_min_loss_scale), .def = 1},
-    NOEFF("auto_cast", .flags = F_ERR_TRUE),
-    NOEFF("fp16_master_weights_and_grads", .flags = F_ERR_TRUE),
+    VACUOUS("auto_cast", "DeepSpeed casts floating-point inputs; a token-id model has none"),
+    NOEFF("fp16_master_weights_and_grads", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
     NOEFF("fused_mode"),
 };
 
 static const keydef KEYS_BF16[] = {
     {"enabled", T_BOOL, F_AUTO, CO(bf16), .def = 0, .autok = A_FLAG, .flag = FL_BF16},
-    NOEFF("immediate_grad_update"),
-    NOEFF("check_grad_overflow"),
-    NOEFF("bf16_master_weights_and_grads", .flags = F_ERR_TRUE),
-    NOEFF("bf16_optimizer_states", .flags = F_ERR_TRUE),
+    NOEFF("immediate_grad_update", .flags2 = K_DEF, .def = 0),
+    {"check_grad_overflow", T_BOOL, 0, CO(bf16_check_grad_overflow), .def = 1},
+    NOEFF("bf16_master_weights_and_grads", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
+    NOEFF("bf16_optimizer_states", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
 };
 
 /* DeepSpeed's FusedAdam defaults (ops/adam/fused_adam.py) */
@@ -238,7 +258,7 @@ static const blockdef B_OPT_PARAMS = BLOCK(KEYS_OPT_PARAMS);
 static const keydef KEYS_OPT[] = {
     {"type", T_ENUM, F_REQ, CO(opt_type), .sdef = "AdamW", .en = &EN_OPT},
     {"params", T_OBJ, 0, 0, .sub = &B_OPT_PARAMS},
-    NOEFF("legacy_fusion"),
+    NOEFF("legacy_fusion", .flags2 = K_DEF, .def = 0),
 };
 
 /* lr_schedules.py constructor defaults; masks say which schedule takes the key */
@@ -278,11 +298,12 @@ static const keydef KEYS_SCHED_PARAMS[] = {
      .smask = SR},
     {"lr_range_test_staircase", T_BOOL, 0, CO(sched.lr_range_test_staircase), .def = 0,
      .smask = SR},
-    NOEFF("last_batch_iteration", .note = "resume with --resume instead"),
+    NOEFF("last_batch_iteration", .flags2 = K_DEF, .def = -1, .flags = F_ERR_SET,
+          .note = "it starts the schedule part-way; zinf's schedule position is the optimizer step"),
 };
 static const blockdef B_SCHED_PARAMS = {KEYS_SCHED_PARAMS,
                                         sizeof KEYS_SCHED_PARAMS / sizeof KEYS_SCHED_PARAMS[0],
-                                        true};
+                                        true, false};
 
 static const keydef KEYS_SCHED[] = {
     {"type", T_ENUM, F_REQ, CO(sched.type), .sdef = "", .en = &EN_SCHED},
@@ -295,27 +316,28 @@ static const keydef KEYS_OFF_PARAM[] = {
     {"buffer_count", T_INT, 0, OO(buffer_count), .idef = 5},
     {"buffer_size", T_INT, 0, OO(buffer_size), .idef = 100000000},
     {"max_in_cpu", T_INT, 0, OO(max_in_cpu), .idef = 1000000000},
-    {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 0},
+    {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 1},
 };
-static const blockdef B_OFF_PARAM = BLOCK(KEYS_OFF_PARAM);
+static const blockdef B_OFF_PARAM = PBLOCK(KEYS_OFF_PARAM);
 
 static const keydef KEYS_OFF_OPT[] = {
     {"device", T_ENUM, 0, OO(device), .sdef = "none", .en = &EN_DEV},
     {"nvme_path", T_STR, F_NULL, OO(nvme_path), .sdef = ""},
     {"buffer_count", T_INT, 0, OO(buffer_count), .idef = 4},
-    {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 0},
+    {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 1},
     {"pipeline_read", T_BOOL, 0, OO(pipeline_read), .def = 0},
     {"pipeline_write", T_BOOL, 0, OO(pipeline_write), .def = 0},
     {"fast_init", T_BOOL, 0, OO(fast_init), .def = 0},
     {"ratio", T_NUM, F_UNIT, OO(ratio), .def = 1.0},
-    NOEFF("super_offload"),
+    NOEFF("super_offload", .flags2 = K_DEF, .def = 0),
     NOEFF("convert_grad_on_cpu"),
-    NOEFF("cpuadam_cores_perc"),
+    NOEFF("cpuadam_cores_perc", .flags2 = K_DEF, .def = 0.8),
 };
-static const blockdef B_OFF_OPT = BLOCK(KEYS_OFF_OPT);
+static const blockdef B_OFF_OPT = PBLOCK(KEYS_OFF_OPT);
 
 static const keydef KEYS_ZERO[] = {
-    {"stage", T_INT, F_I32 | F_RANGE, CO(zero_stage), .idef = 0, .lo = 0, .hi = 3},
+    {"stage", T_INT, F_I32 | F_RANGE | F_AUTO, CO(zero_stage), .idef = 0, .lo = 0, .hi = 3,
+     .autok = A_STAGE},
     {"contiguous_gradients", T_BOOL, 0, CO(contiguous_gradients), .def = 1},
     {"overlap_comm", T_BOOL, F_DYNAMIC | F_NULL, CO(overlap_comm), .def = 0}, /* stage == 3 */
     {"reduce_scatter", T_BOOL, 0, CO(reduce_scatter), .def = 1},
@@ -336,37 +358,39 @@ static const keydef KEYS_ZERO[] = {
      .alias = "max_reuse_distance"},
     {"stage3_gather_16bit_weights_on_model_save", T_BOOL, 0,
      CO(stage3_gather_16bit_weights_on_model_save), .def = 0,
-     .alias = "stage3_gather_fp16_weights_on_model_save"},
+     .alias = "gather_16bit_weights_on_model_save",
+     .alias2 = "stage3_gather_fp16_weights_on_model_save"},
     {"round_robin_gradients", T_BOOL, 0, CO(round_robin_gradients), .def = 0},
     {"elastic_checkpoint", T_BOOL, 0, CO(elastic_checkpoint), .def = 0},
     {"offload_optimizer", T_OBJ, F_NULL, CO(offload_optimizer), .sub = &B_OFF_OPT},
     {"offload_param", T_OBJ, F_NULL, CO(offload_param), .sub = &B_OFF_PARAM},
-    NOEFF("cpu_offload", .note = "deprecated; use offload_optimizer"),
-    NOEFF("cpu_offload_param", .note = "deprecated; use offload_param"),
-    NOEFF("cpu_offload_use_pin_memory", .note = "deprecated; use offload_*.pin_memory"),
-    NOEFF("load_from_fp32_weights"),
-    NOEFF("ignore_unused_parameters"),
-    NOEFF("legacy_stage1"),
-    NOEFF("use_multi_rank_bucket_allreduce"),
-    NOEFF("zero_hpz_partition_size"),
-    NOEFF("zero_quantized_weights", .flags = F_ERR_TRUE),
-    NOEFF("zero_quantized_nontrainable_weights", .flags = F_ERR_TRUE),
-    NOEFF("zero_quantized_gradients", .flags = F_ERR_TRUE),
-    NOEFF("zeropp_loco_param"),
-    NOEFF("mics_shard_size"),
-    NOEFF("mics_hierarchical_params_gather"),
-    NOEFF("memory_efficient_linear"),
-    NOEFF("pipeline_loading_checkpoint"),
-    NOEFF("override_module_apply"),
-    NOEFF("log_trace_cache_warnings"),
-    NOEFF("enable_sanity_checks"),
-    NOEFF("stage3_module_granularity_threshold"),
-    NOEFF("stage3_use_all_reduce_for_fetch_params"),
-    NOEFF("stage3_allgather_sequential"),
+    {"cpu_offload", T_LEGACY, 0, CO(offload_optimizer), .note = "offload_optimizer"},
+    {"cpu_offload_param", T_LEGACY, 0, CO(offload_param), .note = "offload_param"},
+    {"cpu_offload_use_pin_memory", T_LEGACY, 0, (size_t)-1,
+     .note = "offload_param.pin_memory or offload_optimizer.pin_memory"},
+    NOEFF("load_from_fp32_weights", .flags2 = K_DEF, .def = 1),
+    VACUOUS("ignore_unused_parameters", "every parameter of zinf's models takes part in the loss"),
+    NOEFF("legacy_stage1", .flags2 = K_DEF, .def = 0),
+    NOEFF("use_multi_rank_bucket_allreduce", .flags2 = K_DEF, .def = 1),
+    NOEFF("zero_hpz_partition_size", .flags2 = K_DEF, .def = 1),
+    NOEFF("zero_quantized_weights", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
+    NOEFF("zero_quantized_nontrainable_weights", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
+    NOEFF("zero_quantized_gradients", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
+    NOEFF("zeropp_loco_param", .flags2 = K_DEFNULL),
+    NOEFF("mics_shard_size", .flags2 = K_DEF, .def = -1),
+    NOEFF("mics_hierarchical_params_gather", .flags2 = K_DEF, .def = 0),
+    NOEFF("memory_efficient_linear", .flags2 = K_DEF, .def = 1),
+    NOEFF("pipeline_loading_checkpoint", .flags2 = K_DEF, .def = 0),
+    NOEFF("override_module_apply", .flags2 = K_DEF, .def = 1),
+    NOEFF("log_trace_cache_warnings", .flags2 = K_DEF, .def = 0),
+    NOEFF("enable_sanity_checks", .flags2 = K_DEF, .def = 0),
+    NOEFF("stage3_module_granularity_threshold", .flags2 = K_DEF, .def = 0, .alias = "module_granularity_threshold"),
+    NOEFF("stage3_use_all_reduce_for_fetch_params", .flags2 = K_DEF, .def = 0, .alias = "use_all_reduce_for_fetch_params"),
+    NOEFF("stage3_allgather_sequential", .flags2 = K_DEF, .def = 0, .alias = "allgather_sequential"),
     NOEFF("stage3_partition_stream_chunk_size"),
-    NOEFF("zenflow"),
+    NOEFF("zenflow", .flags2 = K_DEFNULL, .flags = F_ERR_SET, .note = "ZenFlow applies stale, selective updates"),
     NOEFF("leaf_module"),
-    NOEFF("save_muon_momentum_buffer_in_memory"),
+    NOEFF("save_muon_momentum_buffer_in_memory", .flags2 = K_DEF, .def = 0),
 };
 
 static const keydef KEYS_AIO[] = {
@@ -399,6 +423,11 @@ static const keydef KEYS_CKPT[] = {
     NOEFF("writer"),
 };
 
+static const keydef KEYS_DTYPES[] = {
+    {"grad_accum_dtype", T_ENUM, F_NULL, CO(grad_accum_dtype), .sdef = "", .en = &EN_COMMDT},
+};
+static const blockdef B_DTYPES = BLOCK(KEYS_DTYPES);
+
 static const keydef KEYS_COMMS[] = {
     {"enabled", T_BOOL, 0, CO(comms_logger_enabled), .def = 0},
     {"verbose", T_BOOL, 0, CO(comms_logger_verbose), .def = 0},
@@ -417,10 +446,10 @@ static const keydef KEYS_FLOPS[] = {
     NOEFF("recompute_fwd_factor"),
 };
 
-static const blockdef B_FP16 = BLOCK(KEYS_FP16), B_BF16 = BLOCK(KEYS_BF16),
+static const blockdef B_FP16 = PBLOCK(KEYS_FP16), B_BF16 = PBLOCK(KEYS_BF16),
                       B_OPT = BLOCK(KEYS_OPT), B_SCHED = BLOCK(KEYS_SCHED),
-                      B_ZERO = BLOCK(KEYS_ZERO), B_AIO = BLOCK(KEYS_AIO), B_AC = BLOCK(KEYS_AC),
-                      B_CKPT = BLOCK(KEYS_CKPT), B_COMMS = BLOCK(KEYS_COMMS),
+                      B_ZERO = PBLOCK(KEYS_ZERO), B_AIO = BLOCK(KEYS_AIO), B_AC = BLOCK(KEYS_AC),
+                      B_CKPT = BLOCK(KEYS_CKPT), B_COMMS = PBLOCK(KEYS_COMMS),
                       B_FLOPS = BLOCK(KEYS_FLOPS);
 
 static const keydef KEYS_TOP[] = {
@@ -431,9 +460,9 @@ static const keydef KEYS_TOP[] = {
      CO(train_micro_batch_size_per_gpu), .idef = 0, .autok = A_FLAG, .flag = FL_MICRO},
     {"gradient_accumulation_steps", T_INT, F_AUTO | F_POS | F_FILL,
      CO(gradient_accumulation_steps), .idef = 0, .autok = A_FLAG, .flag = FL_GAS},
-    {"gradient_clipping", T_NUM, F_AUTO, CO(gradient_clipping), .def = 0.0, .autok = A_FLAG,
+    {"gradient_clipping", T_NUM, F_AUTO, CO(gradient_clipping), .def = 1.0, .autok = A_FLAG,
      .flag = FL_CLIP},
-    {"steps_per_print", T_INT, F_POS, CO(steps_per_print), .idef = 10},
+    {"steps_per_print", T_INT, F_POS | F_NULL, CO(steps_per_print), .idef = -1},
     {"wall_clock_breakdown", T_BOOL, F_DYNAMIC, CO(wall_clock_breakdown), .def = 0},
     {"prescale_gradients", T_BOOL, 0, CO(prescale_gradients), .def = 0},
     {"gradient_predivide_factor", T_NUM, F_POS, CO(gradient_predivide_factor), .def = 1.0},
@@ -453,38 +482,41 @@ static const keydef KEYS_TOP[] = {
     NOEFF("torch_autocast", .flags = F_ERR_ENABLED, .note = "use fp16 or bf16"),
     NOEFF("elasticity", .flags = F_ERR_ENABLED),
     NOEFF("progressive_layer_drop", .flags = F_ERR_ENABLED),
-    NOEFF("compression"),
-    NOEFF("zero_allow_untested_optimizer"),
-    NOEFF("zero_force_ds_cpu_optimizer"),
-    NOEFF("data_efficiency"),
-    NOEFF("curriculum_learning"),
+    NOEFF("compression", .note = "it acts only on modules a script passed to init_compression"),
+    VACUOUS("zero_allow_untested_optimizer", "zinf runs only its own Adam and AdamW"),
+    VACUOUS("zero_force_ds_cpu_optimizer", "zinf runs only its own Adam and AdamW"),
+    NOEFF("data_efficiency", .flags = F_ERR_ENABLED, .note = "it changes which samples are seen"),
+    NOEFF("curriculum_learning", .flags = F_ERR_ENABLED,
+          .note = "it changes the sequence lengths trained on"),
     NOEFF("tensorboard"),
     NOEFF("wandb"),
     NOEFF("csv_monitor"),
     NOEFF("comet"),
     NOEFF("pipeline"),
     NOEFF("sparse_attention"),
-    NOEFF("communication_data_type"),
+    {"communication_data_type", T_ENUM, F_NULL, CO(communication_data_type), .sdef = "",
+     .en = &EN_COMMDT},
     NOEFF("seq_parallel_communication_data_type"),
-    NOEFF("dump_state"),
-    NOEFF("memory_breakdown"),
-    NOEFF("disable_allgather"),
+    NOEFF("dump_state", .flags2 = K_DEF, .def = 0),
+    NOEFF("memory_breakdown", .flags2 = K_DEF, .def = 0),
+    NOEFF("disable_allgather", .flags2 = K_DEF, .def = 0),
     NOEFF("vocabulary_size"),
     NOEFF("eigenvalue"),
-    NOEFF("quantize_training"),
+    NOEFF("quantize_training", .flags = F_ERR_ENABLED),
     NOEFF("autotuning"),
     NOEFF("nebula"),
-    NOEFF("data_types"),
-    NOEFF("dataloader_drop_last"),
-    NOEFF("graph_harvesting"),
+    {"data_types", T_OBJ, 0, 0, .sub = &B_DTYPES},
+    NOEFF("dataloader_drop_last", .flags2 = K_DEF, .def = 0),
+    NOEFF("graph_harvesting", .flags2 = K_DEF, .def = 0),
     NOEFF("hybrid_engine"),
     NOEFF("weight_quantization"),
     NOEFF("compile"),
     NOEFF("timers"),
-    NOEFF("tensor_parallel"),
+    NOEFF("tensor_parallel", .flags = F_ERR_SUB, .errkey = "autotp_size",
+          .note = "zinf has no tensor parallelism"),
     NOEFF("gradient_allreduce_op"),
     NOEFF("use_data_before_expert_parallelism"),
-    NOEFF("sequence_parallel_size"),
+    NOEFF("sequence_parallel_size", .flags2 = K_DEF, .def = 1, .flags = F_ERR_SUB, .note = "zinf has no sequence parallelism"),
 };
 static const blockdef B_TOP = BLOCK(KEYS_TOP);
 
@@ -675,6 +707,9 @@ static int fill_auto(const ctx *c, const keydef *k, void *slot, const char *path
         slot_set(slot, k, steps ? (double)c->fl->warmup_steps : -1, 0);
         return 0;
     }
+    case A_STAGE:
+        return cerr(c, path, "\"auto\" has no single meaning here: accelerate fills it from its "
+                             "zero_stage (default 2) and DeepSpeed alone uses 0; write the stage");
     case A_HH: case A_HH09: case A_10H:
         if (h <= 0)
             return cerr(c, path, "\"auto\" needs the model's hidden size, which is not known here");
@@ -810,7 +845,7 @@ static const char *nearest(const blockdef *b, const char *path, const char *name
     size_t bd = (size_t)-1, len = strlen(name);
     for (size_t i = 0; i < b->n; i++) {
         const keydef *k = &b->keys[i];
-        if (k->type == T_NOEFFECT) continue;
+        if (k->type == T_NOEFFECT || k->type == T_LEGACY || k->type == T_VACUOUS) continue;
         if (b->sched_params && smask && !(k->smask & smask)) continue;
         size_t d = edit_distance(name, k->name);
         if (d < bd) bd = d, best = k->name;
@@ -823,23 +858,78 @@ static const keydef *find_key(const blockdef *b, const char *name)
 {
     for (size_t i = 0; i < b->n; i++)
         if (strcmp(b->keys[i].name, name) == 0 ||
-            (b->keys[i].alias && strcmp(b->keys[i].alias, name) == 0))
+            (b->keys[i].alias && strcmp(b->keys[i].alias, name) == 0) ||
+            (b->keys[i].alias2 && strcmp(b->keys[i].alias2, name) == 0))
             return &b->keys[i];
     return NULL;
+}
+
+static bool is_auto(const json_t *v)
+{
+    return json_is_string(v) && strcmp(json_string_value(v), "auto") == 0;
+}
+
+/* A value that asks for nothing: null, false, 0 or an empty object. */
+static bool is_off(const json_t *v)
+{
+    return json_is_null(v) || json_is_false(v) || (json_is_number(v) && json_number_value(v) == 0) ||
+           (json_is_object(v) && json_object_size(v) == 0);
 }
 
 /* A DeepSpeed key zinf knows but does not implement. */
 static int no_effect(ctx *c, const keydef *k, json_t *v, const char *path)
 {
+    if ((k->flags2 & K_DEFNULL) && json_is_null(v)) return 0;
+    if ((k->flags2 & K_DEF) && (json_is_boolean(v) || json_is_number(v))) {
+        double x = json_is_boolean(v) ? (json_is_true(v) ? 1 : 0) : json_number_value(v);
+        if (same(x, k->def)) return 0;
+        /* a value other than the default of a key that changes the numerics */
+        if (k->flags & F_ERR_SET)
+            return cerr(c, path, "zinf does not implement this DeepSpeed feature and it changes the "
+                                 "training numerics, so it cannot be ignored%s%s",
+                        k->note ? "; " : "", k->note ? k->note : "");
+    }
     bool on = (k->flags & F_ERR_TRUE) && json_is_true(v);
     if ((k->flags & F_ERR_ENABLED) && json_is_object(v) && json_is_true(json_object_get(v, "enabled")))
         on = true;
+    if ((k->flags & F_ERR_SET) && !is_off(v)) on = true;
+    if (k->flags & F_ERR_SUB) {
+        /* the value itself, or its member errkey: a count above 1, or true */
+        const json_t *x = k->errkey ? (json_is_object(v) ? json_object_get(v, k->errkey) : NULL) : v;
+        if (x && (json_is_true(x) || (json_is_number(x) && json_number_value(x) > 1))) on = true;
+    }
     if (on)
         return cerr(c, path, "zinf does not implement this DeepSpeed feature and it changes the "
                              "training numerics, so it cannot be ignored%s%s",
                     k->note ? "; " : "", k->note ? k->note : "");
     cwarn(c, "%s is a DeepSpeed key zinf does not implement; it has no effect%s%s%s", path,
           k->note ? " (" : "", k->note ? k->note : "", k->note ? ")" : "");
+    return 0;
+}
+
+/* DeepSpeed's deprecated offload switches (zero/config.py): "cpu_offload": true means
+ * offload_optimizer {"device": "cpu"}, "cpu_offload_param": true means offload_param {"device":
+ * "cpu"}, each with the block's other defaults; giving the new block too is DeepSpeed's assertion
+ * error. "cpu_offload_use_pin_memory" sets nothing in DeepSpeed (set_new_param False). */
+static int legacy(ctx *c, const keydef *k, json_t *obj, json_t *v, size_t base, const char *path)
+{
+    if (json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) {
+        char got[128];
+        return cerr(c, path, "expected true or false, got %s", shown(v, got, sizeof got));
+    }
+    if (k->off == (size_t)-1) {
+        cwarn(c, "%s is deprecated and DeepSpeed ignores it too; pinning follows %s (default true)",
+              path, k->note);
+        return 0;
+    }
+    json_t *nv = json_object_get(obj, k->note);
+    if (nv && !json_is_null(nv))
+        return cerr(c, path, "given together with %s, which replaces it; DeepSpeed refuses both too",
+                    k->note);
+    if (!json_is_true(v)) return 0;
+    ((zinf_offload_cfg *)((char *)c->cfg + base + k->off))->device = ZINF_DEV_CPU;
+    cwarn(c, "%s is deprecated; as DeepSpeed does, it is read as %s.device \"cpu\"", path, k->note);
     return 0;
 }
 
@@ -889,19 +979,34 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         const keydef *k = &b->keys[i];
         join(path, sizeof path, prefix, k->name);
         json_t *v = obj ? json_object_get(obj, k->name) : NULL;
-        if (obj && k->alias) {
-            json_t *a = json_object_get(obj, k->alias);
+        for (int ai = 0; obj && ai < 2; ai++) {
+            const char *an = ai ? k->alias2 : k->alias;
+            json_t *a = an ? json_object_get(obj, an) : NULL;
             if (a && v) {
                 char ap[320];
-                join(ap, sizeof ap, prefix, k->alias);
+                join(ap, sizeof ap, prefix, an);
                 return cerr(c, path, "given twice, also as %s", ap);
             }
             if (a) v = a;
         }
+        /* DeepSpeedConfigModel drops an "auto" before validation: the key is as if absent */
+        bool dropped = v && b->pydantic && is_auto(v) && !(k->flags & F_AUTO);
         if (k->type == T_NOEFFECT) {
-            if (v) ZINF_TRY(no_effect(c, k, v, path));
+            if (v && !dropped) ZINF_TRY(no_effect(c, k, v, path));
             continue;
         }
+        if (k->type == T_LEGACY) {
+            if (v && !dropped) ZINF_TRY(legacy(c, k, obj, v, base, path));
+            continue;
+        }
+        if (k->type == T_VACUOUS) {
+            if (v && !dropped && !json_is_boolean(v) && !json_is_null(v)) {
+                char got[128];
+                return cerr(c, path, "expected true or false, got %s", shown(v, got, sizeof got));
+            }
+            continue;
+        }
+        if (dropped) v = NULL;
         if (v && json_is_null(v) && (k->flags & F_NULL) && k->type == T_OBJ) v = NULL;
 
         if (k->type == T_OBJ) {
@@ -1051,7 +1156,7 @@ static int resolve(ctx *c, json_t *root)
     /* zero: overlap_comm defaults to (stage == 3), DeepSpeed's overlap_comm_valid */
     json_t *z = json_object_get(root, "zero_optimization");
     json_t *oc = json_is_object(z) ? json_object_get(z, "overlap_comm") : NULL;
-    if (!oc || json_is_null(oc)) g->overlap_comm = g->zero_stage == 3;
+    if (!oc || json_is_null(oc) || is_auto(oc)) g->overlap_comm = g->zero_stage == 3;
     ZINF_TRY(check_offload(c, &g->offload_param, "offload_param", true));
     ZINF_TRY(check_offload(c, &g->offload_optimizer, "offload_optimizer", false));
 
@@ -1061,6 +1166,25 @@ static int resolve(ctx *c, json_t *root)
     /* scheduler: WarmupLR's warmup_max_lr None -> the optimizer's lr; WarmupDecayLR 0.001 */
     if (isnan(g->sched.warmup_max_lr))
         g->sched.warmup_max_lr = g->sched.type == ZINF_SCHED_WARMUP_LR ? g->lr : 0.001;
+
+    /* communication_data_type: zinf reduces in fp32 at stages 0-1 (the fp32 accumulators are
+     * all-reduced) and in the compute dtype at stages 2-3; another dtype would change the sums */
+    if (g->communication_data_type != ZINF_COMM_UNSET) {
+        int have = g->zero_stage <= 1 || (!g->fp16 && !g->bf16) ? ZINF_COMM_FP32
+                   : g->bf16                                   ? ZINF_COMM_BF16
+                                                               : ZINF_COMM_FP16;
+        if (g->communication_data_type != have)
+            return cerr(c, "communication_data_type",
+                        "\"%s\" is not supported here: zinf reduces gradients in %s at ZeRO stage %d "
+                        "with this precision, and another dtype changes the training numerics",
+                        COMMDT_NAMES[g->communication_data_type], COMMDT_NAMES[have], g->zero_stage);
+    }
+
+    /* data_types.grad_accum_dtype: zinf accumulates gradients in fp32 */
+    if (g->grad_accum_dtype != ZINF_COMM_UNSET && g->grad_accum_dtype != ZINF_COMM_FP32)
+        return cerr(c, "data_types.grad_accum_dtype",
+                    "\"%s\" is not supported: zinf accumulates gradients in fp32, and another dtype "
+                    "changes the training numerics", COMMDT_NAMES[g->grad_accum_dtype]);
 
     g->ckpt_tag_validation_fail = g->ckpt_tag_validation == 2;
     /* DeepSpeed: wall_clock_breakdown | flops_profiler.enabled */
@@ -1072,9 +1196,36 @@ static int resolve(ctx *c, json_t *root)
     g->max_steps = f->max_steps_set ? f->max_steps : -1;
     g->num_train_epochs = f->num_train_epochs;
     g->seq_len = f->max_length;
-    g->logging_steps = f->logging_steps_set ? f->logging_steps : g->steps_per_print;
+    /* DeepSpeed's steps_per_print defaults to None (no periodic line); zinf then logs every 10 */
+    g->logging_steps = f->logging_steps_set      ? f->logging_steps
+                       : g->steps_per_print > 0 ? g->steps_per_print
+                                                : 10;
     g->eval_steps = f->eval_steps_set ? f->eval_steps : g->logging_steps;
     g->save_steps = f->save_steps;
+    return 0;
+}
+
+/* DeepSpeed's oldest ZeRO format (zero/config.py read_zero_config_deprecated): "zero_optimization":
+ * true is stage 1 with the top-level "allgather_size" (default 5e8) as allgather_bucket_size;
+ * false is stage 0. Rewritten into the current form before the walk. */
+static int legacy_zero_bool(ctx *c, json_t *root)
+{
+    json_t *z = json_object_get(root, "zero_optimization");
+    json_t *ag = json_object_get(root, "allgather_size");
+    if (!json_is_boolean(z)) {
+        if (ag) cwarn(c, "allgather_size belongs to the boolean \"zero_optimization\" format; it has "
+                         "no effect here (use zero_optimization.allgather_bucket_size)");
+        if (ag) json_object_del(root, "allgather_size");
+        return 0;
+    }
+    json_t *nz = json_pack("{s:i}", "stage", json_is_true(z) ? 1 : 0);
+    if (!nz) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", c->src);
+    if (ag && json_is_true(z)) json_object_set(nz, "allgather_bucket_size", ag);
+    json_object_set_new(root, "zero_optimization", nz);
+    json_object_del(root, "allgather_size");
+    c->cfg->legacy_zero_bool = true;
+    cwarn(c, "zero_optimization: the boolean form is deprecated; as DeepSpeed does, it is read as "
+             "{\"stage\": %d}", json_is_true(z) ? 1 : 0);
     return 0;
 }
 
@@ -1168,7 +1319,8 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     json_t *root = NULL;
     ZINF_TRY(load_json(text, len, src, &root));
     ctx c = {cfg, flags, src, warn};
-    int rc = walk(&c, &B_TOP, root, 0, "", false);
+    int rc = legacy_zero_bool(&c, root);
+    if (rc == 0) rc = walk(&c, &B_TOP, root, 0, "", false);
     if (rc == 0) rc = resolve(&c, root);
     json_decref(root);
     if (rc == 0 && flags->total_steps > 0)
@@ -1246,6 +1398,80 @@ int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf
     return 0;
 }
 
+/* ============================================================================ notices */
+
+static void note(zinf_config *cfg, FILE *out, bool warning, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note(zinf_config *cfg, FILE *out, bool warning, const char *fmt, ...)
+{
+    if (warning) cfg->n_warnings++;
+    if (!out) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(warning ? "zinf: warning: " : "zinf: ", out);
+    vfprintf(out, fmt, ap);
+    fputc('\n', out);
+    va_end(ap);
+}
+
+int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, FILE *out)
+{
+    const zinf_config *c = cfg;
+    bool cpu = strcmp(backend, "cpu") == 0;
+    if (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME)
+        return zinf_errc(ZINF_ENOTSUP, "zero_optimization.offload_*.device nvme: the NVMe swapper is "
+                         "not in this build yet");
+    if (cpu && (c->fp16 || c->bf16))
+        note(cfg, out, true, "%s.enabled: the CPU backend computes in fp32; %s", c->fp16 ? "fp16" : "bf16",
+             c->fp16 ? "loss scaling still runs as configured" : "bf16 has no effect");
+    if (cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
+        note(cfg, out, false, "zero_optimization.offload_optimizer: on the CPU backend optimizer states "
+             "already live in host memory");
+    if (!cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
+        note(cfg, out, true, "zero_optimization.offload_optimizer.device cpu: CPU offload from the %s "
+             "backend is not implemented yet; optimizer states stay in device memory", backend);
+    if (!cpu && c->offload_param.device == ZINF_DEV_CPU)
+        note(cfg, out, true, "zero_optimization.offload_param.device cpu: CPU offload from the %s backend "
+             "is not implemented yet; parameters stay in device memory", backend);
+    if (cpu && c->offload_param.device == ZINF_DEV_CPU)
+        note(cfg, out, false, "zero_optimization.offload_param: on the CPU backend parameter shards "
+             "already live in host memory");
+    if (c->zero_stage == 3 && c->stage3_gather_16bit_weights_on_model_save)
+        note(cfg, out, true, "zero_optimization.stage3_gather_16bit_weights_on_model_save: checkpoints are "
+             "not in this build yet; nothing is saved");
+    if (c->zero_stage >= 1 && !c->allgather_partitions)
+        note(cfg, out, true, "zero_optimization.allgather_partitions false: zinf always all-gathers "
+             "partitions");
+    if (c->zero_stage >= 2 && !c->reduce_scatter)
+        note(cfg, out, true, "zero_optimization.reduce_scatter false: zinf always reduce-scatters at "
+             "stage %d", c->zero_stage);
+    if (c->round_robin_gradients)
+        note(cfg, out, true, "zero_optimization.round_robin_gradients: no effect (zinf reduces by unit "
+             "in a fixed order)");
+    if (c->activation_checkpointing) {
+        if (c->ac_partition_activations)
+            note(cfg, out, true, "activation_checkpointing.partition_activations: no effect (zinf has no "
+                 "model parallelism to partition across)");
+        if (c->ac_cpu_checkpointing && !cpu)
+            note(cfg, out, true, "activation_checkpointing.cpu_checkpointing: not implemented on %s; "
+                 "checkpoints stay in device memory", backend);
+        if (c->ac_contiguous_memory_optimization)
+            note(cfg, out, true, "activation_checkpointing.contiguous_memory_optimization: no effect "
+                 "(zinf already carves activations from one allocation)");
+        if (c->ac_number_checkpoints > 0)
+            note(cfg, out, true, "activation_checkpointing.number_checkpoints: not implemented; every "
+                 "block is checkpointed");
+        if (c->ac_synchronize_checkpoint_boundary)
+            note(cfg, out, true, "activation_checkpointing.synchronize_checkpoint_boundary: no effect on "
+                 "%s", backend);
+        if (c->ac_profile) note(cfg, out, true, "activation_checkpointing.profile: not implemented");
+    }
+    if (c->sparse_gradients) note(cfg, out, true, "sparse_gradients: not implemented; gradients are dense");
+    if (save_steps)
+        note(cfg, out, true, "--save_steps: checkpoints are not in this build yet; nothing will be saved");
+    return 0;
+}
+
 /* ============================================================================ print */
 
 static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
@@ -1254,7 +1480,9 @@ static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
     unsigned stype = b->sched_params ? S_(g->sched.type) : 0;
     for (size_t i = 0; i < b->n; i++) {
         const keydef *k = &b->keys[i];
-        if (k->type == T_NOEFFECT || k->off == (size_t)-1) continue;
+        if (k->type == T_NOEFFECT || k->type == T_LEGACY || k->type == T_VACUOUS ||
+            k->off == (size_t)-1)
+            continue;
         if (b->sched_params && !(k->smask & stype)) continue;
         const void *slot = (const char *)g + base + k->off;
         json_t *v = NULL;

@@ -88,7 +88,7 @@ typedef struct zinf_config {
     int64_t train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps;
 
     double gradient_clipping;   /* 0 = off */
-    int64_t steps_per_print;    /* 10 */
+    int64_t steps_per_print;    /* null (-1): DeepSpeed prints nothing periodically */
     bool wall_clock_breakdown;
     bool prescale_gradients;
     double gradient_predivide_factor; /* 1.0 */
@@ -169,7 +169,18 @@ typedef struct zinf_config {
     /* added after the first layout; keep new fields at the end */
     int ckpt_tag_validation;    /* checkpoint.tag_validation: 0 Ignore, 1 Warn (default), 2 Fail */
     bool torch_adam;            /* optimizer.params.torch_adam (same maths as the fused Adam) */
+    bool bf16_check_grad_overflow; /* bf16.check_grad_overflow: skip a step whose norm overflows */
+    int communication_data_type;   /* 0 unset, ZINF_COMM_FP16/BF16/FP32 */
+    int grad_accum_dtype;          /* data_types.grad_accum_dtype: the same values */
+    bool legacy_zero_bool;      /* "zero_optimization": true|false, DeepSpeed's oldest format */
 } zinf_config;
+
+enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP32 = 3 };
+
+/* What a run of this config on `backend` ("cpu", "cuda") does differently from DeepSpeed, said
+ * as warnings (counted in n_warnings) and notes on `out` (NULL: only counted); an error where the
+ * run cannot go on. `zinf train` and `zinf config show` both call it, so they say the same. */
+int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, FILE *out);
 
 /* Parse JSON text (comments allowed) into cfg with every default applied, fill "auto" and absent
  * values from flags, apply the batch rule for world_size, and validate. Warnings (unknown keys

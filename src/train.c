@@ -169,64 +169,6 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-/* Keys that are valid DeepSpeed but change nothing on this backend/build, said once. */
-static int notices(run *r)
-{
-    const zinf_config *c = &r->cfg;
-    bool cpu = strcmp(r->be.name, "cpu") == 0;
-    if (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME)
-        return zinf_errc(ZINF_ENOTSUP, "zero_optimization.offload_*.device nvme: the NVMe swapper is "
-                         "not in this build yet");
-    if (cpu && (c->fp16 || c->bf16))
-        zinf_warn("%s.enabled: the CPU backend computes in fp32; %s", c->fp16 ? "fp16" : "bf16",
-                  c->fp16 ? "loss scaling still runs as configured" : "bf16 has no effect");
-    if (cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
-        zinf_info("zero_optimization.offload_optimizer: on the CPU backend optimizer states already "
-                  "live in host memory");
-    if (!cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
-        zinf_warn("zero_optimization.offload_optimizer.device cpu: CPU offload from the %s backend is "
-                  "not implemented yet; optimizer states stay in device memory", r->be.name);
-    if (!cpu && c->offload_param.device == ZINF_DEV_CPU)
-        zinf_warn("zero_optimization.offload_param.device cpu: CPU offload from the %s backend is not "
-                  "implemented yet; parameters stay in device memory", r->be.name);
-    if (cpu && c->offload_param.device == ZINF_DEV_CPU)
-        zinf_info("zero_optimization.offload_param: on the CPU backend parameter shards already live "
-                  "in host memory");
-    if (c->zero_stage == 3 && c->stage3_gather_16bit_weights_on_model_save)
-        zinf_warn("zero_optimization.stage3_gather_16bit_weights_on_model_save: checkpoints are not in "
-                  "this build yet; nothing is saved");
-    if (c->zero_stage >= 1 && !c->allgather_partitions)
-        zinf_warn("zero_optimization.allgather_partitions false: zinf always all-gathers partitions");
-    if (c->zero_stage >= 2 && !c->reduce_scatter)
-        zinf_warn("zero_optimization.reduce_scatter false: zinf always reduce-scatters at stage %d",
-                  c->zero_stage);
-    if (c->round_robin_gradients)
-        zinf_warn("zero_optimization.round_robin_gradients: no effect (zinf reduces by unit in a "
-                  "fixed order)");
-    if (c->activation_checkpointing) {
-        if (c->ac_partition_activations)
-            zinf_warn("activation_checkpointing.partition_activations: no effect (zinf has no model "
-                      "parallelism to partition across)");
-        if (c->ac_cpu_checkpointing && !cpu)
-            zinf_warn("activation_checkpointing.cpu_checkpointing: not implemented on %s; "
-                      "checkpoints stay in device memory", r->be.name);
-        if (c->ac_contiguous_memory_optimization)
-            zinf_warn("activation_checkpointing.contiguous_memory_optimization: no effect (zinf "
-                      "already carves activations from one allocation)");
-        if (c->ac_number_checkpoints > 0)
-            zinf_warn("activation_checkpointing.number_checkpoints: not implemented; every block "
-                      "is checkpointed");
-        if (c->ac_synchronize_checkpoint_boundary)
-            zinf_warn("activation_checkpointing.synchronize_checkpoint_boundary: no effect on %s",
-                      r->be.name);
-        if (c->ac_profile) zinf_warn("activation_checkpointing.profile: not implemented");
-    }
-    if (c->sparse_gradients) zinf_warn("sparse_gradients: not implemented; gradients are dense");
-    if (r->o->flags.save_steps_set)
-        zinf_warn("--save_steps: checkpoints are not in this build yet; nothing will be saved");
-    return 0;
-}
-
 /* host seconds (fwd, bwd) and, with timed events, the backend's seconds per part of the step */
 typedef struct step_times { double fwd, bwd, gfwd, gbwd, greduce, gopt, gidle; zinf_zero_times z; } step_times;
 
@@ -308,9 +250,15 @@ static int train_step(run *r, int64_t step, step_result *out)
         zinf_loss_scaler_update(&r->ls, true);
         zinf_info("step %lld: gradient overflow, step skipped; loss scale now %g", (long long)step + 1,
                   r->ls.cur_scale);
+    } else if (overflow && c->bf16 && c->bf16_check_grad_overflow) {
+        /* DeepSpeed's bf16.check_grad_overflow (default true): the step is skipped, as an fp16
+         * overflow is, with no loss scale to lower */
+        out->skipped = true;
+        zinf_info("step %lld: gradient overflow, step skipped (bf16.check_grad_overflow)", (long long)step + 1);
     } else if (overflow) {
-        return zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)",
-                         (long long)step + 1, out->loss);
+        return zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)%s",
+                         (long long)step + 1, out->loss,
+                         c->bf16 ? "; bf16.check_grad_overflow is false, so the step is not skipped" : "");
     } else {
         double coef = zinf_clip_coef(out->norm, c->gradient_clipping);
         double beta1 = zinf_sched_beta1(&c->sched, c->beta1, r->opt_steps);
@@ -500,7 +448,7 @@ static int setup(run *r)
     if (r->T > mc.n_positions)
         return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's n_positions %d", r->T,
                                               mc.n_positions));
-    rc = notices(r);
+    rc = zinf_config_notices(&r->cfg, r->be.name, o->flags.save_steps_set, comm->rank == 0 ? stderr : NULL);
     r->ac = r->cfg.activation_checkpointing || (o->gradient_checkpointing_set && o->gradient_checkpointing);
     if (!rc && o->gradient_checkpointing_set && !o->gradient_checkpointing && r->cfg.activation_checkpointing)
         rc = zinf_err("--gradient_checkpointing false: the config's activation_checkpointing block asks for "

@@ -178,16 +178,30 @@ static int progress(zinf_zero *z, bool wait_all)
     return 0;
 }
 
+/* Elements per rank in one collective over unit u's shard for a bucket of `bucket` elements
+ * (reduce_bucket_size, allgather_bucket_size). DeepSpeed never moves less than one parameter (a
+ * tensor) at a time, whatever the bucket size, down to 0; zinf's pieces cut the unit's flat shard,
+ * so a piece is never smaller than the unit's largest tensor's share, bucket / W otherwise, and
+ * at most the shard. */
+static int64_t piece_len(const zinf_zero *z, int u, int64_t bucket)
+{
+    const zinf_unit *un = &z->m->units[u];
+    int64_t big = 0;
+    for (int t = 0; t < un->ntensors; t++) big = un->t[t].numel > big ? un->t[t].numel : big;
+    int64_t q = bucket / z->W, floor = (big + z->W - 1) / z->W;
+    if (q < floor) q = floor;
+    if (q < 1) q = 1;
+    return q < z->u[u].p ? q : z->u[u].p;
+}
+
 /* Stages 2-3: reduce-scatter unit u's full gradient into the owners' accumulators in pieces of
- * reduce_bucket_size elements (q per rank), then drop the full gradient. */
+ * reduce_bucket_size elements (piece_len per rank), then drop the full gradient. */
 static int reduce_scatter_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     char *g = x->gfull;
     size_t es = z->es;
-    int64_t q = z->cfg->reduce_bucket_size / z->W;
-    if (q < 1) q = 1;
-    if (q > x->p) q = x->p;
+    int64_t q = piece_len(z, u, z->cfg->reduce_bucket_size);
     for (int64_t lo = 0; lo < x->p; lo += q) {
         int64_t len = x->p - lo < q ? x->p - lo : q;
         pending *p = push_pending(z);
@@ -672,14 +686,12 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
 }
 
 /* Stages 1-2: every rank's updated shard into every rank's full parameters, in pieces of
- * allgather_bucket_size elements (q per rank). */
+ * allgather_bucket_size elements (piece_len per rank). */
 static int allgather_params(zinf_zero *z)
 {
-    int64_t q = z->cfg->allgather_bucket_size / z->W;
-    if (q < 1) q = 1;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        int64_t qq = q < x->p ? q : x->p;
+        int64_t qq = piece_len(z, u, z->cfg->allgather_bucket_size);
         size_t es = z->es;
         char *full = x->full;
         char *stage = zalloc(z, ZINF_MEM_COMM, qq * z->W * (int64_t)es);
@@ -707,24 +719,24 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
 {
     double t0 = zinf_now();
     zinf_adamw_args a = *a0;
-    int64_t sg = z->cfg->sub_group_size > 0 ? z->cfg->sub_group_size : INT64_MAX;
+    /* One AdamW call per tensor piece of the shard (a tensor's decay is its own). DeepSpeed's
+     * sub_group_size groups whole parameters and never splits one, and AdamW is elementwise, so
+     * on the device the grouping changes no result; it sizes the offloaded optimizer's tiles. */
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         const zinf_unit *un = &z->m->units[u];
         const float *g = z->stage >= 2 ? x->gacc : acc01(z, x) + x->off;
         char *pstore = z->stage == 3 ? (char *)x->pshard : (char *)x->full + (size_t)x->off * z->es;
-        /* this rank's range of the unit, cut by tensor (decay or not) and by sub_group_size */
+        /* this rank's range of the unit, cut by tensor (decay or not) */
         int64_t lo = x->off, hi = x->off + x->p < x->n ? x->off + x->p : x->n;
         for (int t = 0; t < un->ntensors; t++) {
             int64_t tlo = un->t[t].offset, thi = tlo + un->t[t].numel;
             int64_t a_ = lo > tlo ? lo : tlo, b_ = hi < thi ? hi : thi;
             a.weight_decay = un->t[t].decay ? (float)weight_decay : 0.0f;
-            for (int64_t i = a_; i < b_; i += sg) {
-                int64_t len = b_ - i < sg ? b_ - i : sg;
-                int64_t k = i - x->off;
-                z->be->adamw(z->be, x->master + k, z->f32 ? NULL : pstore + (size_t)k * z->es, g + k,
-                             x->m + k, x->v + k, len, &a);
-            }
+            if (a_ >= b_) continue;
+            int64_t k = a_ - x->off;
+            z->be->adamw(z->be, x->master + k, z->f32 ? NULL : pstore + (size_t)k * z->es, g + k,
+                         x->m + k, x->v + k, b_ - a_, &a);
         }
     }
     ZINF_TRY(z->be->sync(z->be));

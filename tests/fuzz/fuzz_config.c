@@ -250,7 +250,7 @@ static int check_invariants(verdict *v, const zinf_config *g, const setting *s, 
         (int)g->opt_type);
     REQ(g->opt_type != ZINF_OPT_ADAMW || g->adam_w_mode, "adam-w-mode",
         "AdamW without adam_w_mode");
-    REQ(g->steps_per_print > 0, "steps-per-print", "steps_per_print %lld",
+    REQ(g->steps_per_print > 0 || g->steps_per_print == -1, "steps-per-print", "steps_per_print %lld",
         (long long)g->steps_per_print);
 
     REQ(g->fp16_loss_scale >= 0 && g->fp16_min_loss_scale >= 0 && g->fp16_initial_scale_power >= 0 &&
@@ -307,7 +307,8 @@ static int check_invariants(verdict *v, const zinf_config *g, const setting *s, 
             "unfinalized", "max_steps %lld total %lld warmup %lld", (long long)g->max_steps,
             (long long)sc->total_num_steps, (long long)sc->warmup_num_steps);
     }
-    REQ(g->logging_steps == g->steps_per_print && g->eval_steps == g->logging_steps &&
+    REQ(g->logging_steps == (g->steps_per_print > 0 ? g->steps_per_print : 10) &&
+            g->eval_steps == g->logging_steps &&
             g->save_steps == f->save_steps && g->seq_len == f->max_length &&
             g->num_train_epochs == f->num_train_epochs,
         "trainer-values", "logging %lld eval %lld save %lld", (long long)g->logging_steps,
@@ -364,6 +365,9 @@ static int check_oracle(verdict *v, json_t *root, int rc, const zinf_config *g, 
     x = jget(root, "zero_optimization", "stage", NULL);
     if (x) REQ(g->zero_stage == stage, "oracle-stage", "stage %lld in the JSON, %d in the config",
                (long long)stage, g->zero_stage);
+    else if (json_is_boolean(jget(root, "zero_optimization", NULL, NULL))) /* DeepSpeed's first format */
+        REQ(g->zero_stage == json_is_true(jget(root, "zero_optimization", NULL, NULL)), "oracle-stage-bool",
+            "\"zero_optimization\": bool gave stage %d", g->zero_stage);
     else REQ(g->zero_stage == 0, "oracle-stage-default", "absent stage gave %d", g->zero_stage);
     x = jget(root, "zero_optimization", "overlap_comm", NULL);
     if (json_is_boolean(x)) REQ(g->overlap_comm == json_is_true(x), "oracle-overlap", "overlap_comm");
@@ -407,7 +411,13 @@ static int check_oracle(verdict *v, json_t *root, int rc, const zinf_config *g, 
         const char *blk = k ? "offload_optimizer" : "offload_param";
         const zinf_offload_cfg *o = k ? &g->offload_optimizer : &g->offload_param;
         x = jget(root, "zero_optimization", blk, "device");
-        if (json_is_string(x))
+        /* DeepSpeed's deprecated switches: "cpu_offload" / "cpu_offload_param": true is device cpu */
+        const json_t *legacy = jget(root, "zero_optimization", k ? "cpu_offload" : "cpu_offload_param", NULL);
+        if (is_auto(x)) x = NULL; /* a pydantic model drops "auto": the default */
+        if (!x && json_is_true(legacy))
+            REQ(o->device == ZINF_DEV_CPU, "oracle-device-legacy", "%s true gave %s.device %d",
+                k ? "cpu_offload" : "cpu_offload_param", blk, (int)o->device);
+        else if (json_is_string(x))
             REQ(!strcasecmp(json_string_value(x), DEV[o->device]), "oracle-device",
                 "%s.device \"%.50s\" gave %d", blk, json_string_value(x), (int)o->device);
         else if (!x)

@@ -178,8 +178,8 @@ static void test_fixtures(void)
     CHECK(c.train_micro_batch_size_per_gpu == 2 && c.gradient_accumulation_steps == 1 &&
               c.train_batch_size == 8,
           "offload-both batch");
-    CHECK(c.offload_param.device == ZINF_DEV_CPU && !c.offload_param.pin_memory,
-          "pin_memory default false");
+    CHECK(c.offload_param.device == ZINF_DEV_CPU && c.offload_param.pin_memory,
+          "pin_memory true (the fixture says so)");
     zinf_flags_defaults(&f);
     rc = load(&c, "seed-zero3-offload-both.json", &f, 4);
     CHECK_ERR(rc, "train_batch_size", "train_micro_batch_size_per_gpu",
@@ -195,9 +195,11 @@ static void test_defaults(void)
     CHECK_OK(rc);
     CHECK(c.train_micro_batch_size_per_gpu == 4 && c.gradient_accumulation_steps == 1,
           "only train -> gas 1");
-    CHECK(c.gradient_clipping == 0.0, "gradient_clipping default 0 (code), got %g",
+    /* DeepSpeed 0.19 runtime/constants.py: GRADIENT_CLIPPING_DEFAULT = 1.0,
+     * STEPS_PER_PRINT_DEFAULT = None */
+    CHECK(c.gradient_clipping == 1.0, "gradient_clipping default 1.0 (code), got %g",
           c.gradient_clipping);
-    CHECK(c.steps_per_print == 10, "steps_per_print");
+    CHECK(c.steps_per_print == -1 && c.logging_steps == 10, "steps_per_print null, logging 10");
     CHECK(!c.wall_clock_breakdown && !c.prescale_gradients && c.gradient_predivide_factor == 1.0,
           "top-level bools");
     CHECK(!c.fp16 && !c.bf16 && c.fp16_loss_scale == 0 && c.fp16_initial_scale_power == 16 &&
@@ -220,9 +222,9 @@ static void test_defaults(void)
     CHECK(c.offload_param.device == ZINF_DEV_NONE && c.offload_optimizer.device == ZINF_DEV_NONE,
           "no offload");
     CHECK(c.offload_param.buffer_count == 5 && c.offload_param.buffer_size == 100000000 &&
-              c.offload_param.max_in_cpu == 1000000000 && !c.offload_param.pin_memory,
-          "offload_param defaults");
-    CHECK(c.offload_optimizer.buffer_count == 4 && !c.offload_optimizer.pin_memory &&
+              c.offload_param.max_in_cpu == 1000000000 && c.offload_param.pin_memory,
+          "offload_param defaults (pin_memory true: offload_config.py)");
+    CHECK(c.offload_optimizer.buffer_count == 4 && c.offload_optimizer.pin_memory &&
               c.offload_optimizer.ratio == 1.0 && !c.offload_optimizer.pipeline_read &&
               !c.offload_optimizer.fast_init,
           "offload_optimizer defaults");
@@ -477,7 +479,7 @@ static void test_unknown(void)
     CHECK(strstr(warnbuf, "scheduler.params.cos_min_ratio is not a parameter of WarmupLR"),
           "wrong-schedule param: %s", warnbuf);
     rc = parse(&c, "{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true}, "
-                   "\"zero_optimization\": {\"cpu_offload\": true}}",
+                   "\"zero_optimization\": {\"stage\": 1, \"cpu_offload\": true}}",
                1);
     CHECK_OK(rc);
     CHECK(strstr(warnbuf, "tensorboard is a DeepSpeed key zinf does not implement"),
@@ -675,7 +677,7 @@ static void test_auto(void)
     /* a given flag whose key is absent: warned, DeepSpeed's default kept */
     rc = parse_w(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}}", &f, 1);
     CHECK_OK(rc);
-    CHECK(c.gradient_clipping == 0.0 && strstr(warnbuf, "--max_grad_norm has no effect"),
+    CHECK(c.gradient_clipping == 1.0 && strstr(warnbuf, "--max_grad_norm has no effect"),
           "clipping absent: %s", warnbuf);
     /* no optimizer block: AdamW from the flags, no warnings about them */
     CHECK(!c.has_optimizer && c.lr == 1e-4 && c.beta2 == 0.95 && c.weight_decay == 0.1 &&
@@ -685,13 +687,133 @@ static void test_auto(void)
 
     /* "auto" where it is not accepted */
     rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": \"auto\"}}", 1);
-    CHECK_ERR(rc, "zero_optimization.stage", "\"auto\" is not accepted");
+    CHECK_ERR(rc, "zero_optimization.stage", "\"auto\" has no single meaning", "accelerate");
+    /* outside DeepSpeed's pydantic models "auto" stays a string there, which breaks DeepSpeed */
     rc = parse(&c, "{\"train_batch_size\": 8, \"steps_per_print\": \"auto\"}", 1);
     CHECK_ERR(rc, "steps_per_print", "\"auto\"");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"allgather_bucket_size\": "
-                   "\"auto\"}}",
-               1);
-    CHECK_ERR(rc, "zero_optimization.allgather_bucket_size", "\"auto\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"aio\": {\"block_size\": \"auto\"}}", 1);
+    CHECK_ERR(rc, "aio.block_size", "\"auto\"");
+}
+
+/* ---------------------------------------------------------------- DeepSpeed's own rules */
+
+/* What DeepSpeed 0.19's pydantic models (runtime/config_utils.py, runtime/zero/config.py,
+ * offload_config.py, precision_config.py) and runtime/config.py do with the keys that published
+ * configs carry. Each expectation is DeepSpeed's behaviour, cited beside it. */
+static void test_deepspeed_rules(void)
+{
+    zinf_config c;
+    int rc;
+    /* DeepSpeedConfigModel.__init__ drops "auto" values: the default applies, without a word */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"allgather_bucket_size\": \"auto\", \"stage3_max_live_parameters\": \"auto\", "
+                   "\"stage3_gather_16bit_weights_on_model_save\": \"auto\", \"sub_group_size\": "
+                   "\"auto\", \"offload_param\": {\"device\": \"cpu\", \"buffer_size\": \"auto\", "
+                   "\"pin_memory\": \"auto\"}, \"offload_optimizer\": \"auto\", "
+                   "\"zero_quantized_weights\": \"auto\"}, \"fp16\": {\"auto_cast\": \"auto\", "
+                   "\"loss_scale_window\": \"auto\"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.allgather_bucket_size == 500000000 && c.stage3_max_live_parameters == 1000000000 &&
+              !c.stage3_gather_16bit_weights_on_model_save && c.sub_group_size == 1000000000 &&
+              c.offload_param.buffer_size == 100000000 && c.offload_param.pin_memory &&
+              c.offload_optimizer.device == ZINF_DEV_NONE && c.fp16_loss_scale_window == 1000,
+          "dropped \"auto\" values take DeepSpeed's defaults");
+    CHECK(c.n_warnings == 0 && !warnbuf[0], "no warning for a dropped \"auto\": %s", warnbuf);
+
+    /* field names are accepted beside their stage3_ aliases (populate_by_name=True) */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"gather_16bit_weights_on_model_save\": true, \"prefetch_bucket_size\": 7, "
+                   "\"param_persistence_threshold\": 9, \"max_live_parameters\": 11, "
+                   "\"max_reuse_distance\": 13, \"model_persistence_threshold\": 15}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.stage3_gather_16bit_weights_on_model_save && c.stage3_prefetch_bucket_size == 7 &&
+              c.stage3_param_persistence_threshold == 9 && c.stage3_max_live_parameters == 11 &&
+              c.stage3_max_reuse_distance == 13 && c.stage3_model_persistence_threshold == 15,
+          "field names");
+    CHECK(!strstr(warnbuf, "unknown"), "field names are known: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"gather_16bit_weights_on_model_save\": true, "
+                   "\"stage3_gather_16bit_weights_on_model_save\": true}}", 1);
+    CHECK_ERR(rc, "given twice");
+
+    /* legacy cpu_offload: read as offload_optimizer {"device": "cpu"} with the block's defaults */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"cpu_offload\": true}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.offload_optimizer.device == ZINF_DEV_CPU && c.offload_optimizer.pin_memory &&
+              c.offload_optimizer.buffer_count == 4,
+          "cpu_offload -> offload_optimizer cpu");
+    CHECK(strstr(warnbuf, "cpu_offload is deprecated") != NULL, "deprecation said: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"cpu_offload_param\": true, \"cpu_offload\": false}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.offload_param.device == ZINF_DEV_CPU && c.offload_optimizer.device == ZINF_DEV_NONE,
+          "cpu_offload_param -> offload_param cpu; false changes nothing");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"cpu_offload\": true, \"offload_optimizer\": {\"device\": \"cpu\"}}}", 1);
+    CHECK_ERR(rc, "zero_optimization.cpu_offload", "offload_optimizer");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0, "
+                   "\"cpu_offload\": true}}", 1);
+    CHECK_ERR(rc, "optimizer offload needs ZeRO stage 1, 2 or 3");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"cpu_offload_use_pin_memory\": true}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.offload_optimizer.device == ZINF_DEV_NONE && strstr(warnbuf, "DeepSpeed ignores it too"),
+          "cpu_offload_use_pin_memory sets nothing: %s", warnbuf);
+
+    /* the boolean zero_optimization of DeepSpeed's first format */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": true, \"allgather_size\": 1000}", 1);
+    CHECK_OK(rc);
+    CHECK(c.zero_stage == 1 && c.allgather_bucket_size == 1000, "zero_optimization true -> stage 1");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": false}", 1);
+    CHECK_OK(rc);
+    CHECK(c.zero_stage == 0, "zero_optimization false -> stage 0");
+
+    /* keys that change what DeepSpeed computes are errors, not "no effect" */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"tensor_parallel\": {\"autotp_size\": 2}}", 1);
+    CHECK_ERR(rc, "tensor_parallel", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"tensor_parallel\": {\"autotp_size\": 1}}", 1);
+    CHECK_OK(rc);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"zenflow\": "
+                   "{\"topk_ratio\": 0.1}}}", 1);
+    CHECK_ERR(rc, "zero_optimization.zenflow", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, \"zenflow\": null}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 0, "zenflow null: no warning, got %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"sequence_parallel_size\": 4}", 1);
+    CHECK_ERR(rc, "sequence_parallel_size", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"curriculum_learning\": {\"enabled\": true}}", 1);
+    CHECK_ERR(rc, "curriculum_learning");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+                   "{\"last_batch_iteration\": 100}}}", 1);
+    CHECK_ERR(rc, "last_batch_iteration", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+                   "{\"last_batch_iteration\": -1}}}", 1);
+    CHECK_OK(rc);
+    /* a key zinf lacks, written at DeepSpeed's default, asks for nothing: no warning */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"zero_quantized_weights\": false, \"memory_efficient_linear\": true, "
+                   "\"ignore_unused_parameters\": true, \"mics_shard_size\": -1}, \"bf16\": "
+                   "{\"enabled\": true, \"immediate_grad_update\": false, \"check_grad_overflow\": "
+                   "true}, \"fp16\": {\"auto_cast\": true}, \"zero_allow_untested_optimizer\": true}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 0 && !warnbuf[0], "keys at their defaults are silent: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"memory_efficient_linear\": "
+                   "false}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 1 && strstr(warnbuf, "memory_efficient_linear"), "off its default: said");
+
+    /* the reduction and accumulation dtypes: what zinf does is accepted, anything else refused */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"communication_data_type\": \"fp32\", "
+                   "\"zero_optimization\": {\"stage\": 1}, \"bf16\": {\"enabled\": true}}", 1);
+    CHECK_OK(rc);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"communication_data_type\": \"fp32\", "
+                   "\"zero_optimization\": {\"stage\": 3}, \"bf16\": {\"enabled\": true}}", 1);
+    CHECK_ERR(rc, "communication_data_type", "bf16", "stage 3");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"grad_accum_dtype\": \"fp32\"}}", 1);
+    CHECK_OK(rc);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", 1);
+    CHECK_ERR(rc, "data_types.grad_accum_dtype", "fp32");
 }
 
 /* ---------------------------------------------------------------- default config, print */
@@ -747,5 +869,6 @@ int main(void)
     test_batch();
     test_auto();
     test_default_and_print();
+    test_deepspeed_rules();
     return check_done("test_config");
 }
