@@ -91,6 +91,28 @@ for n in bk1 bk2 bk3 pre pre3 pre2; do
     norms_agree $n
 done
 
+# --- extreme legal values of the size keys (DeepSpeed takes any int >= 0): the same losses, and
+# --- never a collective smaller than one tensor's share, since DeepSpeed moves at least one
+# --- parameter at a time. test-mini has 2 + 12 x 2 + 2 = 28 tensors: at most 28 pieces per step.
+for v in "z1 3 1" "z2 3 2" "z3 2 3" "z3b 4 3"; do
+    set -- $v
+    ZTOP='"comms_logger": {"enabled": true},' zrun "$1" "$2" "$3" \
+        ', "reduce_bucket_size": 0, "allgather_bucket_size": 0, "sub_group_size": 0, "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0'
+    expect_has "$1: params agree" "parameters agree bit for bit"
+    losses "$1" > "$TMP/cur.loss"
+    paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "$1: losses differ with zero-size buckets"
+    norms_agree "$1"
+    line=$(printf '%s\n' "$OUTPUT" | grep "comms (rank 0" | tail -1)
+    n=$(printf '%s\n' "$line" | sed -n "s/.*$([ "$3" -eq 1 ] && echo all-gather || echo reduce-scatter) \([0-9]*\) calls.*/\1/p")
+    [ -n "$n" ] && [ "$n" -gt 0 ] && [ "$n" -le $((4 * 28)) ] && pass || fail "$1: $n collectives in 4 steps with zero-size buckets (at most 4 x 28): $line"
+done
+zrun sg1 2 3 ', "sub_group_size": 1, "reduce_bucket_size": 1, "allgather_bucket_size": 1, "stage3_max_live_parameters": 1, "stage3_max_reuse_distance": 1'
+losses sg1 > "$TMP/cur.loss"
+paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "sg1: losses differ with one-element sizes"
+zrun huge 2 2 ', "sub_group_size": 4611686018427387904, "reduce_bucket_size": 4611686018427387904, "allgather_bucket_size": 9223372036854775807'
+losses huge > "$TMP/cur.loss"
+paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6 * $1) bad = 1 } END { exit bad }' && pass || fail "huge: losses differ with 2^62 sizes"
+
 # --- evaluation at stage 3 when the validation batches do not divide by the world size: every rank
 # --- must run the same passes (each gathers); the value equals one rank's over the same batches
 run data --random 3712 --vocab 256 --seed 9 --out "$TMP/val"   # 115 sequences of 32: 28 batches of 4
