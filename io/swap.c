@@ -110,6 +110,7 @@ struct zinf_swap {
     int nworkers;
     atomic_uint_fast64_t rr;      /* next worker to deal to */
     atomic_uint_fast64_t seq;     /* pieces numbered so far */
+    atomic_uint_fast64_t nfixed, nbounced, ncontinued;
     pthread_mutex_t mu;           /* request completion */
     pthread_cond_t cv;
     pthread_mutex_t amu;          /* regions and pool */
@@ -194,6 +195,7 @@ static void piece_result(worker *w, fifo *pend, piece *p, long res)
         piece_finish(sw, p, ZINF_EIO, msg);
     } else if ((size_t)res < rest) {
         p->done += (size_t)res; /* continue from where it stopped */
+        atomic_fetch_add(&sw->ncontinued, 1);
         fifo_push_front(pend, p);
     } else {
         p->done = p->len;
@@ -374,6 +376,7 @@ static void uring_queue(worker *w, piece *p)
         else io_uring_prep_read(sqe, fd, m, n, off);
     }
     io_uring_sqe_set_data(sqe, p);
+    if (p->fixed >= 0) atomic_fetch_add(&w->sw->nfixed, 1);
 }
 
 static int uring_reap(worker *w, piece **ps, long *res, int max)
@@ -429,6 +432,7 @@ static void *worker_main(void *arg)
         while (inflight < qd && (p = fifo_pop(&pend))) {
             p->attempts++;
             if (needs_bounce(sw, p)) {
+                atomic_fetch_add(&sw->nbounced, 1);
                 piece_result(w, &pend, p, bounce_io(w, p));
                 continue;
             }
@@ -1000,4 +1004,12 @@ size_t zinf_swap_bufs_free(zinf_swap *sw)
     size_t n = sw->nfree_bufs;
     pthread_mutex_unlock(&sw->amu);
     return n;
+}
+
+void zinf_swap_get_counts(zinf_swap *sw, zinf_swap_counts *c)
+{
+    c->pieces = atomic_load(&sw->seq);
+    c->fixed = atomic_load(&sw->nfixed);
+    c->bounced = atomic_load(&sw->nbounced);
+    c->continued = atomic_load(&sw->ncontinued);
 }

@@ -152,4 +152,12 @@ size_t zinf_swap_buf_size(const zinf_swap *sw);
 size_t zinf_swap_pinned_bytes(const zinf_swap *sw); /* bytes the pool holds pinned */
 size_t zinf_swap_bufs_free(zinf_swap *sw);
 
+/* How pieces went since open (for tests and benchmarks): all pieces; those that used a fixed
+ * (registered) buffer; those done through the bounce buffer; transfers continued after a short
+ * one. */
+typedef struct {
+    uint64_t pieces, fixed, bounced, continued;
+} zinf_swap_counts;
+void zinf_swap_get_counts(zinf_swap *sw, zinf_swap_counts *c);
+
 #endif

@@ -2,7 +2,8 @@
  * the temp file system has it, buffered always), the striping layout read back from the raw files,
  * many requests in flight, the pool and its bound, regions, and every error path with its exact
  * message: missing / non-directory path, too little space (injected, and a 1 MiB tmpfs when
- * mounting works), no O_DIRECT, EIO, short transfers continued, transfers stopping short.
+ * mounting works), no O_DIRECT, EIO, short transfers continued, transfers stopping short, and
+ * several threads sharing one handle.
  * Everything lives under a fresh mkdtemp directory, removed at the end. */
 #define _GNU_SOURCE
 #include "check.h"
@@ -11,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -167,18 +169,30 @@ static void roundtrip(const cfg *c, int buffered)
                   "%s: read wrote outside its buffer", what);
         }
     }
-    /* through a pool buffer (fixed buffers on io_uring) */
+    zinf_swap_counts c0, c1;
+    zinf_swap_get_counts(sw, &c0);
+    CHECK(buffered ? c0.bounced == 0 : c0.bounced > 0,
+          "%s: %llu of %llu pieces bounced", what, (unsigned long long)c0.bounced,
+          (unsigned long long)c0.pieces);
+    /* through a pool buffer (fixed buffers on io_uring): aligned, so nothing bounces */
     void *pb;
     CHECK(zinf_swap_buf_get(sw, &pb) == 0, "%s: buf_get: %s", what, zinf_errmsg());
-    fill(pb, 200000);
-    memcpy(mirror[3] + 8192, pb, 200000);
-    CHECK(zinf_swap_write(sw, &reg[3], 8192, pb, 200000) == 0, "%s: pool write: %s", what,
+    fill(pb, 196608);
+    memcpy(mirror[3] + 8192, pb, 196608);
+    CHECK(zinf_swap_write(sw, &reg[3], 8192, pb, 196608) == 0, "%s: pool write: %s", what,
           zinf_errmsg());
     memset(pb, 0, 256 << 10);
     CHECK(zinf_swap_read(sw, &reg[3], 0, pb, 256 << 10) == 0, "%s: pool read: %s", what,
           zinf_errmsg());
     CHECK(memcmp(pb, mirror[3], 256 << 10) == 0, "%s: pool round trip differs", what);
     CHECK(zinf_swap_buf_put(sw, pb) == 0, "%s: buf_put: %s", what, zinf_errmsg());
+    zinf_swap_get_counts(sw, &c1);
+    uint64_t np = c1.pieces - c0.pieces;
+    CHECK(c1.bounced == c0.bounced && np >= 2, "%s: pool I/O bounced", what);
+    CHECK(c1.fixed - c0.fixed == (strcmp(c->engine, "io_uring") == 0 ? np : 0),
+          "%s: %llu of %llu pool pieces used fixed buffers", what,
+          (unsigned long long)(c1.fixed - c0.fixed), (unsigned long long)np);
+    CHECK(c1.continued == 0, "%s: transfers continued without a fault", what);
 
     /* the layout on disk: logical byte a of the swap space is in file (a/bs) % npaths at
      * ((a/bs)/npaths)*bs + a%bs; read the raw files (buffered) and compare */
@@ -580,6 +594,10 @@ static void test_faults(void)
             rc = zinf_swap_read(sw, &r, 0, back, n); /* pieces 7..12: the 4th of them is short */
             CHECK(rc == 0 && memcmp(back, data, n) == 0, "%s: short read continued: %s", what,
                   zinf_errmsg());
+            zinf_swap_counts cc;
+            zinf_swap_get_counts(sw, &cc);
+            CHECK(cc.pieces == 12 && cc.continued == 1, "%s: %llu pieces, %llu continued", what,
+                  (unsigned long long)cc.pieces, (unsigned long long)cc.continued);
             zinf_swap_close(sw);
 
             /* eof@8: the read's 2nd piece (file offset 4096) moves 2048 bytes, then nothing */
@@ -599,6 +617,80 @@ static void test_faults(void)
             free(data);
             free(back);
         }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Several threads share one handle: each reserves its own region, takes a pool buffer, and runs
+ * write/read round trips (some aligned from the pool, some odd from the heap), then releases. */
+typedef struct {
+    zinf_swap *sw;
+    int id, bad;
+} thr;
+
+static void *thread_main(void *arg)
+{
+    thr *t = arg;
+    uint64_t s = 0x1234567ull * (uint64_t)(t->id + 1);
+    for (int it = 0; it < 20; it++) {
+        zinf_swap_region r;
+        size_t n = 4096 * (1 + (size_t)(it % 7)) + (size_t)(it * 37 % 4096);
+        if (zinf_swap_reserve(t->sw, (int64_t)n, &r) != 0) {
+            t->bad++;
+            continue;
+        }
+        void *pb = NULL;
+        int got = zinf_swap_buf_get(t->sw, &pb) == 0; /* may find none free: -EAGAIN, fine */
+        unsigned char *src = got ? pb : malloc(n), *dst = malloc(n);
+        for (size_t i = 0; i < n; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            src[i] = (unsigned char)s;
+        }
+        if (zinf_swap_write(t->sw, &r, 0, src, n) != 0 || zinf_swap_read(t->sw, &r, 0, dst, n) != 0 ||
+            memcmp(src, dst, n) != 0)
+            t->bad++;
+        if (got) zinf_swap_buf_put(t->sw, pb);
+        else free(src);
+        free(dst);
+        if (zinf_swap_release(t->sw, &r) != 0) t->bad++;
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    const char *engines[2] = {"psync", "io_uring"};
+    for (int e = 0; e < 2; e++) {
+        zinf_swap_opts o;
+        base_opts(&o, engines[e], 2, !have_direct);
+        o.block_size = 8192;
+        o.queue_depth = 4;
+        o.intra_op_parallelism = 2;
+        o.buffer_count = 2;
+        o.buffer_size = 64 << 10;
+        zinf_swap *sw;
+        if (zinf_swap_open(&sw, &o) != 0) {
+            CHECK(0, "%s: open: %s", engines[e], zinf_errmsg());
+            continue;
+        }
+        pthread_t th[4];
+        thr t[4];
+        for (int i = 0; i < 4; i++) {
+            t[i] = (thr){sw, i, 0};
+            pthread_create(&th[i], NULL, thread_main, &t[i]);
+        }
+        int bad = 0;
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            bad += t[i].bad;
+        }
+        CHECK(bad == 0, "%s: %d failed round trips from 4 threads", engines[e], bad);
+        CHECK(zinf_swap_bufs_free(sw) == 2, "%s: pool buffers not all back", engines[e]);
+        zinf_swap_region all;
+        CHECK(zinf_swap_reserve(sw, zinf_swap_capacity(sw), &all) == 0 && all.off == 0,
+              "%s: regions did not coalesce back to the whole space", engines[e]);
+        zinf_swap_close(sw);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -643,6 +735,7 @@ int main(void)
     test_regions();
     test_open_errors();
     test_faults();
+    test_threads();
     for (int i = 0; i < 3; i++) rmdir(dirs[i]);
     CHECK(rmdir(root) == 0, "temp dir not empty at the end: %s", strerror(errno));
     return check_done("test_swap");
