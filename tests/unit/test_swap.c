@@ -4,7 +4,9 @@
  * message: missing / non-directory path, too little space (injected, and a 1 MiB tmpfs when
  * mounting works), no O_DIRECT, EIO, short transfers continued, transfers stopping short, and
  * several threads sharing one handle.
- * Everything lives under a fresh mkdtemp directory, removed at the end. */
+ * Everything lives under a fresh mkdtemp directory, removed at the end, in the first of
+ * $ZINF_TEST_SWAP_DIR, $TMPDIR, /var/tmp, /tmp, . whose file system takes O_DIRECT (else the first
+ * writable one, and the O_DIRECT cases are skipped with a printed reason). */
 #define _GNU_SOURCE
 #include "check.h"
 #include "err.h"
