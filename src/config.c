@@ -7,23 +7,25 @@
  * (the batch rule, stage/offload combinations, defaults that depend on another key) is in
  * resolve(), one rule per paragraph.
  *
- * Defaults follow DeepSpeed's code, read in deepspeedai/DeepSpeed (master) and microsoft/DeepSpeed:
- * runtime/constants.py, runtime/config.py, runtime/zero/config.py, runtime/zero/offload_config.py,
+ * Defaults and rules follow DeepSpeed's code: deepspeedai/DeepSpeed at edaa722 (2026-08-22,
+ * version.txt 0.19.6; the 0.19.x line, whose 0.19.8 has the same defaults): runtime/constants.py,
+ * runtime/config.py, runtime/config_utils.py, runtime/zero/config.py, runtime/zero/offload_config.py,
  * runtime/precision_config.py, runtime/lr_schedules.py, runtime/swap_tensor/{constants,aio_config}.py,
  * runtime/activation_checkpointing/config.py, comm/{config,constants}.py,
- * profiling/{config,constants}.py, ops/adam/fused_adam.py. Where the issue text or DeepSpeed's
- * documentation disagrees with that code, the code wins:
+ * profiling/{config,constants}.py, ops/adam/fused_adam.py. The blocks that are DeepSpeedConfigModel
+ * there (zero_optimization, offload_*, fp16, bf16, comms_logger) drop an "auto" before validation,
+ * so an "auto" nothing fills takes the default (blockdef.pydantic); they also accept a field's
+ * name beside its alias (keydef.alias, alias2). Where DeepSpeed's documentation disagrees with
+ * that code, the code wins:
  *
- *  - gradient_clipping: 0.0 (off) in the code (GRADIENT_CLIPPING_DEFAULT = 0.); the issue text
- *    says 1.0 (1.0 is HF's --max_grad_norm default, which reaches DeepSpeed only through "auto").
- *  - offload_param.pin_memory / offload_optimizer.pin_memory: False in offload_config.py; the
- *    issue text says true.
+ *  - gradient_clipping: 1.0 (GRADIENT_CLIPPING_DEFAULT); older releases had 0.
+ *  - offload_param.pin_memory / offload_optimizer.pin_memory: True in offload_config.py.
  *  - overlap_comm: Optional, None -> (stage == 3) by the overlap_comm_valid validator; the docs
  *    still say false.
  *  - stage3_prefetch_bucket_size: pp_int(5e7) in zero/config.py; the docs say 5e8.
  *  - sub_group_size: 1e9 in zero/config.py; the ZERO_FORMAT docstring says 1e12.
- *  - steps_per_print: STEPS_PER_PRINT_DEFAULT is None (never print) in current constants.py and
- *    10 in older releases and the docs; zinf keeps 10 (it also seeds logging_steps).
+ *  - steps_per_print: STEPS_PER_PRINT_DEFAULT is None (never print); 10 in older releases and
+ *    the docs. zinf keeps null and logs every 10 steps unless --logging_steps says otherwise.
  *  - WarmupLR.warmup_max_lr: None -> the optimizer's lr in the code; the docstring and the docs
  *    say 0.001 (WarmupDecayLR still passes 0.001 explicitly).
  *  - WarmupCosineLR: warmup_min_ratio 0.0, cos_min_ratio 0.0001 in the constructor; the argparse
@@ -34,8 +36,8 @@
  *  - flops_profiler.top_modules: 1 (FLOPS_PROFILER_TOP_MODULES_DEFAULT); its FORMAT string and
  *    the docs say 3.
  *  - aio: thread_count was renamed intra_op_parallelism (default 1); both names are accepted.
- *  - Unknown keys inside zero_optimization/offload_* are errors in DeepSpeed (pydantic
- *    extra="forbid"); zinf warns, as the issue asks.
+ *  - Unknown keys inside the pydantic blocks are errors in DeepSpeed (extra="forbid"); zinf warns
+ *    and names the nearest known key.
  */
 #include "config.h"
 

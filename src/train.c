@@ -547,6 +547,12 @@ static void teardown(run *r)
     zinf_log_close();
 }
 
+static void json_num(char *buf, size_t cap, double x)
+{
+    if (isfinite(x)) snprintf(buf, cap, "%.7g", x);
+    else snprintf(buf, cap, "null");
+}
+
 static int loop(run *r)
 {
     const zinf_config *c = &r->cfg;
@@ -603,14 +609,15 @@ static int loop(run *r)
                       (double)cm->bytes[ZINF_COLL_REDUCE_SCATTER] / 1048576.0);
         }
         if (r->metrics) {
-            char norm[32];
-            /* JSON has no NaN: a gradient norm that overflowed is null */
-            if (isfinite(s.norm)) snprintf(norm, sizeof norm, "%.7g", s.norm);
-            else snprintf(norm, sizeof norm, "null");
-            fprintf(r->metrics, "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.7g, \"grad_norm\": %s, "
+            /* JSON has no NaN or Inf: a loss or norm that overflowed is null */
+            char norm[32], loss[32], vl[32];
+            json_num(norm, sizeof norm, s.norm);
+            json_num(loss, sizeof loss, s.loss);
+            json_num(vl, sizeof vl, val_loss);
+            fprintf(r->metrics, "{\"step\": %lld, \"loss\": %s, \"lr\": %.7g, \"grad_norm\": %s, "
                     "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %.17g, \"skipped\": %s",
-                    (long long)done, s.loss, s.lr, norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
-            if (eval_now) fprintf(r->metrics, ", \"val_loss\": %.7g", val_loss);
+                    (long long)done, loss, s.lr, norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
+            if (eval_now) fprintf(r->metrics, ", \"val_loss\": %s", vl);
             fprintf(r->metrics, "}\n");
             fflush(r->metrics);
         }

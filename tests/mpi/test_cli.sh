@@ -88,4 +88,26 @@ expect_err "malformed JSON" "bad.json:2"
 run config show "$TMP/none.json"
 expect_err "missing config" "none.json"
 
+# config show says what train would use: the steps --max_steps fills, and train's notices
+printf '{"train_batch_size": 8, "fp16": {"enabled": true}, "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": "auto", "warmup_num_steps": "auto"}}}' > "$TMP/st.json"
+run config show "$TMP/st.json" --max_steps 100 --warmup_ratio 0.1
+expect_ok "config show --max_steps"
+expect_has "steps filled" '"total_num_steps": 100' '"warmup_num_steps": 10' '"max_steps": 100'
+expect_has "train's notice" "zinf: warning: fp16.enabled: the CPU backend computes in fp32" '"warnings": 1'
+run config show "$TMP/st.json" --max_steps 100 --device cuda
+expect_ok "config show --device cuda"
+[ "$(count_lines 'CPU backend computes')" -eq 0 ] && pass || fail "--device cuda: the CPU backend's notice"
+run config show "$TMP/st.json" --device tpu
+expect_err "config show --device tpu" "--device tpu" "cpu or cuda"
+
+# the legacy "cpu_offload": true is DeepSpeed's offload_optimizer.device cpu, in the estimate too
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "cpu_offload": true}}' > "$TMP/co.json"
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}' > "$TMP/oo.json"
+run estimate --model gpt2-1.5b --config "$TMP/co.json"
+expect_ok "estimate with cpu_offload"
+printf '%s\n' "$OUTPUT" | grep '^  \*' | head -1 > "$TMP/co.row"
+run estimate --model gpt2-1.5b --config "$TMP/oo.json"
+printf '%s\n' "$OUTPUT" | grep '^  \*' | head -1 > "$TMP/oo.row"
+grep -q " cpu " "$TMP/co.row" && cmp -s "$TMP/co.row" "$TMP/oo.row" && pass || fail "estimate: cpu_offload row $(cat "$TMP/co.row") != offload_optimizer cpu row $(cat "$TMP/oo.row")"
+
 finish

@@ -187,4 +187,17 @@ expect_ok "per-rank logs"
 mpi 1 train --model test-mini --data "$D" --device cuda --max_steps 1 --out "$TMP/x"
 expect_err "--device cuda without CUDA" "--device cuda"
 
+# bf16.check_grad_overflow (DeepSpeed's default true): a step whose gradient norm is not finite is
+# skipped and the run goes on; false makes it an error. An absurd lr breaks the weights at step 1.
+printf '{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}}}\n' > "$TMP/bo.json"
+mpi 1 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --logging_steps 1 --config "$TMP/bo.json" --out "$TMP/bo"
+expect_ok "bf16 overflow skipped"
+expect_has "bf16 overflow skipped" "step 2: gradient overflow, step skipped (bf16.check_grad_overflow)"
+[ "$(metric "$TMP/bo/metrics.jsonl" skipped | tr '\n' ' ')" = "false true true " ] && pass || fail "bf16 overflow: skipped flags $(metric "$TMP/bo/metrics.jsonl" skipped | tr '\n' ' ')"
+# the metrics stay JSON: no NaN where the loss overflowed
+[ "$(metric "$TMP/bo/metrics.jsonl" loss | sed -n 2p)" = "null" ] && ! grep -qi nan "$TMP/bo/metrics.jsonl" && pass || fail "metrics.jsonl holds a NaN: $(sed -n 2p "$TMP/bo/metrics.jsonl")"
+printf '{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true, "check_grad_overflow": false}, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}}}\n' > "$TMP/bo2.json"
+mpi 1 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --config "$TMP/bo2.json" --out "$TMP/bo2"
+expect_err "bf16 overflow without check_grad_overflow" "step 2: the gradient norm is not finite" "check_grad_overflow is false"
+
 finish
