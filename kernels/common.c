@@ -2,6 +2,8 @@
 #include "kernels.h"
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "zinf-build.h" /* autoconf: ZINF_HAVE_CUDA */
 #include "cuda/cuda_backend.h"
@@ -16,6 +18,60 @@ const char *zinf_dtype_name(zinf_dtype dt)
     case ZINF_F16: return "fp16";
     }
     return "?";
+}
+
+uint16_t zinf_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* carries into the exponent, up to inf, as it should */
+    return (uint16_t)(u >> 16);
+}
+
+float zinf_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t zinf_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu)); /* NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+    if (ax >= 0x38800000u) { /* normal half: rebias the exponent, round off 13 bits */
+        uint32_t h = (ax >> 13) - ((127u - 15u) << 10), rem = ax & 0x1fffu;
+        h += rem > 0x1000u || (rem == 0x1000u && (h & 1u)); /* a carry moves up the exponent */
+        return (uint16_t)(sign | h);
+    }
+    if (ax <= 0x33000000u) return (uint16_t)sign; /* <= 2^-25, half the smallest subnormal: 0 */
+    /* half subnormal: the value in units of 2^-24 is mant >> shift, rounded (1 may carry to the
+     * smallest normal, 0x400, which is right) */
+    uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e; /* 14..24 */
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    h += rem > half || (rem == half && (h & 1u));
+    return (uint16_t)(sign | h);
+}
+
+float zinf_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 31) u = sign | 0x7f800000u | (m << 13); /* inf, or NaN with its payload */
+    else if (e) u = sign | ((e + 127u - 15u) << 23) | (m << 13);
+    else if (!m) u = sign;
+    else { /* subnormal: normalise */
+        uint32_t s = 0;
+        while (!(m & 0x400u)) m <<= 1, s++;
+        u = sign | ((127u - 15u + 1u - s) << 23) | ((m & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 #ifdef ZINF_HAVE_CUDA

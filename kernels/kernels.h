@@ -165,6 +165,19 @@ static inline double zinf_sumsq1(zinf_backend *be, const float *x, int64_t n)
 size_t zinf_dtype_size(zinf_dtype dt);
 const char *zinf_dtype_name(zinf_dtype dt);
 
+/* Scalar conversions between fp32 and the 16-bit types, the one definition the CPU kernels and
+ * the tests share. Both narrowings round to nearest, ties to even, with subnormals of the target
+ * type rounded correctly, and keep a NaN a NaN: its sign and top payload bits, with the quiet
+ * bit set (what x86's vcvtps2ph does for fp16, and the bf16 bit-truncation counterpart; CUDA
+ * and PyTorch return one canonical NaN instead, and agree everywhere else).
+ *  - bf16: beyond the largest bf16 (halfway to 2^128 and up) gives +-inf;
+ *  - fp16: |x| >= 65520 gives +-inf; |x| <= 2^-25 gives +-0 (the sign kept).
+ * The widenings are exact. */
+uint16_t zinf_f32_to_bf16(float f);
+float zinf_bf16_to_f32(uint16_t h);
+uint16_t zinf_f32_to_f16(float f);
+float zinf_f16_to_f32(uint16_t h);
+
 /* The CPU backend (fp32, OpenMP, CBLAS). Returns 0 or a negative status. */
 int zinf_backend_cpu_init(zinf_backend *be);
 void zinf_backend_cpu_free(zinf_backend *be);

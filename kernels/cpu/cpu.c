@@ -6,6 +6,7 @@
  * that does not depend on the thread count (parallel over output channels, rows sequential
  * inside; sumsq over a fixed number of chunks). No atomics anywhere. */
 #include "kernels.h"
+#include "cpu/adamw.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -441,24 +442,11 @@ static void cpu_xent(zinf_backend *be, float *losses, void *logits_, const int32
 
 /* ---------------------------------------------------------------- optimizer and vectors */
 
-static void cpu_adamw(zinf_backend *be, float *p, void *p16_, const float *g, float *m, float *v,
+/* the compute dtype is fp32 here, so p16 (when given) is an fp32 copy */
+static void cpu_adamw(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v,
                       int64_t n, const zinf_adamw_args *a)
 {
-    float *p16 = p16_; /* the compute dtype is fp32 here */
-    float b1 = a->beta1, b2 = a->beta2, lr = a->lr, wd = a->weight_decay;
-#pragma omp parallel for if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] * a->grad_scale, pi = p[i];
-        if (!a->adam_w_mode) gi += wd * pi; /* Adam: L2 penalty in the gradient */
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        if (a->adam_w_mode) pi *= 1.0f - lr * wd; /* AdamW: decoupled decay, applied first */
-        pi -= lr * (mi / a->bias_correction1) / (sqrtf(vi / a->bias_correction2) + a->eps);
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi;
-        if (p16) p16[i] = pi;
-    }
+    zinf_cpu_adamw(p, p16, ZINF_F32, g, m, v, n, a);
 }
 
 /* A fixed number of chunks, each summed in double, then the chunk sums added in order: the result

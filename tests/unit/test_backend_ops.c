@@ -49,52 +49,12 @@
 
 /* ---------------------------------------------------------------- host-side dtype handling */
 
-static uint16_t f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf2f(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint16_t f2h(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
-    if (ax < 0x38800000u) {                                    /* half subnormal or zero */
-        float af;
-        memcpy(&af, &ax, 4);
-        double q = (double)af * 16777216.0; /* units of 2^-24, exact */
-        uint32_t m = (uint32_t)nearbyint(q); /* round half even (default mode) */
-        return (uint16_t)(sign | m);
-    }
-    uint32_t e = (ax >> 23) - 127 + 15, mant = ax & 0x7fffffu;
-    uint32_t h = (e << 10) | (mant >> 13), rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
-}
-static float h2f(uint16_t h)
-{
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    float f;
-    if (e == 0) f = ldexpf((float)m, -24);
-    else if (e == 31) f = m ? NAN : INFINITY;
-    else f = ldexpf((float)(m | 0x400u), (int)e - 25);
-    return (h & 0x8000u) ? -f : f;
-}
+/* the converters are kernels.h's zinf_f32_to_bf16 and friends, the ones the CPU kernels use */
 static float round_to(zinf_dtype dt, float f)
 {
-    return dt == ZINF_BF16 ? bf2f(f2bf(f)) : dt == ZINF_F16 ? h2f(f2h(f)) : f;
+    return dt == ZINF_BF16  ? zinf_bf16_to_f32(zinf_f32_to_bf16(f))
+           : dt == ZINF_F16 ? zinf_f16_to_f32(zinf_f32_to_f16(f))
+                            : f;
 }
 
 /* ---------------------------------------------------------------- random numbers */
@@ -170,14 +130,15 @@ static void encode(zinf_dtype dt, void *dst, const float *src, int64_t n)
     if (dt == ZINF_F32) memcpy(dst, src, (size_t)n * 4);
     else
         for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = dt == ZINF_BF16 ? f2bf(src[i]) : f2h(src[i]);
+            ((uint16_t *)dst)[i] = dt == ZINF_BF16 ? zinf_f32_to_bf16(src[i]) : zinf_f32_to_f16(src[i]);
 }
 static void decode(zinf_dtype dt, float *dst, const void *src, int64_t n)
 {
     if (dt == ZINF_F32) memcpy(dst, src, (size_t)n * 4);
     else
         for (int64_t i = 0; i < n; i++)
-            dst[i] = dt == ZINF_BF16 ? bf2f(((const uint16_t *)src)[i]) : h2f(((const uint16_t *)src)[i]);
+            dst[i] = dt == ZINF_BF16 ? zinf_bf16_to_f32(((const uint16_t *)src)[i])
+                                     : zinf_f16_to_f32(((const uint16_t *)src)[i]);
 }
 
 /* upload n floats as the compute dtype / as fp32 / as int32 */
