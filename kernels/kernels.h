@@ -43,6 +43,8 @@ typedef struct zinf_backend zinf_backend;
 
 struct zinf_backend {
     const char *name; /* "cpu", "cuda" */
+    int host_visible; /* 1: the backend's memory is host memory the host may read and write
+                       * (the CPU backend); 0: it is device memory, reached by copies */
     zinf_dtype cdt;   /* compute dtype of activations and 16-bit parameter copies */
     void *impl;       /* backend-private state */
 

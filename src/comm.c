@@ -255,6 +255,8 @@ static int iallgather(zinf_comm *c, const void *send, void *recv, int64_t count,
 {
     if (c->has_dev) return dev_started(c, q, c->dev.allgather(c->dev.ctx, send, recv, count, dt), what);
     ZINF_TRY(too_big(count, what));
+    /* in place: the send buffer is this rank's slot of the result */
+    if (send == (const char *)recv + (size_t)c->rank * (size_t)count * zinf_dtype_size(dt)) send = MPI_IN_PLACE;
     int rc = MPI_Iallgather(send, (int)count, mpi_type(dt), recv, (int)count, mpi_type(dt), c->world, &q->r);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, what);
 }

@@ -65,7 +65,8 @@ int zinf_comm_attach(zinf_comm *c, zinf_backend *be);
 void zinf_comm_detach(zinf_comm *c);
 
 /* Nonblocking collectives on buffers of the backend (count elements of dt per rank):
- * all-gather: every rank sends `count`; recv holds size x count in rank order.
+ * all-gather: every rank sends `count`; recv holds size x count in rank order (send may be this
+ *   rank's own slot of recv: the gather then runs in place).
  * reduce-scatter: send holds size x count; rank r receives the sum of block r.
  * all-reduce: in place, sum. Over MPI only fp32 reduces (16-bit types gather as bits). */
 int zinf_comm_iallgather(zinf_comm *c, const void *send, void *recv, int64_t count, zinf_dtype dt,

@@ -1420,24 +1420,12 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, 
 {
     const zinf_config *c = cfg;
     bool cpu = strcmp(backend, "cpu") == 0;
-    if (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME)
-        return zinf_errc(ZINF_ENOTSUP, "zero_optimization.offload_*.device nvme: the NVMe swapper is "
-                         "not in this build yet");
     if (cpu && (c->fp16 || c->bf16))
         note(cfg, out, true, "%s.enabled: the CPU backend computes in fp32; %s", c->fp16 ? "fp16" : "bf16",
              c->fp16 ? "loss scaling still runs as configured" : "bf16 has no effect");
-    if (cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
-        note(cfg, out, false, "zero_optimization.offload_optimizer: on the CPU backend optimizer states "
-             "already live in host memory");
-    if (!cpu && c->offload_optimizer.device == ZINF_DEV_CPU)
-        note(cfg, out, true, "zero_optimization.offload_optimizer.device cpu: CPU offload from the %s "
-             "backend is not implemented yet; optimizer states stay in device memory", backend);
-    if (!cpu && c->offload_param.device == ZINF_DEV_CPU)
-        note(cfg, out, true, "zero_optimization.offload_param.device cpu: CPU offload from the %s backend "
-             "is not implemented yet; parameters stay in device memory", backend);
-    if (cpu && c->offload_param.device == ZINF_DEV_CPU)
-        note(cfg, out, false, "zero_optimization.offload_param: on the CPU backend parameter shards "
-             "already live in host memory");
+    if (c->aio_use_gds && (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME))
+        note(cfg, out, true, "aio.use_gds: GPUDirect Storage is not implemented; NVMe data passes through "
+             "host buffers");
     if (c->zero_stage == 3 && c->stage3_gather_16bit_weights_on_model_save)
         note(cfg, out, true, "zero_optimization.stage3_gather_16bit_weights_on_model_save: checkpoints are "
              "not in this build yet; nothing is saved");

@@ -173,6 +173,7 @@ typedef struct zinf_config {
     int communication_data_type;   /* 0 unset, ZINF_COMM_FP16/BF16/FP32 */
     int grad_accum_dtype;          /* data_types.grad_accum_dtype: the same values */
     bool legacy_zero_bool;      /* "zero_optimization": true|false, DeepSpeed's oldest format */
+    char swap_engine[16];       /* --swap_engine: "io_uring" (O_DIRECT) or "psync" (buffered) */
 } zinf_config;
 
 enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP32 = 3 };

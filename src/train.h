@@ -19,6 +19,7 @@ typedef struct zinf_train_opts {
     const char *prompts;     /* NULL or a file of "prompt<TAB>expected" lines */
     uint64_t seed;
     bool per_rank_logs;      /* <out>/logs/rank<R>.log */
+    const char *swap_engine; /* --swap_engine: io_uring or psync (NULL: io_uring) */
     bool ac_keep_attention;  /* activation checkpointing keeps attention outputs (ZINF_RECOMPUTE_KEEP_ATTN) */
     bool gradient_checkpointing, gradient_checkpointing_set; /* HF/ms-swift: recompute blocks */
     int64_t max_new_tokens;  /* for the prompt check */

@@ -2,24 +2,39 @@
 #include "zero.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/adamw.h"
 #include "err.h"
 #include "log.h"
+#include "swap.h"
+
+/* A shard state and its place: device memory (p), host memory (p; pinned when the block's
+ * pin_memory says so), or a region of an NVMe swap file (r; p NULL). */
+typedef struct zstate {
+    void *p;
+    zinf_at at;
+    int64_t bytes;
+    zinf_swap_region r;
+    zinf_swap *sw;          /* NVMe: the swapper that holds r */
+    bool pinned;            /* host: page-locked */
+} zstate;
 
 typedef struct zunit {
     int64_t n, pn, p, off;  /* numel, padded numel, shard size, this rank's shard start */
     void *full;             /* full parameters (pn); stage 3: only while gathered */
-    void *pshard;           /* stage 3: this rank's parameter shard (p) */
+    zstate pshard;          /* stage 3: this rank's parameter shard (p), compute dtype */
     void *gfull;            /* full compute-dtype gradient (pn); transient unless it is the
                                fp32 accumulator itself (stages 0-1 with fp32 compute) */
     float *gacc;            /* fp32 gradient accumulator: the shard (p) at stages 2-3, the whole
                                unit (pn) at stages 0-1 with 16-bit compute */
     bool gacc_stale;        /* stages 0-1: gacc holds the last step's sum; the step's first
                                micro-step overwrites it instead of zeroing and adding */
-    float *master, *m, *v;  /* fp32 optimizer states of the shard (p) */
-    bool master_owned;      /* false when master aliases the fp32 parameter shard */
+    zstate master, m, v;    /* fp32 optimizer states of the shard (p) */
+    bool master_alias;      /* master is the fp32 parameter store itself (fp32 compute, one place) */
+    zinf_at opt_at;         /* where master, m and v live (offload_optimizer; ratio per unit) */
     int state;              /* stage 3: 0 released, 1 gather in flight, 2 gathered */
     bool persistent;        /* stage 3: at or below the persistence threshold: kept gathered */
     zinf_req greq;
@@ -62,8 +77,19 @@ struct zinf_zero {
     int current;            /* unit in use, -1 none */
     int64_t live;           /* gathered or in-flight elements of non-persistent units */
     int64_t live_max_beyond;
-    /* memory */
+    /* memory: device bytes by kind (mem), host and NVMe bytes by kind (mem_at) */
     int64_t mem[ZINF_MEM_NKINDS], mem_total, mem_peak;
+    int64_t mem_at[ZINF_AT_N][ZINF_MEM_NKINDS];
+    /* offload: the swappers of NVMe states, and the host step's pipeline (see host_step) */
+    zinf_swap *swap_opt, *swap_par;
+    int64_t tile;           /* elements per tile of the host optimizer step */
+    int depth;              /* NVMe tile buffer sets: 1 + pipeline_read + pipeline_write */
+    float *gbuf[2];         /* device backends: gradient tiles copied down (pinned) */
+    void *pbuf[2];          /* device backends: updated 16-bit tiles on their way up (pinned) */
+    zinf_stream *s_down, *s_up;
+    zinf_event *ev_down[2], *ev_up[2];
+    bool up_pending[2];
+    void *parbuf;           /* NVMe parameter shards: the host buffer a shard is read into */
     /* device backends: freed transient blocks kept for reuse by size (cudaMalloc/cudaFree in the
      * step would synchronise the device every time) */
     bool caching;
@@ -130,6 +156,55 @@ static void zfree(zinf_zero *z, zinf_mem_kind k, void *p, int64_t bytes)
         }
     }
     z->be->free(z->be, ZINF_PLACE_DEVICE, p);
+}
+
+/* Host memory for states and staging, pinned (page-locked) or pageable. */
+static void *halloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes, bool pin)
+{
+    void *p = z->be->alloc(z->be, pin ? ZINF_PLACE_PINNED : ZINF_PLACE_HOST, (size_t)(bytes > 0 ? bytes : 1));
+    if (p) z->mem_at[ZINF_AT_HOST][k] += bytes;
+    return p;
+}
+
+static void hfree(zinf_zero *z, zinf_mem_kind k, void *p, int64_t bytes, bool pin)
+{
+    if (!p) return;
+    z->mem_at[ZINF_AT_HOST][k] -= bytes;
+    z->be->free(z->be, pin ? ZINF_PLACE_PINNED : ZINF_PLACE_HOST, p);
+}
+
+/* The one place a shard state is allocated: device memory, host memory, or an NVMe region
+ * (zeros: the swap files are fresh and preallocated, so unwritten bytes read as zero). */
+static int state_alloc(zinf_zero *z, zstate *s, zinf_mem_kind k, zinf_at at, int64_t bytes, bool pin,
+                       zinf_swap *sw)
+{
+    memset(s, 0, sizeof *s);
+    s->at = at;
+    s->bytes = bytes;
+    if (at == ZINF_AT_NVME) {
+        s->sw = sw;
+        ZINF_TRY(zinf_swap_reserve(sw, bytes, &s->r));
+        z->mem_at[ZINF_AT_NVME][k] += bytes;
+        return 0;
+    }
+    s->pinned = pin;
+    s->p = at == ZINF_AT_DEVICE ? zalloc(z, k, bytes) : halloc(z, k, bytes, pin);
+    return s->p ? 0 : ZINF_ENOMEM;
+}
+
+static void state_free(zinf_zero *z, zstate *s, zinf_mem_kind k)
+{
+    if (s->at == ZINF_AT_NVME) {
+        if (s->sw && s->r.size) {
+            zinf_swap_release(s->sw, &s->r);
+            z->mem_at[ZINF_AT_NVME][k] -= s->bytes;
+        }
+    } else if (s->at == ZINF_AT_HOST) {
+        hfree(z, k, s->p, s->bytes, s->pinned);
+    } else {
+        zfree(z, k, s->p, s->bytes);
+    }
+    memset(s, 0, sizeof *s);
 }
 
 #define NOMEM(z, what, u)                                                                         \
@@ -279,6 +354,28 @@ static int allreduce_unit(zinf_zero *z, int u)
 }
 
 /* ---------------------------------------------------------------- stage-3 gathers ---------- */
+/* Where the all-gather of unit u sends this rank's shard from: the shard itself when the
+ * collectives can read it (device memory, or host memory on a host-visible backend); otherwise
+ * it is brought into its own slot of the gathered buffer `full`, and the all-gather runs in place.
+ * An NVMe shard is read first (into that slot, or into the host buffer and then up). */
+static int shard_source(zinf_zero *z, int u, char *full, const void **send)
+{
+    zunit *x = &z->u[u];
+    size_t bytes = (size_t)x->p * z->es;
+    char *mine = full + (size_t)x->off * z->es;
+    zinf_backend *be = z->be;
+    if (x->pshard.at == ZINF_AT_DEVICE || (x->pshard.at == ZINF_AT_HOST && be->host_visible)) {
+        *send = x->pshard.p;
+        return 0;
+    }
+    *send = mine;
+    if (x->pshard.at == ZINF_AT_HOST) return be->copy(be, mine, x->pshard.p, bytes, NULL);
+    if (be->host_visible) return zinf_swap_read(x->pshard.sw, &x->pshard.r, 0, mine, bytes);
+    ZINF_TRY(zinf_swap_read(x->pshard.sw, &x->pshard.r, 0, z->parbuf, bytes));
+    ZINF_TRY(be->copy(be, mine, z->parbuf, bytes, NULL));
+    return be->sync(be); /* the host buffer is read into again for the next unit */
+}
+
 static int start_gather(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
@@ -287,7 +384,9 @@ static int start_gather(zinf_zero *z, int u)
     if (!x->full) return NOMEM(z, "gathered parameters", u);
     char what[160];
     snprintf(what, sizeof what, "all-gather of %s parameters", z->m->units[u].name);
-    ZINF_TRY(zinf_comm_iallgather(z->comm, x->pshard, x->full, x->p, z->be->cdt, &x->greq, what));
+    const void *send;
+    ZINF_TRY(shard_source(z, u, x->full, &send));
+    ZINF_TRY(zinf_comm_iallgather(z->comm, send, x->full, x->p, z->be->cdt, &x->greq, what));
     x->state = 1;
     if (!x->persistent) z->live += x->n;
     return 0;
@@ -467,6 +566,115 @@ static void plan_distances(zinf_zero *z, int len)
 }
 
 /* ---------------------------------------------------------------- init / free -------------- */
+static zinf_at at_of(zinf_offload_device d)
+{
+    return d == ZINF_DEV_CPU ? ZINF_AT_HOST : d == ZINF_DEV_NVME ? ZINF_AT_NVME : ZINF_AT_DEVICE;
+}
+
+static int64_t round4k(int64_t b) { return (b + 4095) / 4096 * 4096; }
+
+/* A swapper for the NVMe states of one offload block: nvme_path (one directory, or several, one
+ * per line, striped), the aio block, and --swap_engine (io_uring with O_DIRECT, or psync
+ * through the page cache). */
+static int open_swap(zinf_zero *z, zinf_swap **out, const char *tag, const zinf_offload_cfg *o,
+                     int64_t capacity, size_t nbuf, size_t bufsize)
+{
+    const zinf_config *c = z->cfg;
+    char paths[sizeof o->nvme_path];
+    snprintf(paths, sizeof paths, "%s", o->nvme_path);
+    const char *list[16];
+    int n = 0;
+    for (char *t = strtok(paths, "\n"); t && n < 16; t = strtok(NULL, "\n")) list[n++] = t;
+    zinf_swap_opts so;
+    zinf_swap_opts_defaults(&so);
+    so.engine = c->swap_engine[0] ? c->swap_engine : "io_uring";
+    so.buffered = strcmp(so.engine, "psync") == 0;
+    so.paths = list;
+    so.npaths = n;
+    so.tag = tag;
+    so.rank = z->rank;
+    so.capacity = capacity;
+    so.block_size = (size_t)c->aio_block_size;
+    so.queue_depth = (int)c->aio_queue_depth;
+    so.intra_op_parallelism = (int)c->aio_intra_op_parallelism;
+    so.single_submit = c->aio_single_submit;
+    so.overlap_events = c->aio_overlap_events;
+    so.buffer_count = nbuf;
+    so.buffer_size = bufsize;
+    int rc = zinf_swap_open(out, &so);
+    if (rc) return zinf_errc(rc, "rank %d: zero_optimization.%s: %s", z->rank,
+                             strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param", zinf_errmsg());
+    z->mem_at[ZINF_AT_HOST][ZINF_MEM_STAGING] += (int64_t)zinf_swap_pinned_bytes(*out);
+    return 0;
+}
+
+/* Where each unit's states live, the swappers of the NVMe ones, and the buffers of the host step.
+ * offload_optimizer moves master, m and v (at stage 3 `ratio` of the shard's elements, whole
+ * units in order); offload_param moves the stage-3 parameter shard, NVMe only beyond the first
+ * max_in_cpu elements, which stay in host memory (DeepSpeed's meaning). */
+static int plan_places(zinf_zero *z, int64_t ptotal, int64_t maxp)
+{
+    const zinf_config *c = z->cfg;
+    zinf_at oat = at_of(c->offload_optimizer.device);
+    zinf_at pat = z->stage == 3 ? at_of(c->offload_param.device) : ZINF_AT_DEVICE;
+    double want = c->offload_optimizer.ratio * (double)ptotal;
+    int64_t done = 0, in_cpu = 0, opt_nvme = 0, par_nvme = 0, maxpar = 0;
+    bool any_host_opt = false;
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        x->opt_at = ZINF_AT_DEVICE;
+        if (oat != ZINF_AT_DEVICE && (double)(done + x->p) <= want * (1 + 1e-12)) {
+            x->opt_at = oat;
+            done += x->p;
+            any_host_opt = true;
+        }
+        x->pshard.at = pat;
+        if (pat == ZINF_AT_NVME) {
+            if (in_cpu + x->p <= c->offload_param.max_in_cpu) {
+                x->pshard.at = ZINF_AT_HOST;
+                in_cpu += x->p;
+            } else {
+                par_nvme += round4k(x->p * (int64_t)z->es);
+                if (x->p * (int64_t)z->es > maxpar) maxpar = x->p * (int64_t)z->es;
+            }
+        }
+        if (x->opt_at == ZINF_AT_NVME) opt_nvme += 3 * round4k(x->p * 4);
+    }
+    /* the host step's tile: sub_group_size elements, at least 2^18 (1 MiB of fp32) and at most
+     * 2^24 (64 MiB) or the largest shard, a multiple of 1024 elements (4 KiB) */
+    int64_t t = c->sub_group_size;
+    if (t < (1 << 18)) t = 1 << 18;
+    if (t > (1 << 24)) t = 1 << 24;
+    if (t > maxp) t = maxp;
+    z->tile = (t + 1023) / 1024 * 1024;
+    z->depth = 1 + c->offload_optimizer.pipeline_read + c->offload_optimizer.pipeline_write;
+    if (opt_nvme)
+        ZINF_TRY(open_swap(z, &z->swap_opt, "optim", &c->offload_optimizer, opt_nvme,
+                           3 * (size_t)z->depth, (size_t)z->tile * 4));
+    if (par_nvme) ZINF_TRY(open_swap(z, &z->swap_par, "param", &c->offload_param, par_nvme, 0, 0));
+    bool dev = !z->be->host_visible;
+    if (any_host_opt && dev) {
+        z->s_down = z->be->stream_new(z->be);
+        z->s_up = z->be->stream_new(z->be);
+        if (!z->s_down || !z->s_up) return zinf_errc(ZINF_ENOMEM, "rank %d: cannot create copy streams", z->rank);
+        for (int i = 0; i < 2; i++) {
+            z->gbuf[i] = halloc(z, ZINF_MEM_STAGING, z->tile * 4, true);
+            z->ev_down[i] = z->be->event_new(z->be);
+            z->ev_up[i] = z->be->event_new(z->be);
+            if (!z->gbuf[i] || !z->ev_down[i] || !z->ev_up[i])
+                return zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate the offload staging buffers", z->rank);
+        }
+    }
+    /* updated 16-bit tiles go up from a host buffer, or out to an NVMe parameter shard */
+    if (any_host_opt && (dev || par_nvme))
+        for (int i = 0; i < 2; i++)
+            if (!(z->pbuf[i] = halloc(z, ZINF_MEM_STAGING, z->tile * (int64_t)z->es, true)))
+                return zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate the offload staging buffers", z->rank);
+    if (par_nvme && dev && !(z->parbuf = halloc(z, ZINF_MEM_STAGING, maxpar, true)))
+        return zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate the parameter staging buffer", z->rank);
+    return 0;
+}
+
 int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
                    zinf_backend *be, uint64_t seed)
 {
@@ -504,7 +712,7 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->norm_n = calloc((size_t)z->nunits, sizeof *z->norm_n);
     if (!z->u || !z->norm_x || !z->norm_n) return zinf_errc(ZINF_ENOMEM, "out of host memory");
 
-    int64_t maxpn = 0, persist_total = 0;
+    int64_t maxpn = 0, maxp = 0, persist_total = 0, ptotal = 0;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         x->n = m->units[u].numel;
@@ -518,43 +726,74 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
             x->off = (int64_t)z->rank * x->p;
         }
         if (x->pn > maxpn) maxpn = x->pn;
+        if (x->p > maxp) maxp = x->p;
+        ptotal += x->p;
         if (z->stage == 3 && x->n <= cfg->stage3_param_persistence_threshold &&
             persist_total + x->n <= cfg->stage3_model_persistence_threshold) {
             x->persistent = true;
             persist_total += x->n;
         }
     }
+    ZINF_TRY(plan_places(z, ptotal, maxp));
     float *host = malloc((size_t)maxpn * sizeof(float));
     float *dtmp = z->f32 ? NULL : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)maxpn * sizeof(float));
-    if (!host || (!z->f32 && !dtmp)) {
+    /* 16-bit parameters made on the host for NVMe shards */
+    void *h16 = !z->f32 && z->swap_par ? malloc((size_t)maxpn * z->es) : NULL;
+    if (!host || (!z->f32 && !dtmp) || (!z->f32 && z->swap_par && !h16)) {
         free(host);
+        free(h16);
+        if (dtmp) be->free(be, ZINF_PLACE_DEVICE, dtmp);
         return zinf_errc(ZINF_ENOMEM, "out of memory for initialisation");
     }
     int rc = 0;
     size_t es = z->es;
+    const zinf_offload_cfg *op = &cfg->offload_param, *oo = &cfg->offload_optimizer;
     for (int u = 0; u < z->nunits && !rc; u++) {
         zunit *x = &z->u[u];
         /* parameters: the whole unit below stage 3, this rank's shard at stage 3; the values
          * come from the counter-based initialiser, so a shard is made without the rest */
         int64_t first = z->stage == 3 ? x->off : 0, count = z->stage == 3 ? x->p : x->pn;
-        void **store = z->stage == 3 ? &x->pshard : &x->full;
-        *store = zalloc(z, z->stage == 3 ? ZINF_MEM_PARAM_SHARD : ZINF_MEM_PARAM, count * (int64_t)es);
-        if (!*store) { rc = NOMEM(z, "parameters", u); break; }
         zinf_model_init_params(m, u, seed, first, count, host);
-        if (z->f32) be->copy(be, *store, host, (size_t)count * 4, NULL);
-        else {
-            be->copy(be, dtmp, host, (size_t)count * 4, NULL);
-            be->from_f32(be, *store, dtmp, count);
-        }
-        if (z->stage < 3) m->params[u] = x->full;
-        char *pstore = z->stage == 3 ? (char *)x->pshard : (char *)x->full + (size_t)x->off * es;
-        if (z->f32) {
-            x->master = (float *)pstore; /* fp32 compute: the master weights are the parameters */
+        if (z->stage == 3) {
+            rc = state_alloc(z, &x->pshard, ZINF_MEM_PARAM_SHARD, x->pshard.at, count * (int64_t)es,
+                             op->pin_memory, z->swap_par);
+            if (rc) { rc = NOMEM(z, "the parameter shard", u); break; }
         } else {
-            x->master = zalloc(z, ZINF_MEM_MASTER, x->p * 4);
-            if (!x->master) { rc = NOMEM(z, "fp32 master weights", u); break; }
-            x->master_owned = true;
-            be->copy(be, x->master, z->stage == 3 ? dtmp : dtmp + x->off, (size_t)x->p * 4, NULL);
+            x->full = zalloc(z, ZINF_MEM_PARAM, count * (int64_t)es);
+            if (!x->full) { rc = NOMEM(z, "parameters", u); break; }
+            m->params[u] = x->full;
+        }
+        void *store = z->stage == 3 ? x->pshard.p : x->full; /* NULL: on NVMe */
+        if (!z->f32) {
+            be->copy(be, dtmp, host, (size_t)count * 4, NULL);
+            if (store) be->from_f32(be, store, dtmp, count);
+        }
+        if (!store) { /* an NVMe shard: written once from the host */
+            const void *src = host;
+            if (!z->f32) {
+                for (int64_t i = 0; i < count; i++)
+                    ((uint16_t *)h16)[i] = be->cdt == ZINF_BF16 ? zinf_f32_to_bf16(host[i]) : zinf_f32_to_f16(host[i]);
+                src = h16;
+            }
+            rc = zinf_swap_write(z->swap_par, &x->pshard.r, 0, src, (size_t)count * es);
+            if (rc) break;
+        } else if (z->f32) {
+            be->copy(be, store, host, (size_t)count * 4, NULL);
+        }
+        /* the fp32 master: the parameters themselves with fp32 compute in the same place */
+        zinf_at pat = z->stage == 3 ? x->pshard.at : ZINF_AT_DEVICE;
+        const float *init = z->stage == 3 ? host : host + x->off;
+        if (z->f32 && x->opt_at == pat) {
+            x->master = z->stage == 3 ? x->pshard : (zstate){.p = (char *)x->full + (size_t)x->off * 4, .at = pat};
+            x->master_alias = true;
+        } else {
+            rc = state_alloc(z, &x->master, ZINF_MEM_MASTER, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt);
+            if (rc) { rc = NOMEM(z, "fp32 master weights", u); break; }
+            if (x->opt_at == ZINF_AT_NVME) rc = zinf_swap_write(z->swap_opt, &x->master.r, 0, init, (size_t)x->p * 4);
+            else if (x->opt_at == ZINF_AT_HOST) memcpy(x->master.p, init, (size_t)x->p * 4);
+            else if (z->f32) be->copy(be, x->master.p, init, (size_t)x->p * 4, NULL);
+            else be->copy(be, x->master.p, z->stage == 3 ? dtmp : dtmp + x->off, (size_t)x->p * 4, NULL);
+            if (rc) break;
         }
         if (z->stage < 2 && z->f32) {
             x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4); /* the accumulator, kept */
@@ -565,11 +804,12 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
             x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, na * 4);
             if (!x->gacc) { rc = NOMEM(z, "the gradient accumulator", u); break; }
         }
-        x->m = zalloc(z, ZINF_MEM_ADAM, x->p * 4);
-        x->v = zalloc(z, ZINF_MEM_ADAM, x->p * 4);
-        if (!x->m || !x->v) rc = NOMEM(z, "Adam states", u);
+        if (state_alloc(z, &x->m, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt) ||
+            state_alloc(z, &x->v, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt))
+            rc = NOMEM(z, "Adam states", u);
         if (!rc) rc = be->sync(be); /* host and dtmp are reused by the next unit */
     }
+    free(h16);
     if (dtmp) be->free(be, ZINF_PLACE_DEVICE, dtmp);
     free(host);
     if (!rc && z->stage == 3) rc = build_plan(z);
@@ -597,13 +837,24 @@ void zinf_zero_free(zinf_zero *z)
         zunit *x = &z->u[u];
         if (x->state == 1) zinf_comm_wait(z->comm, &x->greq);
         zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
-        zfree(z, ZINF_MEM_PARAM_SHARD, x->pshard, x->p * (int64_t)z->es);
         zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
         zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, (z->stage < 2 ? x->pn : x->p) * 4);
-        if (x->master_owned) zfree(z, ZINF_MEM_MASTER, x->master, x->p * 4);
-        zfree(z, ZINF_MEM_ADAM, x->m, x->p * 4);
-        zfree(z, ZINF_MEM_ADAM, x->v, x->p * 4);
+        if (!x->master_alias) state_free(z, &x->master, ZINF_MEM_MASTER);
+        state_free(z, &x->pshard, ZINF_MEM_PARAM_SHARD);
+        state_free(z, &x->m, ZINF_MEM_ADAM);
+        state_free(z, &x->v, ZINF_MEM_ADAM);
     }
+    for (int i = 0; i < 2; i++) {
+        hfree(z, ZINF_MEM_STAGING, z->gbuf[i], z->tile * 4, true);
+        hfree(z, ZINF_MEM_STAGING, z->pbuf[i], z->tile * (int64_t)z->es, true);
+        if (z->ev_down[i]) z->be->event_free(z->be, z->ev_down[i]);
+        if (z->ev_up[i]) z->be->event_free(z->be, z->ev_up[i]);
+    }
+    if (z->parbuf) z->be->free(z->be, ZINF_PLACE_PINNED, z->parbuf);
+    if (z->s_down) z->be->stream_free(z->be, z->s_down);
+    if (z->s_up) z->be->stream_free(z->be, z->s_up);
+    zinf_swap_close(z->swap_opt);
+    zinf_swap_close(z->swap_par);
     for (int i = 0; i < z->ncache; i++) z->be->free(z->be, ZINF_PLACE_DEVICE, z->cache[i].p);
     free(z->cache);
     free(z->u);
@@ -715,6 +966,181 @@ static int allgather_params(zinf_zero *z)
     return 0;
 }
 
+/* ---------------------------------------------------------------- the host optimizer step ---- */
+/* The optimizer on the host (offload_optimizer: cpu or nvme), in tiles of z->tile elements of one
+ * unit's shard, in unit order. For each tile: its gradient (copied down through a pinned buffer on
+ * a device backend, read in place on a host-visible one), its master, m and v (in host memory, or
+ * read from NVMe into a set of pool buffers), zinf_cpu_adamw per tensor piece, then the updated
+ * 16-bit parameters go to the parameter store (up through a pinned buffer, into host memory, or
+ * out to NVMe) and NVMe states are written back. Overlap: the next tile's gradient comes down
+ * while this one is computed, the last one's parameters go up meanwhile; with pipeline_read the
+ * next tile's NVMe states are read during this one's update, with pipeline_write this one's are
+ * written during the next. Every element sees the same arithmetic as the device step, so the
+ * results do not depend on the placement. */
+typedef struct htile { int u; int64_t k0, len; } htile;
+typedef struct hset { float *b[3]; zinf_swap_req *rd[3], *wr[3]; } hset; /* master, m, v */
+
+static zstate *opt_state(zunit *x, int i) { return i == 0 ? &x->master : i == 1 ? &x->m : &x->v; }
+
+static float *grad_src(zinf_zero *z, zunit *x)
+{
+    return z->stage >= 2 ? x->gacc : acc01(z, x) + x->off;
+}
+
+static int wait_reqs(zinf_swap *sw, zinf_swap_req **rq, int n)
+{
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        if (rq[i]) {
+            int r = zinf_swap_wait(sw, rq[i]);
+            if (!rc) rc = r;
+            rq[i] = NULL;
+        }
+    return rc;
+}
+
+static int tile_read(zinf_zero *z, const htile *t, hset *h)
+{
+    zunit *x = &z->u[t->u];
+    if (x->opt_at != ZINF_AT_NVME) return 0;
+    for (int i = 0; i < 3; i++) {
+        zstate *st = opt_state(x, i);
+        if (!h->b[i]) ZINF_TRY(zinf_swap_buf_get(z->swap_opt, (void **)&h->b[i]));
+        ZINF_TRY(zinf_swap_submit(st->sw, ZINF_SWAP_READ, &st->r, t->k0 * 4, h->b[i], (size_t)t->len * 4, &h->rd[i]));
+    }
+    return 0;
+}
+
+static void tile_down(zinf_zero *z, const htile *t, int slot)
+{
+    zunit *x = &z->u[t->u];
+    z->be->copy(z->be, z->gbuf[slot], grad_src(z, x) + t->k0, (size_t)t->len * 4, z->s_down);
+    z->be->event_record(z->be, z->ev_down[slot], z->s_down);
+}
+
+static int event_wait(zinf_backend *be, zinf_event *e)
+{
+    int d;
+    while ((d = be->event_query(be, e)) == 0) sched_yield();
+    return d < 0 ? zinf_errc(ZINF_EIO, "a copy between the device and the host failed") : 0;
+}
+
+static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
+{
+    zinf_backend *be = z->be;
+    bool dev = !be->host_visible;
+    int64_t T = z->tile;
+    /* the tiles, in order */
+    int nt = 0;
+    for (int u = 0; u < z->nunits; u++)
+        if (z->u[u].opt_at != ZINF_AT_DEVICE) nt += (int)((z->u[u].p + T - 1) / T);
+    if (!nt) return 0;
+    htile *tl = calloc((size_t)nt, sizeof *tl);
+    if (!tl) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    nt = 0;
+    for (int u = 0; u < z->nunits; u++)
+        for (int64_t k0 = 0; z->u[u].opt_at != ZINF_AT_DEVICE && k0 < z->u[u].p; k0 += T)
+            tl[nt++] = (htile){u, k0, z->u[u].p - k0 < T ? z->u[u].p - k0 : T};
+    hset set[3];
+    memset(set, 0, sizeof set);
+    int D = z->depth, rc = 0;
+    bool pr = z->cfg->offload_optimizer.pipeline_read, pw = z->cfg->offload_optimizer.pipeline_write;
+    if (dev) { /* the copies wait for the gradients' last writes on the compute stream */
+        zinf_event *e = be->event_new(be);
+        if (!e) rc = zinf_errc(ZINF_ENOMEM, "cannot create an event");
+        if (!rc) rc = be->event_record(be, e, NULL);
+        if (!rc) rc = be->stream_wait(be, z->s_down, e);
+        if (e) be->event_free(be, e);
+        if (!rc) tile_down(z, &tl[0], 0);
+    }
+    if (!rc) rc = tile_read(z, &tl[0], &set[0]);
+    for (int i = 0; i < nt && !rc; i++) {
+        const htile *t = &tl[i];
+        zunit *x = &z->u[t->u];
+        hset *h = &set[i % D];
+        int slot = i & 1;
+        /* ahead: the next tile's gradient, and its NVMe states with pipeline_read */
+        if (dev && i + 1 < nt) tile_down(z, &tl[i + 1], slot ^ 1);
+        if (pr && i + 1 < nt) {
+            hset *hn = &set[(i + 1) % D];
+            if ((rc = wait_reqs(z->swap_opt, hn->wr, 3))) break; /* its buffers' last writes */
+            if ((rc = tile_read(z, &tl[i + 1], hn))) break;
+        }
+        if (x->opt_at == ZINF_AT_NVME && (rc = wait_reqs(z->swap_opt, h->rd, 3))) break;
+        if (dev && (rc = event_wait(be, z->ev_down[slot]))) break;
+        const float *g = dev ? z->gbuf[slot] : grad_src(z, x) + t->k0;
+        float *st[3];
+        for (int j = 0; j < 3; j++)
+            st[j] = x->opt_at == ZINF_AT_NVME ? h->b[j] : (float *)opt_state(x, j)->p + t->k0;
+        /* where the updated 16-bit parameters go */
+        zinf_at pat = z->stage == 3 ? x->pshard.at : ZINF_AT_DEVICE;
+        char *pdev = z->stage == 3 ? (char *)x->pshard.p : (char *)x->full + (size_t)x->off * z->es;
+        void *p16 = NULL;
+        if (x->master_alias) p16 = NULL;
+        else if (pat == ZINF_AT_HOST || (pat == ZINF_AT_DEVICE && !dev)) p16 = pdev + (size_t)t->k0 * z->es;
+        else {
+            if (dev && z->up_pending[slot] && (rc = event_wait(be, z->ev_up[slot]))) break;
+            z->up_pending[slot] = false;
+            p16 = z->pbuf[slot];
+        }
+        /* AdamW per tensor piece of [k0, k0+len) (a tensor's weight decay is its own) */
+        const zinf_unit *un = &z->m->units[t->u];
+        int64_t lo = x->off + t->k0, hi = lo + t->len;
+        if (hi > x->n) hi = x->n;
+        zinf_adamw_args a = *a0;
+        for (int k = 0; k < un->ntensors; k++) {
+            int64_t tlo = un->t[k].offset, thi = tlo + un->t[k].numel;
+            int64_t a_ = lo > tlo ? lo : tlo, b_ = hi < thi ? hi : thi;
+            if (a_ >= b_) continue;
+            a.weight_decay = un->t[k].decay ? (float)weight_decay : 0.0f;
+            int64_t j = a_ - lo;
+            zinf_cpu_adamw(st[0] + j, p16 ? (char *)p16 + (size_t)j * z->es : NULL, be->cdt, g + j, st[1] + j,
+                           st[2] + j, b_ - a_, &a);
+        }
+        /* out: parameters up or to NVMe, NVMe states back */
+        if (p16 == z->pbuf[slot] && p16) {
+            if (pat == ZINF_AT_NVME) {
+                rc = zinf_swap_write(x->pshard.sw, &x->pshard.r, t->k0 * (int64_t)z->es, p16,
+                                     (size_t)t->len * z->es);
+            } else {
+                rc = be->copy(be, pdev + (size_t)t->k0 * z->es, p16, (size_t)t->len * z->es, z->s_up);
+                if (!rc) rc = be->event_record(be, z->ev_up[slot], z->s_up);
+                z->up_pending[slot] = true;
+            }
+            if (rc) break;
+        }
+        if (x->opt_at == ZINF_AT_NVME) {
+            for (int j = 0; j < 3 && !rc; j++) {
+                zstate *s3 = opt_state(x, j);
+                rc = zinf_swap_submit(s3->sw, ZINF_SWAP_WRITE, &s3->r, t->k0 * 4, h->b[j], (size_t)t->len * 4,
+                                      &h->wr[j]);
+            }
+            if (!rc && !pw) rc = wait_reqs(z->swap_opt, h->wr, 3);
+        }
+        /* without pipeline_read the next tile's states are read only now */
+        if (!rc && !pr && i + 1 < nt) {
+            hset *hn = &set[(i + 1) % D];
+            rc = wait_reqs(z->swap_opt, hn->wr, 3);
+            if (!rc) rc = tile_read(z, &tl[i + 1], hn);
+        }
+    }
+    /* drain: every read and write, every copy */
+    for (int k = 0; k < 3; k++) {
+        if (!z->swap_opt) break;
+        int r1 = wait_reqs(z->swap_opt, set[k].rd, 3), r2 = wait_reqs(z->swap_opt, set[k].wr, 3);
+        if (!rc) rc = r1 ? r1 : r2;
+        for (int j = 0; j < 3; j++)
+            if (set[k].b[j]) zinf_swap_buf_put(z->swap_opt, set[k].b[j]);
+    }
+    if (dev) {
+        int r1 = be->stream_sync(be, z->s_up), r2 = be->stream_sync(be, z->s_down);
+        if (!rc) rc = r1 ? r1 : r2;
+        z->up_pending[0] = z->up_pending[1] = false;
+    }
+    free(tl);
+    return rc;
+}
+
 int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
 {
     double t0 = zinf_now();
@@ -724,9 +1150,10 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
      * on the device the grouping changes no result; it sizes the offloaded optimizer's tiles. */
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
+        if (x->opt_at != ZINF_AT_DEVICE) continue; /* host_step's */
         const zinf_unit *un = &z->m->units[u];
-        const float *g = z->stage >= 2 ? x->gacc : acc01(z, x) + x->off;
-        char *pstore = z->stage == 3 ? (char *)x->pshard : (char *)x->full + (size_t)x->off * z->es;
+        const float *g = grad_src(z, x);
+        char *pstore = z->stage == 3 ? (char *)x->pshard.p : (char *)x->full + (size_t)x->off * z->es;
         /* this rank's range of the unit, cut by tensor (decay or not) */
         int64_t lo = x->off, hi = x->off + x->p < x->n ? x->off + x->p : x->n;
         for (int t = 0; t < un->ntensors; t++) {
@@ -735,10 +1162,11 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
             a.weight_decay = un->t[t].decay ? (float)weight_decay : 0.0f;
             if (a_ >= b_) continue;
             int64_t k = a_ - x->off;
-            z->be->adamw(z->be, x->master + k, z->f32 ? NULL : pstore + (size_t)k * z->es, g + k,
-                         x->m + k, x->v + k, b_ - a_, &a);
+            z->be->adamw(z->be, (float *)x->master.p + k, z->f32 ? NULL : pstore + (size_t)k * z->es, g + k,
+                         (float *)x->m.p + k, (float *)x->v.p + k, b_ - a_, &a);
         }
     }
+    ZINF_TRY(host_step(z, a0, weight_decay));
     ZINF_TRY(z->be->sync(z->be));
     if (z->stage == 1 || z->stage == 2) ZINF_TRY(allgather_params(z));
     if (z->stage == 3)
@@ -752,7 +1180,12 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
 void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r)
 {
     memset(r, 0, sizeof *r);
-    for (int k = 0; k < ZINF_MEM_NKINDS; k++) r->bytes[k] = z->mem[k];
+    for (int k = 0; k < ZINF_MEM_NKINDS; k++) {
+        r->at[ZINF_AT_DEVICE][k] = z->mem[k];
+        r->at[ZINF_AT_HOST][k] = z->mem_at[ZINF_AT_HOST][k];
+        r->at[ZINF_AT_NVME][k] = z->mem_at[ZINF_AT_NVME][k];
+        r->bytes[k] = z->mem[k] + z->mem_at[ZINF_AT_HOST][k] + z->mem_at[ZINF_AT_NVME][k];
+    }
     r->total = z->mem_total;
     r->peak = z->mem_peak;
     r->live_max_beyond_current = z->live_max_beyond;
@@ -780,17 +1213,29 @@ void zinf_zero_print_mem(const zinf_zero *z)
 {
     static const char *names[ZINF_MEM_NKINDS] = {"parameters (full)", "parameter shard", "gradients (full)",
                                                  "gradient accumulators", "fp32 master", "Adam m+v",
-                                                 "communication buffers"};
-    char line[512];
+                                                 "communication buffers", "offload staging"};
+    static const char *places[ZINF_AT_N] = {"device", "host", "NVMe"};
+    char line[1024];
     int n = snprintf(line, sizeof line, "memory on rank 0 (ZeRO stage %d, world %d):", z->stage, z->W);
-    for (int k = 0; k < ZINF_MEM_NKINDS; k++)
-        if (z->mem[k] && n < (int)sizeof line)
-            n += snprintf(line + n, sizeof line - (size_t)n, " %s %.2f MiB;", names[k], (double)z->mem[k] / 1048576.0);
+    for (int at = 0; at < ZINF_AT_N; at++) {
+        const int64_t *b = at == ZINF_AT_DEVICE ? z->mem : z->mem_at[at];
+        int64_t sum = 0;
+        for (int k = 0; k < ZINF_MEM_NKINDS; k++) sum += b[k];
+        if (at != ZINF_AT_DEVICE && !sum) continue;
+        if (n < (int)sizeof line) n += snprintf(line + n, sizeof line - (size_t)n, "%s %s:", at ? " |" : "", places[at]);
+        for (int k = 0; k < ZINF_MEM_NKINDS; k++)
+            if (b[k] && n < (int)sizeof line)
+                n += snprintf(line + n, sizeof line - (size_t)n, " %s %.2f MiB;", names[k], (double)b[k] / 1048576.0);
+    }
     if (z->cached && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " allocator cache %.2f MiB;", (double)z->cached / 1048576.0);
     if (n < (int)sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, " peak %.2f MiB", (double)z->mem_peak / 1048576.0);
+        snprintf(line + n, sizeof line - (size_t)n, " device peak %.2f MiB", (double)z->mem_peak / 1048576.0);
     zinf_info("%s", line);
+    size_t pinned = 0;
+    if (z->swap_opt) pinned += zinf_swap_pinned_bytes(z->swap_opt);
+    if (z->swap_par) pinned += zinf_swap_pinned_bytes(z->swap_par);
+    if (pinned) zinf_info("NVMe swap pools hold %.2f MiB of pinned host memory on rank 0", (double)pinned / 1048576.0);
 }
 
 int zinf_zero_get_params(zinf_zero *z, int u, float *out)
@@ -803,7 +1248,9 @@ int zinf_zero_get_params(zinf_zero *z, int u, float *out)
         full = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)x->pn * z->es);
         if (!full) return zinf_errc(ZINF_ENOMEM, "out of memory for a parameter check");
         zinf_req rq;
-        rc = zinf_comm_iallgather(z->comm, x->pshard, full, x->p, be->cdt, &rq, "all-gather for a parameter check");
+        const void *send;
+        rc = shard_source(z, u, full, &send);
+        if (!rc) rc = zinf_comm_iallgather(z->comm, send, full, x->p, be->cdt, &rq, "all-gather for a parameter check");
         if (!rc) rc = zinf_comm_wait(z->comm, &rq);
     }
     float *f = z->f32 ? full : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)x->n * 4);

@@ -21,6 +21,11 @@
 
 typedef struct zinf_zero zinf_zero;
 
+/* Where a state lives: the backend's memory (the GPU; host memory on the CPU backend), host
+ * memory (pinned where the offload block's pin_memory says so), or an NVMe swap file. These are
+ * zinf estimate's GPU, CPU and NVMe columns. */
+typedef enum { ZINF_AT_DEVICE = 0, ZINF_AT_HOST = 1, ZINF_AT_NVME = 2, ZINF_AT_N } zinf_at;
+
 /* Memory held by this rank, by state, in bytes (current and peak of the total). */
 typedef enum {
     ZINF_MEM_PARAM = 0,  /* full (gathered or replicated) compute-dtype parameters */
@@ -30,11 +35,14 @@ typedef enum {
     ZINF_MEM_MASTER,     /* fp32 master weights of this rank's shard (none when compute is fp32) */
     ZINF_MEM_ADAM,       /* Adam m and v of this rank's shard */
     ZINF_MEM_COMM,       /* bucket and staging buffers */
+    ZINF_MEM_STAGING,    /* offload: host buffers tiles of gradients, parameters and NVMe states
+                            pass through */
     ZINF_MEM_NKINDS
 } zinf_mem_kind;
 
 typedef struct zinf_mem_report {
-    int64_t bytes[ZINF_MEM_NKINDS];
+    int64_t bytes[ZINF_MEM_NKINDS];          /* over every place */
+    int64_t at[ZINF_AT_N][ZINF_MEM_NKINDS];  /* by place */
     int64_t total, peak;
     int64_t live_max_beyond_current; /* stage 3: most gathered elements beyond the unit in use */
 } zinf_mem_report;

@@ -519,6 +519,7 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .name = "cpu",
         .cdt = ZINF_F32,
         .impl = NULL,
+        .host_visible = 1,
         .alloc = cpu_alloc,
         .free = cpu_free,
         .copy = cpu_copy,
