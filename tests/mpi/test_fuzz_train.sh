@@ -49,6 +49,7 @@ run data --input "$TMP/add.txt" --out "$TMP/add"
 expect_ok "zinf data"
 
 TRAINED=0 REFUSED=0 BAD=0
+CRASH_RE='exited on signal|Segmentation fault|Aborted|core dumped|free\(\): |corrupted|double free|malloc\(\): |runtime error:|AddressSanitizer|stack smashing'
 # show WHY F W DESC: a failed run: the reason, the config and the tail of zinf's output
 show() {
     fail "$2 at world $3: $1"
@@ -56,6 +57,8 @@ show() {
         echo "  features: $4"
         echo "  config ($2):"
         sed 's/^/    /' "$TMP/emit/$2"; echo
+        # the lines that say what went wrong, wherever they are, then the tail
+        printf '%s\n' "$OUTPUT" | grep -E "$CRASH_RE|^zinf: error:" | head -5 | sed 's/^/  key line: /'
         echo "  zinf output (tail):"
         printf '%s\n' "$OUTPUT" | tail -15 | sed 's/^/    /'
     } >&2
@@ -74,12 +77,9 @@ while read -r f w desc; do
     if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
         show "timed out after $LIMIT s (exit $RC)" "$f" "$w" "$desc"; continue
     fi
-    case "$OUTPUT" in
-    *"exited on signal"* | *"Segmentation fault"* | *"Aborted"* | *"core dumped"* | *"free(): "* | \
-    *"corrupted"* | *"double free"* | *"malloc(): "* | *"runtime error:"* | *"AddressSanitizer"* | \
-    *"stack smashing"*)
-        show "crashed (exit $RC, after $ms ms)" "$f" "$w" "$desc"; continue ;;
-    esac
+    if printf '%s\n' "$OUTPUT" | grep -Eq "$CRASH_RE"; then
+        show "crashed (exit $RC, after $ms ms)" "$f" "$w" "$desc"; continue
+    fi
     if [ "$ms" -gt $((SLOW * 1000)) ] || awk -v s="${step_ms:-0}" -v l="$SLOW_STEP" 'BEGIN { exit !(s > l) }'; then
         show "pathologically slow: $ms ms in all, slowest step ${step_ms:--} ms (exit $RC)" "$f" "$w" "$desc"
         continue
