@@ -29,6 +29,20 @@
  * Environment: ZINF_FUZZ_ITERS (default 20000), ZINF_FUZZ_SEED (default 1),
  * ZINF_FUZZ_SECONDS (wall-clock cap, default 15: the run stops early and says so).
  *
+ * Accepted must also mean trainable, so the run can hand a sample to tests/mpi/test_fuzz_train.sh:
+ * ZINF_FUZZ_EMIT_DIR=dir (an existing directory) and ZINF_FUZZ_EMIT_N=n (default 32) write n
+ * accepted mutated configs as dir/000.json, dir/001.json, ... and dir/index.txt, one line per
+ * file: "NNN.json WORLD feature...". Each was accepted as `zinf train --model test-mini
+ * --max_length 16 --max_steps 2 --logging_steps 1` at world size WORLD (1-3) parses it, with the
+ * batch numbers made small (micro <= 2, accumulation <= 3, rewritten through jansson when larger)
+ * so a run takes well under a second. The sample is a deterministic greedy cover of features of
+ * the resolved configs: stage 0-3 (by world size), fp16/bf16 (by stage), accumulation, the
+ * schedulers, clipping, CPU offload of either kind, and every zero_optimization size key at 0, 1,
+ * small, mid and huge values at a stage that uses it; the shortest text is kept per feature set.
+ * The size mutation (case 16) sets a size key to 0, 1, 2, 7, 1e12 or 2^62, all legal in DeepSpeed
+ * (pydantic ints with ge=0). Emitting draws nothing from the random stream: the fuzz run and its
+ * checks are the same with or without it (the parses it adds make it about twice as long).
+ *
  * libFuzzer build (not part of make check), from the repository root after ./configure:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DZINF_LIBFUZZER -I. -iquote src \
  *     tests/fuzz/fuzz_config.c src/config.c src/err.c $(pkg-config --cflags --libs jansson) -lm \
@@ -571,7 +585,8 @@ static const char *const KEYS[] = {
     "zero_quantized_weights", "block_size", "queue_depth", "intra_op_parallelism",
     "thread_count", "number_checkpoints", "partition_activations", "tag_validation",
     "profile_step", "module_depth", "top_modules", "output_file", "zero_optimisation",
-    "micro_batch_size", "train_batch", "Stage", "",
+    "micro_batch_size", "train_batch", "Stage", "", "stage3_max_reuse_distance",
+    "stage3_model_persistence_threshold",
 };
 
 static const char *const VALUES[] = {
@@ -624,6 +639,13 @@ static const struct {
      {"0", "1", "10", "100", "1000", "\"auto\"", "-1", "null", "9223372036854775807"}},
     {"warmup_type tag_validation", {"\"log\"", "\"linear\"", "\"Fail\"", "\"ignore\"",
                                     "\"Warn\"", "\"cosine\""}},
+    /* the zero_optimization sizes: DeepSpeed's pydantic ints with ge=0, so 0, 1 and huge values
+     * are all legal (and must train: 0 is not "unbounded" unless zinf says so) */
+    {"reduce_bucket_size allgather_bucket_size sub_group_size stage3_prefetch_bucket_size "
+     "prefetch_bucket_size stage3_param_persistence_threshold stage3_model_persistence_threshold "
+     "stage3_max_live_parameters stage3_max_reuse_distance",
+     {"0", "1", "2", "7", "1e12", "1e15", "4611686018427387904", "9223372036854775807", "\"auto\"",
+      "-1", "null", "5e8", "1.5", "1e19"}},
 };
 
 /* the DOMAINS entry of the key name k (length kl), or -1 */
@@ -735,7 +757,7 @@ static void mutate(buf *b)
     char tmp[4096];
     size_t s, e, i;
     size_t op = rndn(20);
-    if (op >= 16) op = 5; /* the domain mutation below, 6 times in 20 */
+    if (op >= 17) op = 5; /* the domain mutation below, 5 times in 20 */
     switch (op) {
     case 0: /* flip a bit */
         if (b->n) b->p[rndn(b->n)] ^= (char)(1u << rndn(8));
@@ -889,6 +911,45 @@ static void mutate(buf *b)
             buf_splice(b, rndn(b->n + 1), 0, t, strlen(t));
         }
         break;
+    case 16: { /* a zero_optimization size to an extreme legal value: replaced where the key is
+                * written, else added to the zero_optimization block, else a block is added */
+        static const char *const SK[] = {
+            "reduce_bucket_size", "allgather_bucket_size", "sub_group_size",
+            "stage3_prefetch_bucket_size", "stage3_max_live_parameters",
+            "stage3_max_reuse_distance", "stage3_param_persistence_threshold",
+            "stage3_model_persistence_threshold"};
+        static const char *const SV[] = {"0", "1", "2", "7", "1e12", "4611686018427387904"};
+        const char *k = PICK(SK), *val = PICK(SV);
+        char pat[64];
+        int pl = snprintf(pat, sizeof pat, "\"%s\"", k);
+        const char *hit = memmem(b->p, b->n, pat, (size_t)pl);
+        if (hit) {
+            i = (size_t)(hit - b->p) + (size_t)pl;
+            while (i < b->n && strchr(" \t\n\r", b->p[i])) i++;
+            if (i < b->n && b->p[i] == ':' && value_extent(b, i + 1, &s, &e))
+                buf_splice(b, s, e - s, val, strlen(val));
+            break;
+        }
+        int k2;
+        hit = memmem(b->p, b->n, "\"zero_optimization\"", 19);
+        if (hit) {
+            i = (size_t)(hit - b->p) + 19;
+            while (i < b->n && strchr(" \t\n\r:", b->p[i])) i++;
+            if (i >= b->n || b->p[i] != '{') break;
+            k2 = snprintf(tmp, sizeof tmp, "\"%s\": %s", k, val);
+        } else {
+            const char *ob = memchr(b->p, '{', b->n);
+            if (!ob) break;
+            i = (size_t)(ob - b->p);
+            k2 = snprintf(tmp, sizeof tmp, "\"zero_optimization\": {\"stage\": %d, \"%s\": %s}",
+                          (int)rndn(4), k, val);
+        }
+        /* after the '{' at i; a comma unless the object is empty */
+        for (e = i + 1; e < b->n && strchr(" \t\n\r", b->p[e]); e++) {}
+        if (e < b->n && b->p[e] != '}') k2 += snprintf(tmp + k2, sizeof tmp - (size_t)k2, ", ");
+        buf_splice(b, i + 1, 0, tmp, (size_t)k2);
+        break;
+    }
     default: /* replace a value by a number near a batch-rule edge */
         i = find_char(b, ':');
         if (i != SIZE_MAX && value_extent(b, i + 1, &s, &e)) {
@@ -1066,11 +1127,307 @@ static void record(const buf *in, const setting *s, const verdict *v, long iter)
     free(m.p);
 }
 
+/* ============================================================================ emitting a sample
+ * With ZINF_FUZZ_EMIT_DIR, every accepted mutated input is also parsed as `zinf train --model
+ * test-mini --max_length 16 --max_steps 2 --logging_steps 1` would parse it, at a world size of
+ * 1-3; what that accepts becomes a candidate, described by the features of its resolved config
+ * (stage, precision, world, accumulation, scheduler, clipping, offload, and each zero size key's
+ * value class where the stage uses it). At the end a greedy cover picks ZINF_FUZZ_EMIT_N of them
+ * (shortest text per feature set), written as DIR/NNN.json with DIR/index.txt. Nothing here draws
+ * from the random stream, so the fuzz run itself is the same with or without emitting. */
+
+#define EMIT_MICRO_MAX 2 /* per-step sizes stay tiny: micro x accumulation x world x 16 tokens */
+#define EMIT_GAS_MAX 3
+#define EMIT_POOL_MAX 4096
+
+enum {
+    FT_STAGE = 0,                 /* +stage, 4 */
+    FT_WORLD = FT_STAGE + 4,      /* +world-1, 3 */
+    FT_STAGE_WORLD = FT_WORLD + 3, /* +stage*3+world-1, 12 */
+    FT_FP16 = FT_STAGE_WORLD + 12,
+    FT_BF16,
+    FT_STAGE_FP16, /* +stage, 4 */
+    FT_STAGE_BF16 = FT_STAGE_FP16 + 4,
+    FT_GAS = FT_STAGE_BF16 + 4,
+    FT_MICRO,
+    FT_SCHED, /* +type-1, 5 */
+    FT_CLIP = FT_SCHED + 5,
+    FT_OFF_OPT,
+    FT_OFF_PARAM,
+    FT_OFF_OPT_RATIO, /* ratio below 1 */
+    FT_NVME,          /* refused by zinf train: it counts for nothing else */
+    FT_AC,
+    FT_ADAM,          /* Adam without weight decay mode */
+    FT_WD,
+    FT_LOSS_SCALE,    /* fp16 static loss scale */
+    FT_PRESCALE,
+    FT_PREDIVIDE,
+    FT_WALL_CLOCK,
+    FT_OVERLAP,       /* overlap_comm not its stage's default */
+    FT_SIZE,          /* + key*5 + class (0, 1, 2..1e6, 1e6..1e11 not default, >= 1e12), 8 keys */
+    FT_SUBGROUP_HI = FT_SIZE + 40, /* sub_group_size class again, at stages 2-3: +class, 5 */
+    FT_N = FT_SUBGROUP_HI + 5
+};
+
+typedef struct {
+    char *text;
+    size_t n;
+    int world;
+    uint64_t f[2];
+} emit_cand;
+
+static const char *emit_dir;
+static long emit_n;
+static emit_cand *emit_pool;
+static size_t emit_npool, emit_seen;
+
+static const struct {
+    const char *key;
+    size_t off;
+    int64_t def;
+    int stage_lo, stage_hi; /* the stages whose training reads it */
+} SIZEK[8] = {
+    {"reduce_bucket_size", offsetof(zinf_config, reduce_bucket_size), 500000000, 2, 3},
+    {"allgather_bucket_size", offsetof(zinf_config, allgather_bucket_size), 500000000, 1, 2},
+    {"sub_group_size", offsetof(zinf_config, sub_group_size), 1000000000, 0, 3},
+    {"stage3_prefetch_bucket_size", offsetof(zinf_config, stage3_prefetch_bucket_size), 50000000, 3, 3},
+    {"stage3_max_live_parameters", offsetof(zinf_config, stage3_max_live_parameters), 1000000000, 3, 3},
+    {"stage3_max_reuse_distance", offsetof(zinf_config, stage3_max_reuse_distance), 1000000000, 3, 3},
+    {"stage3_param_persistence_threshold", offsetof(zinf_config, stage3_param_persistence_threshold),
+     100000, 3, 3},
+    {"stage3_model_persistence_threshold", offsetof(zinf_config, stage3_model_persistence_threshold),
+     INT64_MAX, 3, 3},
+};
+static const char *const SIZE_CLASS[5] = {"0", "1", "2..1e6", "1e6..1e11", ">=1e12"};
+static const char *const SCHED_NAME[6] = {"none", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+                                          "OneCycle", "LRRangeTest"};
+
+/* the value class of a size, or -1 for its default */
+static int size_class(int64_t v, int64_t def)
+{
+    if (v == def) return -1;
+    if (v <= 1) return (int)v;
+    if (v <= 1000000) return 2;
+    if (v < 1000000000000) return 3;
+    return 4;
+}
+
+static void fset(uint64_t f[2], int bit) { f[bit / 64] |= 1ull << (bit % 64); }
+static bool fhas(const uint64_t f[2], int bit) { return f[bit / 64] >> (bit % 64) & 1; }
+
+static void features(const zinf_config *g, uint64_t f[2])
+{
+    f[0] = f[1] = 0;
+    if (g->offload_optimizer.device == ZINF_DEV_NVME || g->offload_param.device == ZINF_DEV_NVME) {
+        fset(f, FT_NVME);
+        return;
+    }
+    int st = g->zero_stage, w = g->world_size;
+    fset(f, FT_STAGE + st);
+    fset(f, FT_WORLD + w - 1);
+    fset(f, FT_STAGE_WORLD + st * 3 + w - 1);
+    if (g->fp16) fset(f, FT_FP16), fset(f, FT_STAGE_FP16 + st);
+    if (g->bf16) fset(f, FT_BF16), fset(f, FT_STAGE_BF16 + st);
+    if (g->gradient_accumulation_steps > 1) fset(f, FT_GAS);
+    if (g->train_micro_batch_size_per_gpu > 1) fset(f, FT_MICRO);
+    if (g->sched.type != ZINF_SCHED_NONE) fset(f, FT_SCHED + (int)g->sched.type - 1);
+    if (g->gradient_clipping > 0) fset(f, FT_CLIP);
+    if (g->offload_optimizer.device == ZINF_DEV_CPU) fset(f, FT_OFF_OPT);
+    if (g->offload_optimizer.device == ZINF_DEV_CPU && g->offload_optimizer.ratio < 1)
+        fset(f, FT_OFF_OPT_RATIO);
+    if (g->offload_param.device == ZINF_DEV_CPU) fset(f, FT_OFF_PARAM);
+    if (g->activation_checkpointing) fset(f, FT_AC);
+    if (!g->adam_w_mode) fset(f, FT_ADAM);
+    if (g->weight_decay > 0) fset(f, FT_WD);
+    if (g->fp16 && g->fp16_loss_scale > 0) fset(f, FT_LOSS_SCALE);
+    if (g->prescale_gradients) fset(f, FT_PRESCALE);
+    if (g->gradient_predivide_factor != 1.0) fset(f, FT_PREDIVIDE);
+    if (g->wall_clock_breakdown) fset(f, FT_WALL_CLOCK);
+    if (g->overlap_comm != (st == 3)) fset(f, FT_OVERLAP);
+    for (int k = 0; k < 8; k++) {
+        int c = size_class(*(const int64_t *)((const char *)g + SIZEK[k].off), SIZEK[k].def);
+        if (c < 0 || st < SIZEK[k].stage_lo || st > SIZEK[k].stage_hi) continue;
+        fset(f, FT_SIZE + k * 5 + c);
+        if (k == 2 && st >= 2) fset(f, FT_SUBGROUP_HI + c);
+    }
+}
+
+static const char *feature_name(int bit, char *b, size_t cap)
+{
+    if (bit < FT_WORLD) snprintf(b, cap, "stage=%d", bit - FT_STAGE);
+    else if (bit < FT_STAGE_WORLD) snprintf(b, cap, "world=%d", bit - FT_WORLD + 1);
+    else if (bit < FT_FP16)
+        snprintf(b, cap, "stage=%d@world=%d", (bit - FT_STAGE_WORLD) / 3, (bit - FT_STAGE_WORLD) % 3 + 1);
+    else if (bit == FT_FP16) snprintf(b, cap, "fp16");
+    else if (bit == FT_BF16) snprintf(b, cap, "bf16");
+    else if (bit < FT_STAGE_BF16) snprintf(b, cap, "fp16@stage=%d", bit - FT_STAGE_FP16);
+    else if (bit < FT_GAS) snprintf(b, cap, "bf16@stage=%d", bit - FT_STAGE_BF16);
+    else if (bit == FT_GAS) snprintf(b, cap, "accumulation>1");
+    else if (bit == FT_MICRO) snprintf(b, cap, "micro>1");
+    else if (bit < FT_CLIP) snprintf(b, cap, "scheduler=%s", SCHED_NAME[bit - FT_SCHED + 1]);
+    else if (bit < FT_SIZE) {
+        static const char *const N[] = {"clipping", "offload_optimizer=cpu", "offload_param=cpu",
+                                        "offload_optimizer.ratio<1", "nvme", "activation_checkpointing",
+                                        "Adam(L2)", "weight_decay", "static_loss_scale", "prescale",
+                                        "predivide", "wall_clock_breakdown", "overlap_comm(non-default)"};
+        snprintf(b, cap, "%s", N[bit - FT_CLIP]);
+    } else if (bit < FT_SUBGROUP_HI)
+        snprintf(b, cap, "%s=%s", SIZEK[(bit - FT_SIZE) / 5].key, SIZE_CLASS[(bit - FT_SIZE) % 5]);
+    else snprintf(b, cap, "sub_group_size=%s@stage>=2", SIZE_CLASS[bit - FT_SUBGROUP_HI]);
+    return b;
+}
+
+/* the features' weights in the cover: the size keys (what is least tried elsewhere) count most */
+static int feature_weight(int bit) { return bit >= FT_SIZE ? 3 : bit == FT_NVME ? 1 : 2; }
+
+/* Parse as the training test's `zinf train` does (test-mini: hidden size 64; --max_length 16
+ * --max_steps 2 --logging_steps 1) at world w and resolve the steps; 0 when accepted. */
+static int train_parse(zinf_config *g, const char *text, size_t len, int w)
+{
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.hidden_size = 64;
+    f.max_length = 16, f.max_length_set = true;
+    f.max_steps = 2, f.max_steps_set = true;
+    f.logging_steps = 1, f.logging_steps_set = true;
+    zinf_err_clear();
+    if (zinf_config_parse(g, text, len, SRC, &f, w, NULL)) return 1;
+    return zinf_config_finalize_steps(g, 2, &f) ? 1 : 0;
+}
+
+/* The batch numbers made small (micro <= EMIT_MICRO_MAX, accumulation <= EMIT_GAS_MAX, all three
+ * written out) when the text is plain JSON; a new malloc'd text, or NULL. */
+static char *shrink_batch(const char *text, size_t len, const zinf_config *g, size_t *outn)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return NULL;
+    }
+    int64_t m = g->train_micro_batch_size_per_gpu, a = g->gradient_accumulation_steps;
+    if (m > EMIT_MICRO_MAX) m = EMIT_MICRO_MAX;
+    if (a > EMIT_GAS_MAX) a = EMIT_GAS_MAX;
+    json_object_set_new(root, "train_batch_size", json_integer(m * a * g->world_size));
+    json_object_set_new(root, "train_micro_batch_size_per_gpu", json_integer(m));
+    json_object_set_new(root, "gradient_accumulation_steps", json_integer(a));
+    char *out = json_dumps(root, JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (out) *outn = strlen(out);
+    return out;
+}
+
+static void emit_consider(const buf *in, long it)
+{
+    zinf_config *g = &cfg_b;
+    int w = 0;
+    for (int t = 0; t < 3 && !w; t++)
+        if (!train_parse(g, in->p, in->n, 1 + (int)((it + t) % 3))) w = 1 + (int)((it + t) % 3);
+    if (!w) return;
+    char *text = NULL;
+    size_t n = in->n;
+    if (g->train_micro_batch_size_per_gpu > EMIT_MICRO_MAX || g->gradient_accumulation_steps > EMIT_GAS_MAX) {
+        text = shrink_batch(in->p, in->n, g, &n);
+        if (!text || train_parse(g, text, n, w)) {
+            free(text);
+            return;
+        }
+    } else {
+        text = malloc(n ? n : 1);
+        if (!text) exit(1);
+        memcpy(text, in->p, n);
+    }
+    emit_seen++;
+    uint64_t f[2];
+    features(g, f);
+    /* one candidate per feature set: the shortest text */
+    for (size_t c = 0; c < emit_npool; c++)
+        if (emit_pool[c].f[0] == f[0] && emit_pool[c].f[1] == f[1]) {
+            if (n < emit_pool[c].n) {
+                free(emit_pool[c].text);
+                emit_pool[c].text = text, emit_pool[c].n = n, emit_pool[c].world = w;
+            } else free(text);
+            return;
+        }
+    if (emit_npool == EMIT_POOL_MAX) {
+        free(text);
+        return;
+    }
+    if (!emit_pool && !(emit_pool = calloc(EMIT_POOL_MAX, sizeof *emit_pool))) exit(1);
+    emit_pool[emit_npool++] = (emit_cand){text, n, w, {f[0], f[1]}};
+}
+
+/* Greedy weighted cover of the features; when nothing new is left to cover, start again. */
+static int emit_write(void)
+{
+    char path[4096], nm[96];
+    snprintf(path, sizeof path, "%s/index.txt", emit_dir);
+    FILE *idx = fopen(path, "w");
+    if (!idx) {
+        printf("fuzz_config: cannot write %s\n", path);
+        return 1;
+    }
+    uint64_t cov[2] = {0, 0}, ever[2] = {0, 0};
+    bool *used = calloc(emit_npool + 1, 1);
+    long written = 0;
+    while (written < emit_n && used) {
+        long best = -1, bestw = 0;
+        for (size_t c = 0; c < emit_npool; c++) {
+            if (used[c]) continue;
+            long gain = 0;
+            for (int b = 0; b < FT_N; b++)
+                if (fhas(emit_pool[c].f, b) && !fhas(cov, b)) gain += feature_weight(b);
+            if (gain > bestw || (gain == bestw && gain > 0 && emit_pool[c].n < emit_pool[best].n))
+                best = (long)c, bestw = gain;
+        }
+        if (best < 0) {
+            if (!cov[0] && !cov[1]) break; /* nothing covers anything: the pool is spent */
+            cov[0] = cov[1] = 0;
+            continue;
+        }
+        emit_cand *e = &emit_pool[best];
+        used[best] = true;
+        cov[0] |= e->f[0], cov[1] |= e->f[1];
+        ever[0] |= e->f[0], ever[1] |= e->f[1];
+        snprintf(path, sizeof path, "%s/%03ld.json", emit_dir, written);
+        FILE *fp = fopen(path, "wb");
+        if (!fp || fwrite(e->text, 1, e->n, fp) != e->n || fclose(fp)) {
+            printf("fuzz_config: cannot write %s\n", path);
+            free(used);
+            fclose(idx);
+            return 1;
+        }
+        fprintf(idx, "%03ld.json %d", written, e->world);
+        for (int b = 0; b < FT_N; b++)
+            if (fhas(e->f, b)) fprintf(idx, " %s", feature_name(b, nm, sizeof nm));
+        fputc('\n', idx);
+        written++;
+    }
+    free(used);
+    fclose(idx);
+    int nf = FT_N, nc = 0;
+    for (int b = 0; b < FT_N; b++) nc += fhas(ever, b);
+    printf("fuzz_config: emitted %ld configs to %s (from %zu candidates, %zu accepted for training);"
+           " %d of %d features covered\n", written, emit_dir, emit_npool, emit_seen, nc, nf);
+    bool first = true;
+    for (int b = 0; b < FT_N; b++)
+        if (!fhas(ever, b)) {
+            printf("%s %s", first ? "  not covered:" : ",", feature_name(b, nm, sizeof nm));
+            first = false;
+        }
+    if (!first) printf("\n");
+    for (size_t c = 0; c < emit_npool; c++) free(emit_pool[c].text);
+    free(emit_pool);
+    return 0;
+}
+
 int main(void)
 {
     long iters = 20000;
     double max_s = 15;
     uint64_t seed = fuzz_options(&iters, &max_s);
+    const char *ed = getenv("ZINF_FUZZ_EMIT_DIR"), *en = getenv("ZINF_FUZZ_EMIT_N");
+    if (ed && *ed) emit_dir = ed, emit_n = en && *en ? atol(en) : 32;
 
     load_fixtures();
     for (size_t i = 0; i < sizeof BUILTIN / sizeof BUILTIN[0]; i++)
@@ -1137,6 +1494,7 @@ int main(void)
         /* keep inputs that still parse, so later mutations go deeper (bounded corpus) */
         if (any_ok) {
             oks++;
+            if (emit_dir) emit_consider(&in, it);
             if (ncorpus < 2000) corpus_add(in.p, in.n);
         }
     }
@@ -1146,6 +1504,7 @@ int main(void)
            "%zu from %zu seeds) in %.1f s, %ld failed checks\n",
            (unsigned long long)seed, it, parses, oks, ncorpus, nseeds, secs, failures);
     for (int k = 0; k < nkinds; k++) printf("  [%s] x %ld\n", kinds[k].kind, kinds[k].count);
+    if (emit_dir && emit_write()) failures++;
     for (size_t i = 0; i < ncorpus; i++) free(corpus[i].p);
     free(corpus);
     free(in.p);
