@@ -602,8 +602,12 @@ static int open_swap(zinf_zero *z, zinf_swap **out, const char *tag, const zinf_
     so.buffer_count = nbuf;
     so.buffer_size = bufsize;
     int rc = zinf_swap_open(out, &so);
-    if (rc) return zinf_errc(rc, "rank %d: zero_optimization.%s: %s", z->rank,
-                             strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param", zinf_errmsg());
+    if (rc) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", zinf_errmsg());
+        return zinf_errc(rc, "rank %d: zero_optimization.%s.nvme_path: %s", z->rank,
+                         strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param", why);
+    }
     z->mem_at[ZINF_AT_HOST][ZINF_MEM_STAGING] += (int64_t)zinf_swap_pinned_bytes(*out);
     return 0;
 }

@@ -27,7 +27,8 @@ if ! command -v timeout > /dev/null; then echo "no timeout(1): skipped"; exit 77
 # Refusals that are right for a config the reader accepts (matched against the error line).
 allowed_refusal() {
     case "$1" in
-    "zinf: error: zero_optimization.offload_*.device nvme: the NVMe swapper is not in this build yet") return 0 ;;
+    # an NVMe path the fuzzer made up, which does not exist on this machine
+    "zinf: error: rank "*": zero_optimization.offload_"*".nvme_path: "*": cannot use: No such file or directory") return 0 ;;
     esac
     return 1
 }
@@ -64,11 +65,15 @@ show() {
     } >&2
     BAD=$((BAD + 1))
 }
+mkdir -p "$TMP/nvme"
 while read -r f w desc; do
     out="$TMP/out-${f%.json}"
+    # an NVMe path the fuzzer made up becomes a scratch directory, so NVMe placements train too
+    # (through the page cache: the scratch file system may lack O_DIRECT)
+    sed 's|"nvme_path": *"[^"]*"|"nvme_path": "'"$TMP/nvme"'"|g' "$TMP/emit/$f" > "$TMP/emit/$f.run"
     t0=$(now_ms)
-    OUTPUT=$(timeout -k 5 "$LIMIT" "$MPIRUN" --oversubscribe -np "$w" "$ZINF" train --config "$TMP/emit/$f" \
-        --model test-mini --data "$TMP/add_train_*.bin" --max_length 16 --max_steps 2 --logging_steps 1 \
+    OUTPUT=$(timeout -k 5 "$LIMIT" "$MPIRUN" --oversubscribe -np "$w" "$ZINF" train --config "$TMP/emit/$f.run" \
+        --model test-mini --data "$TMP/add_train_*.bin" --max_length 16 --max_steps 2 --logging_steps 1 --swap_engine psync \
         --out "$out" < /dev/null 2>&1); RC=$?
     ms=$(($(now_ms) - t0))
     step_ms=$(metric "$out/metrics.jsonl" ms_per_step 2>/dev/null | sort -g | tail -1)
