@@ -982,7 +982,9 @@ static int allgather_params(zinf_zero *z)
  * written during the next. Every element sees the same arithmetic as the device step, so the
  * results do not depend on the placement. */
 typedef struct htile { int u; int64_t k0, len; } htile;
-typedef struct hset { float *b[3]; zinf_swap_req *rd[3], *wr[3]; } hset; /* master, m, v */
+/* one tile's NVMe states (master, m, v): pool buffers, and the requests in flight on each
+ * state's own swapper (the master may be the parameter shard, on the parameters' swapper) */
+typedef struct hset { float *b[3]; zinf_swap_req *rd[3], *wr[3]; zinf_swap *sw[3]; } hset;
 
 static zstate *opt_state(zunit *x, int i) { return i == 0 ? &x->master : i == 1 ? &x->m : &x->v; }
 
@@ -991,12 +993,12 @@ static float *grad_src(zinf_zero *z, zunit *x)
     return z->stage >= 2 ? x->gacc : acc01(z, x) + x->off;
 }
 
-static int wait_reqs(zinf_swap *sw, zinf_swap_req **rq, int n)
+static int wait_reqs(zinf_swap *const *sw, zinf_swap_req **rq, int n)
 {
     int rc = 0;
     for (int i = 0; i < n; i++)
         if (rq[i]) {
-            int r = zinf_swap_wait(sw, rq[i]);
+            int r = zinf_swap_wait(sw[i], rq[i]);
             if (!rc) rc = r;
             rq[i] = NULL;
         }
@@ -1010,6 +1012,7 @@ static int tile_read(zinf_zero *z, const htile *t, hset *h)
     for (int i = 0; i < 3; i++) {
         zstate *st = opt_state(x, i);
         if (!h->b[i]) ZINF_TRY(zinf_swap_buf_get(z->swap_opt, (void **)&h->b[i]));
+        h->sw[i] = st->sw;
         ZINF_TRY(zinf_swap_submit(st->sw, ZINF_SWAP_READ, &st->r, t->k0 * 4, h->b[i], (size_t)t->len * 4, &h->rd[i]));
     }
     return 0;
@@ -1067,10 +1070,10 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         if (dev && i + 1 < nt) tile_down(z, &tl[i + 1], slot ^ 1);
         if (pr && i + 1 < nt) {
             hset *hn = &set[(i + 1) % D];
-            if ((rc = wait_reqs(z->swap_opt, hn->wr, 3))) break; /* its buffers' last writes */
+            if ((rc = wait_reqs(hn->sw, hn->wr, 3))) break; /* its buffers' last writes */
             if ((rc = tile_read(z, &tl[i + 1], hn))) break;
         }
-        if (x->opt_at == ZINF_AT_NVME && (rc = wait_reqs(z->swap_opt, h->rd, 3))) break;
+        if (x->opt_at == ZINF_AT_NVME && (rc = wait_reqs(h->sw, h->rd, 3))) break;
         if (dev && (rc = event_wait(be, z->ev_down[slot]))) break;
         const float *g = dev ? z->gbuf[slot] : grad_src(z, x) + t->k0;
         float *st[3];
@@ -1116,22 +1119,23 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         if (x->opt_at == ZINF_AT_NVME) {
             for (int j = 0; j < 3 && !rc; j++) {
                 zstate *s3 = opt_state(x, j);
+                h->sw[j] = s3->sw;
                 rc = zinf_swap_submit(s3->sw, ZINF_SWAP_WRITE, &s3->r, t->k0 * 4, h->b[j], (size_t)t->len * 4,
                                       &h->wr[j]);
             }
-            if (!rc && !pw) rc = wait_reqs(z->swap_opt, h->wr, 3);
+            if (!rc && !pw) rc = wait_reqs(h->sw, h->wr, 3);
         }
         /* without pipeline_read the next tile's states are read only now */
         if (!rc && !pr && i + 1 < nt) {
             hset *hn = &set[(i + 1) % D];
-            rc = wait_reqs(z->swap_opt, hn->wr, 3);
+            rc = wait_reqs(hn->sw, hn->wr, 3);
             if (!rc) rc = tile_read(z, &tl[i + 1], hn);
         }
     }
     /* drain: every read and write, every copy */
     for (int k = 0; k < 3; k++) {
         if (!z->swap_opt) break;
-        int r1 = wait_reqs(z->swap_opt, set[k].rd, 3), r2 = wait_reqs(z->swap_opt, set[k].wr, 3);
+        int r1 = wait_reqs(set[k].sw, set[k].rd, 3), r2 = wait_reqs(set[k].sw, set[k].wr, 3);
         if (!rc) rc = r1 ? r1 : r2;
         for (int j = 0; j < 3; j++)
             if (set[k].b[j]) zinf_swap_buf_put(z->swap_opt, set[k].b[j]);
@@ -1158,6 +1162,15 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
         const zinf_unit *un = &z->m->units[u];
         const float *g = grad_src(z, x);
         char *pstore = z->stage == 3 ? (char *)x->pshard.p : (char *)x->full + (size_t)x->off * z->es;
+        /* a parameter shard the device cannot write (host memory of a device backend, NVMe): the
+         * updated parameters go through device staging and are copied out after the unit */
+        zinf_at pat = z->stage == 3 ? x->pshard.at : ZINF_AT_DEVICE;
+        char *stage = NULL;
+        if (!x->master_alias && pat != ZINF_AT_DEVICE && !(pat == ZINF_AT_HOST && z->be->host_visible)) {
+            stage = zalloc(z, ZINF_MEM_COMM, x->p * (int64_t)z->es);
+            if (!stage) return NOMEM(z, "the updated parameters' staging", u);
+            pstore = stage;
+        }
         /* this rank's range of the unit, cut by tensor (decay or not) */
         int64_t lo = x->off, hi = x->off + x->p < x->n ? x->off + x->p : x->n;
         for (int t = 0; t < un->ntensors; t++) {
@@ -1166,8 +1179,22 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
             a.weight_decay = un->t[t].decay ? (float)weight_decay : 0.0f;
             if (a_ >= b_) continue;
             int64_t k = a_ - x->off;
-            z->be->adamw(z->be, (float *)x->master.p + k, z->f32 ? NULL : pstore + (size_t)k * z->es, g + k,
-                         (float *)x->m.p + k, (float *)x->v.p + k, b_ - a_, &a);
+            z->be->adamw(z->be, (float *)x->master.p + k, x->master_alias ? NULL : pstore + (size_t)k * z->es,
+                         g + k, (float *)x->m.p + k, (float *)x->v.p + k, b_ - a_, &a);
+        }
+        if (stage) {
+            size_t bytes = (size_t)x->p * z->es;
+            int rc = 0;
+            if (pat == ZINF_AT_HOST) rc = z->be->copy(z->be, x->pshard.p, stage, bytes, NULL);
+            else if (z->be->host_visible) rc = zinf_swap_write(x->pshard.sw, &x->pshard.r, 0, stage, bytes);
+            else {
+                rc = z->be->copy(z->be, z->parbuf, stage, bytes, NULL);
+                if (!rc) rc = z->be->sync(z->be);
+                if (!rc) rc = zinf_swap_write(x->pshard.sw, &x->pshard.r, 0, z->parbuf, bytes);
+            }
+            if (!rc) rc = z->be->sync(z->be);
+            zfree(z, ZINF_MEM_COMM, stage, x->p * (int64_t)z->es);
+            ZINF_TRY(rc);
         }
     }
     ZINF_TRY(host_step(z, a0, weight_decay));
