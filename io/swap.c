@@ -590,6 +590,10 @@ static int create_file(zinf_swap *sw, int i)
         return zinf_errc(-e, "swap file %s: preallocating %lld bytes failed: %s", f->path,
                          (long long)sw->file_bytes, strerror(e));
     }
+    if (sw->o.unlink_early && unlink(f->path) != 0) {
+        int e = errno;
+        return zinf_errc(-e, "swap file %s: cannot unlink: %s", f->path, strerror(e));
+    }
     return 0;
 }
 
@@ -645,7 +649,7 @@ void zinf_swap_close(zinf_swap *sw)
         swapfile *f = &sw->files[i];
         if (f->fd >= 0) {
             close(f->fd);
-            unlink(f->path);
+            if (!sw->o.unlink_early) unlink(f->path);
         }
         free(f->path);
         free(f->dir);

@@ -103,6 +103,9 @@ typedef struct {
     int single_submit;          /* 0 or 1 */
     int overlap_events;         /* 0 or 1; zinf_swap_opts_defaults sets 1 */
     int buffered;               /* 1: no O_DIRECT (page cache) */
+    int unlink_early;           /* 1: unlink each file as soon as it is preallocated, so that a
+                                   process that dies (SIGKILL, MPI_Abort) leaves nothing behind;
+                                   the descriptor keeps the space until it is closed */
     size_t buffer_count;        /* pool buffers (may be 0) */
     size_t buffer_size;         /* bytes each, a multiple of 4096 */
     size_t pinned_limit;        /* 0 = no limit beyond buffer_count x buffer_size */

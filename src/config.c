@@ -119,6 +119,7 @@ static bool flag_given(const zinf_flags *f, int id)
 typedef enum {
     T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_OBJ,
     T_NOEFFECT, /* a DeepSpeed key zinf knows and does not implement: warning (or error, see F_) */
+    T_PATHS,    /* a directory, or (zinf) an array of directories: stored one per line */
     T_LEGACY,   /* a deprecated DeepSpeed key that DeepSpeed maps onto a new one: see legacy() */
     T_VACUOUS   /* a DeepSpeed key whose effect cannot arise in zinf (the note says why) */
 } ktype;
@@ -317,7 +318,7 @@ static const keydef KEYS_SCHED[] = {
 
 static const keydef KEYS_OFF_PARAM[] = {
     {"device", T_ENUM, 0, OO(device), .sdef = "none", .en = &EN_DEV},
-    {"nvme_path", T_STR, F_NULL, OO(nvme_path), .sdef = ""},
+    {"nvme_path", T_PATHS, F_NULL, OO(nvme_path), .sdef = ""},
     {"buffer_count", T_INT, 0, OO(buffer_count), .idef = 5},
     {"buffer_size", T_INT, 0, OO(buffer_size), .idef = 100000000},
     {"max_in_cpu", T_INT, 0, OO(max_in_cpu), .idef = 1000000000},
@@ -327,7 +328,7 @@ static const blockdef B_OFF_PARAM = PBLOCK(KEYS_OFF_PARAM);
 
 static const keydef KEYS_OFF_OPT[] = {
     {"device", T_ENUM, 0, OO(device), .sdef = "none", .en = &EN_DEV},
-    {"nvme_path", T_STR, F_NULL, OO(nvme_path), .sdef = ""},
+    {"nvme_path", T_PATHS, F_NULL, OO(nvme_path), .sdef = ""},
     {"buffer_count", T_INT, 0, OO(buffer_count), .idef = 4},
     {"pin_memory", T_BOOL, 0, OO(pin_memory), .def = 1},
     {"pipeline_read", T_BOOL, 0, OO(pipeline_read), .def = 0},
@@ -657,7 +658,7 @@ static void set_default(const ctx *c, const keydef *k, size_t base)
         if (k->flags & F_I32) *(int *)slot = (int)k->idef;
         else *(int64_t *)slot = k->idef;
         break;
-    case T_STR: ((char *)slot)[0] = 0; break;
+    case T_STR: case T_PATHS: ((char *)slot)[0] = 0; break;
     case T_ENUM: *(int *)slot = k->sdef && *k->sdef ? enum_index(k->en, k->sdef) : 0; break;
     case T_BETAS: ((double *)slot)[0] = k->def, ((double *)slot)[1] = k->def2; break;
     default: slot_set(slot, k, k->def, 0); break;
@@ -744,6 +745,7 @@ static const char *expected(const keydef *k, char *buf, size_t cap)
                : k->flags & F_SIGNED ? "a number"
                                      : "a non-negative number";
     case T_STR: return "a string";
+    case T_PATHS: return "a directory, or an array of 1 to 16 directories";
     case T_ENUM: snprintf(buf, cap, "one of %s", k->en->list); return buf;
     case T_BETAS: return "an array of two numbers from 0 to 1";
     default: return "an object";
@@ -789,6 +791,23 @@ static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, con
         if (!json_is_string(v)) goto type_error;
         if (json_string_length(v) >= 1024) return cerr(c, path, "longer than 1023 bytes");
         memcpy(slot, json_string_value(v), json_string_length(v) + 1);
+        break;
+    }
+    case T_PATHS: { /* DeepSpeed takes one directory; zinf stripes over several */
+        size_t n = json_is_array(v) ? json_array_size(v) : 1, len = 0;
+        if (!json_is_string(v) && !(json_is_array(v) && n >= 1 && n <= 16)) goto type_error;
+        char *out = slot;
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+            if (!json_is_string(e) || !json_string_length(e) || strchr(json_string_value(e), '\n'))
+                goto type_error;
+            size_t l = json_string_length(e);
+            if (len + l + 1 >= 1024) return cerr(c, path, "longer than 1023 bytes");
+            if (i) out[len++] = '\n';
+            memcpy(out + len, json_string_value(e), l);
+            len += l;
+        }
+        out[len] = 0;
         break;
     }
     case T_ENUM: {
@@ -1051,7 +1070,7 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         }
         if (json_is_null(v) && (k->flags & F_NULL)) {
             if (k->type == T_INT) slot_set(slot, k, -1, 0);
-            else if (k->type == T_STR) ((char *)slot)[0] = 0;
+            else if (k->type == T_STR || k->type == T_PATHS) ((char *)slot)[0] = 0;
             continue;
         }
         ZINF_TRY(parse_value(c, k, v, slot, path));
@@ -1496,6 +1515,16 @@ static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
         }
         case T_NUM: v = json_real(*(const double *)slot); break;
         case T_STR: v = *(const char *)slot ? json_string(slot) : json_null(); break;
+        case T_PATHS: {
+            if (!*(const char *)slot) { v = json_null(); break; }
+            if (!strchr(slot, '\n')) { v = json_string(slot); break; }
+            v = json_array();
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%s", (const char *)slot);
+            for (char *sv = NULL, *t = strtok_r(buf, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv))
+                json_array_append_new(v, json_string(t));
+            break;
+        }
         case T_ENUM: {
             int x = *(const int *)slot;
             v = x >= 0 && x < k->en->n && *k->en->names[x] ? json_string(k->en->names[x])

@@ -630,6 +630,15 @@ static int loop(run *r)
     return 0;
 }
 
+/* The model states (parameters, gradients, master, Adam) held in one place: the estimate's column. */
+static int64_t states_at(const zinf_mem_report *mr, zinf_at at)
+{
+    int64_t s = 0;
+    for (int k = 0; k < ZINF_MEM_NKINDS; k++)
+        if (k != ZINF_MEM_COMM && k != ZINF_MEM_STAGING) s += mr->at[at][k];
+    return s;
+}
+
 /* Every rank's view of the full parameters must be the same bits: hash them and compare. */
 static int check_params_agree(run *r)
 {
@@ -668,12 +677,15 @@ static int check_params_agree(run *r)
         fprintf(r->metrics, "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "
                 "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld, \"mem_act\": %lld, "
-                "\"mem_act_grad\": %lld}\n",
+                "\"mem_act_grad\": %lld, \"mem_states_device\": %lld, \"mem_states_host\": %lld, "
+                "\"mem_states_nvme\": %lld, \"mem_staging_host\": %lld}\n",
                 (unsigned long long)h, (long long)mr.bytes[ZINF_MEM_PARAM], (long long)mr.bytes[ZINF_MEM_PARAM_SHARD],
                 (long long)mr.bytes[ZINF_MEM_GRAD], (long long)mr.bytes[ZINF_MEM_GRAD_ACC],
                 (long long)mr.bytes[ZINF_MEM_MASTER], (long long)mr.bytes[ZINF_MEM_ADAM],
                 (long long)mr.bytes[ZINF_MEM_COMM], (long long)mr.peak, (long long)mr.live_max_beyond_current,
-                (long long)r->m.act_bytes, (long long)r->m.grad_bytes);
+                (long long)r->m.act_bytes, (long long)r->m.grad_bytes, (long long)states_at(&mr, ZINF_AT_DEVICE),
+                (long long)states_at(&mr, ZINF_AT_HOST), (long long)states_at(&mr, ZINF_AT_NVME),
+                (long long)mr.at[ZINF_AT_HOST][ZINF_MEM_STAGING]);
         fflush(r->metrics);
     }
     return 0;

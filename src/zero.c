@@ -589,6 +589,7 @@ static int open_swap(zinf_zero *z, zinf_swap **out, const char *tag, const zinf_
     zinf_swap_opts_defaults(&so);
     so.engine = c->swap_engine[0] ? c->swap_engine : "io_uring";
     so.buffered = strcmp(so.engine, "psync") == 0;
+    so.unlink_early = 1; /* a job that is killed leaves no swap file */
     so.paths = list;
     so.npaths = n;
     so.tag = tag;
@@ -605,8 +606,9 @@ static int open_swap(zinf_zero *z, zinf_swap **out, const char *tag, const zinf_
     if (rc) {
         char why[512];
         snprintf(why, sizeof why, "%s", zinf_errmsg());
-        return zinf_errc(rc, "rank %d: zero_optimization.%s.nvme_path: %s", z->rank,
-                         strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param", why);
+        return zinf_errc(rc, "rank %d: zero_optimization.%s.nvme_path: %s%s", z->rank,
+                         strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param", why,
+                         strstr(why, "O_DIRECT") ? " (zinf train --swap_engine psync)" : "");
     }
     z->mem_at[ZINF_AT_HOST][ZINF_MEM_STAGING] += (int64_t)zinf_swap_pinned_bytes(*out);
     return 0;
@@ -644,10 +646,18 @@ static int plan_places(zinf_zero *z, int64_t ptotal, int64_t maxp)
         }
         if (x->opt_at == ZINF_AT_NVME) opt_nvme += 3 * round4k(x->p * 4);
     }
-    /* the host step's tile: sub_group_size elements, at least 2^18 (1 MiB of fp32) and at most
-     * 2^24 (64 MiB) or the largest shard, a multiple of 1024 elements (4 KiB) */
+    /* the host step's tile: sub_group_size elements, at least 2^18 (1 MiB of fp32) or the largest
+     * tensor's share of a shard, whichever is smaller (DeepSpeed never splits a parameter, so
+     * a tile needs no more to be as coarse as DeepSpeed's), at most 2^24 (64 MiB of fp32) or the
+     * largest shard; a multiple of 1024 elements (4 KiB) */
+    int64_t big = 0;
+    for (int u = 0; u < z->nunits; u++)
+        for (int k = 0; k < z->m->units[u].ntensors; k++)
+            if (z->m->units[u].t[k].numel > big) big = z->m->units[u].t[k].numel;
+    int64_t lo = (big + z->W - 1) / z->W;
+    if (lo > (1 << 18)) lo = 1 << 18;
     int64_t t = c->sub_group_size;
-    if (t < (1 << 18)) t = 1 << 18;
+    if (t < lo) t = lo;
     if (t > (1 << 24)) t = 1 << 24;
     if (t > maxp) t = maxp;
     z->tile = (t + 1023) / 1024 * 1024;

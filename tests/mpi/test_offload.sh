@@ -1,0 +1,156 @@
+#!/bin/sh
+# ZeRO-Offload and ZeRO-Infinity on the CPU backend: every placement of the optimizer states
+# (device, host, NVMe) and of the stage-3 parameter shards gives the same losses and the same
+# parameters, bit for bit, as the run without offload at the same world size (the host step
+# runs the same AdamW arithmetic on every element); the bytes land where the config puts them;
+# the NVMe swapper's failures end the job with one line naming the file, the offset and errno.
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+
+make_text "$TMP/add.txt" 3000
+run data --input "$TMP/add.txt" --out "$TMP/add"
+expect_ok "zinf data"
+D="$TMP/add_train_*.bin"
+
+# NVMe directories: on a file system with O_DIRECT where one is found (the io_uring engine),
+# otherwise through the page cache (the psync engine); both engines run below either way
+NV=""
+for base in ${ZINF_TEST_NVME:-} /var/tmp "${TMPDIR:-/tmp}"; do
+    [ -d "$base" ] || continue
+    d=$(mktemp -d "$base/zinf-offload.XXXXXX") || continue
+    if dd if=/dev/zero of="$d/probe" bs=4096 count=1 oflag=direct 2>/dev/null; then NV=$d; rm -f "$d/probe"; break; fi
+    rm -rf "$d"
+done
+ENGINE=io_uring
+if [ -z "$NV" ]; then
+    NV=$(mktemp -d "$TMP/nvme.XXXXXX"); ENGINE=psync
+    echo "no directory with O_DIRECT found: NVMe placements use the psync engine only"
+fi
+trap 'rm -rf "$TMP" "$NV"' EXIT
+mkdir -p "$NV/a" "$NV/b"
+
+# orun NAME NP STAGE ZERO-EXTRA [flags]: 3 steps of a global batch of 12, AdamW with decay
+orun() {
+    local name=$1 np=$2 stage=$3 extra=$4; shift 4
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "gradient_clipping": 1.0,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": %d, "sub_group_size": 0 %s}}\n' $((12 / np)) "$stage" "$extra" > "$TMP/$name.json"
+    mpi "$np" train --model test-mini --data "$D" --max_length 32 --max_steps 3 --logging_steps 1 \
+        --config "$TMP/$name.json" --out "$TMP/$name" --seed 5 --swap_engine "$ENGINE" "$@"
+    expect_ok "$name"
+}
+hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
+# same NAME REF: the losses and gradient norms of every step are the same strings, and so is the
+# parameters' hash
+same() {
+    if [ "$(metric "$TMP/$1/metrics.jsonl" loss)" = "$(metric "$TMP/$2/metrics.jsonl" loss)" ] &&
+       [ "$(metric "$TMP/$1/metrics.jsonl" grad_norm)" = "$(metric "$TMP/$2/metrics.jsonl" grad_norm)" ]; then pass
+    else fail "$1: losses or norms differ from $2"; paste "$TMP/$1/metrics.jsonl" "$TMP/$2/metrics.jsonl" | head -3 >&2; fi
+    [ -n "$H" ] && [ "$H" = "$(cat "$TMP/$2.hash")" ] && pass || fail "$1: parameters hash '$H' != $2's $(cat "$TMP/$2.hash")"
+}
+mem() { grep '"mem_param"' "$TMP/$1/metrics.jsonl" | tail -1 > "$TMP/$1.mem"; metric "$TMP/$1.mem" "$2"; }
+
+OPT_CPU=', "offload_optimizer": {"device": "cpu"}'
+OPT_NVME=', "offload_optimizer": {"device": "nvme", "nvme_path": "'$NV/a'"}'
+PAR_CPU=', "offload_param": {"device": "cpu"}'
+PAR_NVME=', "offload_param": {"device": "nvme", "nvme_path": "'$NV/b'", "max_in_cpu": 0}'
+
+for np in 1 2 3; do
+    orun "ref3w$np" $np 3 ""
+    hash_of > "$TMP/ref3w$np.hash"
+    for opt in none cpu nvme; do
+        for par in none cpu nvme; do
+            [ $opt = none ] && [ $par = none ] && continue
+            extra=""
+            [ $opt = cpu ] && extra="$extra$OPT_CPU"
+            [ $opt = nvme ] && extra="$extra$OPT_NVME"
+            [ $par = cpu ] && extra="$extra$PAR_CPU"
+            [ $par = nvme ] && extra="$extra$PAR_NVME"
+            n="o${opt}p${par}w$np"
+            orun "$n" $np 3 "$extra"
+            H=$(hash_of); same "$n" "ref3w$np"
+        done
+    done
+    # stages 1 and 2 take the optimizer on the CPU
+    for st in 1 2; do
+        orun "ref${st}w$np" $np $st ""
+        hash_of > "$TMP/ref${st}w$np.hash"
+        orun "c${st}w$np" $np $st "$OPT_CPU"
+        H=$(hash_of); same "c${st}w$np" "ref${st}w$np"
+    done
+done
+
+# --- bytes by place: the optimizer's 12 bytes per shard element leave the device --------------
+# (fp32 compute: the parameters are the master weights where both share a place)
+P3=$(mem ref3w2 mem_param_shard)
+A3=$(mem ref3w2 mem_adam)
+[ "$(mem onvmepnonew2 mem_states_nvme)" -eq $((A3 + P3)) ] && pass || fail "optimizer on NVMe: $(mem onvmepnonew2 mem_states_nvme) NVMe bytes, want Adam $A3 + master $P3"
+[ "$(mem onvmepnonew2 mem_states_device)" -eq $(( $(mem ref3w2 mem_states_device) - A3 )) ] && pass || fail "optimizer on NVMe: the device still holds Adam states"
+[ "$(mem ocpupcpuw2 mem_states_host)" -eq $((A3 + P3)) ] && pass || fail "both on the host: $(mem ocpupcpuw2 mem_states_host) host bytes, want $((A3 + P3)) (one fp32 shard serves as parameters and master)"
+[ "$(mem onvmepnvmew2 mem_states_nvme)" -eq $((A3 + P3)) ] && pass || fail "both on NVMe: $(mem onvmepnvmew2 mem_states_nvme) NVMe bytes, want $((A3 + P3))"
+[ "$(mem onvmepnvmew2 mem_states_host)" -eq 0 ] && pass || fail "both on NVMe: host bytes $(mem onvmepnvmew2 mem_states_host)"
+
+# --- the swapper's settings: the other engine, two striped paths, pipelined reads and writes,
+# --- buffer_count 0, tiles of one tensor's share, max_in_cpu keeping some shards in host memory
+other=psync; [ "$ENGINE" = psync ] && other=io_uring
+for v in \
+    "eng2|--swap_engine $other|$OPT_NVME$PAR_NVME" \
+    "stripe||, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": [\"$NV/a\", \"$NV/b\"], \"pipeline_read\": true, \"pipeline_write\": true}" \
+    "pipe||, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV/a\", \"pipeline_read\": true, \"buffer_count\": 0}$PAR_CPU" \
+    "pipew||, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV/a\", \"pipeline_write\": true}" \
+    "incpu||$OPT_CPU, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$NV/b\", \"max_in_cpu\": 30000}" \
+    "ratio||, \"offload_optimizer\": {\"device\": \"cpu\", \"ratio\": 0.4}" \
+    "aio||$OPT_NVME, \"aio\": {\"block_size\": 4096, \"queue_depth\": 1, \"intra_op_parallelism\": 3, \"single_submit\": true, \"overlap_events\": false}"; do
+    name=${v%%|*}; rest=${v#*|}; flags=${rest%%|*}; extra=${rest#*|}
+    if [ "$name" = eng2 ] && [ "$other" = io_uring ]; then continue; fi  # no O_DIRECT directory here
+    # shellcheck disable=SC2086
+    orun "$name" 2 3 "$extra" $flags
+    H=$(hash_of); same "$name" ref3w2
+done
+# max_in_cpu 30000: the shards up to 30000 elements stay in host memory, the rest go to NVMe
+[ "$(mem incpu mem_states_nvme)" -gt 0 ] && [ "$(mem incpu mem_states_host)" -gt 0 ] && pass || fail "max_in_cpu: host $(mem incpu mem_states_host) NVMe $(mem incpu mem_states_nvme)"
+# ratio 0.4: part of the optimizer stays on the device
+[ "$(mem ratio mem_states_host)" -gt 0 ] && [ "$(mem ratio mem_states_host)" -lt $((A3 + P3)) ] && pass || fail "ratio 0.4: host bytes $(mem ratio mem_states_host) of $((A3 + P3))"
+# the swap pool's pinned bytes: 3 states x (1 + pipeline_read + pipeline_write) tiles of fp32
+orun pool 1 3 ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV/a\", \"pipeline_read\": true, \"pipeline_write\": true}"
+pinned=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*NVMe swap pools hold \([0-9.]*\) MiB.*/\1/p' | head -1)
+# test-mini's largest tensor (16384 elements) is the tile on one rank: 9 x 16384 x 4 bytes
+[ "$pinned" = "0.56" ] && pass || fail "pinned pool: '$pinned' MiB, want 0.56 (9 x 16384 x 4 bytes)"
+[ "$(mem pool mem_staging_host)" -eq $((9 * 16384 * 4)) ] && pass || fail "staging bytes $(mem pool mem_staging_host)"
+[ -z "$(find "$NV/a" "$NV/b" -type f)" ] && pass || fail "swap files left behind: $(find "$NV/a" "$NV/b" -type f)"
+
+# --- failures: one line that names the cause, the job ends --------------------------------------
+fails() { # fails WHAT ENV EXTRA TEXT...
+    local what=$1 env=$2 extra=$3; shift 3
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": 6, "zero_optimization": {"stage": 3 %s}}\n' "$extra" > "$TMP/f.json"
+    OUTPUT=$(env $env timeout 60 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" \
+        --max_length 32 --max_steps 2 --config "$TMP/f.json" --out "$TMP/f" --swap_engine "$ENGINE" 2>&1); RC=$?
+    expect_err "$what" "$@"
+    [ "$RC" -ne 124 ] && pass || fail "$what: the job hung"
+}
+fails "missing nvme_path" "" ', "offload_optimizer": {"device": "nvme", "nvme_path": "'$NV/none'"}' \
+    "offload_optimizer.nvme_path" "$NV/none" "No such file or directory"
+touch "$NV/file"
+fails "nvme_path is a file" "" ', "offload_param": {"device": "nvme", "nvme_path": "'$NV/file/sub'", "max_in_cpu": 0}' \
+    "offload_param.nvme_path" "Not a directory"
+fails "too little space" "ZINF_SWAP_FAULT=enospc" "$OPT_NVME" "too little space" "$NV/a"
+if [ "$ENGINE" = io_uring ]; then
+    fails "no O_DIRECT" "ZINF_SWAP_FAULT=nodirect" "$OPT_NVME" "does not support O_DIRECT" "--swap_engine psync"
+fi
+fails "an I/O error" "ZINF_SWAP_FAULT=eio@5" "$OPT_NVME" "swap read of $NV/a/zinf-swap-optim-r" "at offset" "Input/output error"
+fails "a short read" "ZINF_SWAP_FAULT=eof@7" "$OPT_NVME" "short swap read of $NV/a/zinf-swap-optim-r" "no progress"
+# a rank killed mid-run (SIGKILL: no cleanup runs) leaves no swap file either: they are unlinked
+# as soon as they are made
+OUTPUT=$(ZINF_FAULT="rank=1,step=2,kind=kill" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 3 --config "$TMP/onvmepnvmew2.json" --out "$TMP/k" --swap_engine "$ENGINE" \
+    --comm_timeout 20 2>&1); RC=$?
+[ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && pass || fail "a killed rank: exit $RC (124 = hung)"
+[ -z "$(find "$NV/a" "$NV/b" -type f)" ] && pass || fail "swap files left behind after failures: $(find "$NV/a" "$NV/b" -type f)"
+# a short transfer that goes on is continued: the run is the reference
+OUTPUT=$(ZINF_SWAP_FAULT=short@3 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" --max_length 32 \
+    --max_steps 3 --logging_steps 1 --config "$TMP/onvmepnonew2.json" --out "$TMP/short" --seed 5 --swap_engine "$ENGINE" 2>&1); RC=$?
+expect_ok "short transfer continued"
+H=$(hash_of); same short ref3w2
+mpi 1 train --model test-mini --data "$D" --max_steps 1 --out "$TMP/x" --swap_engine spdk
+expect_err "bad --swap_engine" "--swap_engine spdk" "io_uring or psync"
+
+finish
