@@ -104,6 +104,36 @@ else
     echo "  one GPU: the 2-GPU stage runs are skipped"
 fi
 
+# 4b. offload on the GPU: the optimizer on the CPU (stages 1-3) or on NVMe (stage 3), the stage-3
+# parameter shards in host memory or on NVMe, each against the same run without offload: the host
+# AdamW is the device kernel's arithmetic in fp32, so only the bf16 rounding of rare elements may
+# differ (the bound is the stage comparison's)
+NV=""
+for base in /var/tmp "${TMPDIR:-/tmp}"; do
+    d=$(mktemp -d "$base/zinf-offload.XXXXXX" 2>/dev/null) || continue
+    if dd if=/dev/zero of="$d/probe" bs=4096 count=1 oflag=direct 2>/dev/null; then NV=$d; rm -f "$d/probe"; break; fi
+    rm -rf "$d"
+done
+ENG=io_uring
+[ -n "$NV" ] || { NV=$(mktemp -d "$TMP/nv.XXXXXX"); ENG=psync; }
+for np in 1 2; do
+    [ "$np" -le "$ngpu" ] || continue
+    for st in 1 2 3; do
+        [ -f "$TMP/s${st}g$np.loss" ] || train1 "s${st}g$np" cuda '"bf16": {"enabled": true},' $st $np
+        train1 "oc${st}g$np" cuda '"bf16": {"enabled": true},' "$st, \"offload_optimizer\": {\"device\": \"cpu\"}" $np
+        agree "s${st}g$np" "oc${st}g$np" 2e-3 "stage $st, optimizer on the CPU, $np GPU(s)"
+    done
+    train1 "on3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"pipeline_read\": true, \"pipeline_write\": true}" $np --swap_engine $ENG
+    agree "s3g$np" "on3g$np" 2e-3 "stage 3, optimizer on NVMe ($ENG), $np GPU(s)"
+    train1 "pc3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_param\": {\"device\": \"cpu\"}" $np
+    agree "s3g$np" "pc3g$np" 1e-7 "stage 3, parameters in host memory, $np GPU(s)"
+    train1 "pb3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_param\": {\"device\": \"cpu\"}, \"offload_optimizer\": {\"device\": \"cpu\"}" $np
+    agree "s3g$np" "pb3g$np" 2e-3 "stage 3, parameters and optimizer in host memory, $np GPU(s)"
+    train1 "pn3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"max_in_cpu\": 0}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\"}" $np --swap_engine $ENG
+    agree "s3g$np" "pn3g$np" 2e-3 "stage 3, parameters and optimizer on NVMe ($ENG), $np GPU(s)"
+done
+rm -rf "$NV"
+
 # 5. a rank that stops or dies before it joins NCCL: the other one's communicator setup (or, when
 # rank 0 is the one, the broadcast of the communicator id) times out, or mpirun ends the job,
 # instead of waiting forever; one GPU will do, the faulty rank never joins

@@ -1,0 +1,58 @@
+#!/bin/sh
+# ZeRO-Offload speed on a GPU node: zinf with the optimizer on the CPU (or on NVMe) beside PyTorch
+# FSDP2 with CPU offload and its fused CPU AdamW, measured in the same run on the same machine,
+# and the bound the host's AdamW rate sets (parameters / the CPU AdamW's parameters per second,
+# measured here by tests/unit/test_cpu_adamw --bench).
+# Usage (after `source .gpu-bundle/activate.sh`):
+#   jobs/bench/offload_speed.sh [--model gpt2-1.5b] [--np 1] [--micro 8] [--T 1024] [--steps 12]
+#                               [--offload cpu|nvme] [--nvme DIR] [--clip 1.0|0] [--no-torch]
+set -eu
+here=$(cd "$(dirname "$0")/../.." && pwd)
+ZINF=${ZINF:-$here/zinf}
+model=gpt2-1.5b np=1 micro=8 T=1024 steps=12 offload=cpu nvme=${TMPDIR:-/tmp} clip=1.0 torch=yes
+while [ $# -gt 0 ]; do
+    case $1 in
+    --model) model=$2; shift ;; --np) np=$2; shift ;; --micro) micro=$2; shift ;; --T) T=$2; shift ;;
+    --steps) steps=$2; shift ;; --offload) offload=$2; shift ;; --nvme) nvme=$2; shift ;;
+    --clip) clip=$2; shift ;; --no-torch) torch=no ;;
+    *) echo "offload_speed.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+tmp=${TMPDIR:-/tmp}/zinf-offbench.$$
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+"$ZINF" data --random $((np * micro * (T + 1) * (steps + 2))) --vocab 50257 --out "$tmp/rand" >/dev/null
+opt='"offload_optimizer": {"device": "cpu", "pin_memory": true}'
+[ "$offload" = nvme ] && opt='"offload_optimizer": {"device": "nvme", "nvme_path": "'$nvme'", "pipeline_read": true, "pipeline_write": true}'
+cat > "$tmp/ds.json" <<JSON
+{ "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": 1, "gradient_clipping": $clip,
+  "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
+  "zero_optimization": {"stage": 3, "overlap_comm": true, $opt}, "activation_checkpointing": {},
+  "wall_clock_breakdown": true }
+JSON
+rc=0
+mpirun --bind-to none -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
+    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
+tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 3' | sort -n |
+      awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+peak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
+nparams=$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/zinf.log" | head -1)
+echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO-3, full recompute, optimizer on $offload, clipping $clip"
+printf "%-34s %14s %10s %10s\n" "" "tokens/s/GPU" "ms/step" "peak GiB"
+awk -v t="$tps" -v np="$np" -v mb="$micro" -v T="$T" -v p="${peak:-?}" 'BEGIN {
+    printf "%-34s %14.0f %10.1f %10s\n", "zinf", t / np, 1e3 * np * mb * T / t, p }'
+grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
+# the host AdamW bound: this shard's parameters over the measured CPU AdamW rate (bf16 output)
+if [ -x "$here/tests/unit/test_cpu_adamw" ]; then
+    rate=$("$here/tests/unit/test_cpu_adamw" --bench 67108864 2>/dev/null | awk '/bf16/ && $1 != "scalar" { if ($4 + 0 > r) r = $4 + 0 } END { print r }')
+    [ -n "$rate" ] && awk -v n="$nparams" -v np="$np" -v r="$rate" 'BEGIN {
+        printf "  host AdamW: %.2f Gparam/s measured here; %.0f M parameters per rank take %.0f ms a step (the bound it sets)\n", r, n / np, n / np / r }'
+fi
+if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
+    (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2_offload.py --model "$model" \
+        --micro "$micro" --T "$T" --steps "$steps" --clip "$(awk -v c="$clip" 'BEGIN { print c + 0 }')" 2>"$tmp/torch.err") |
+    while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s\n" "PyTorch FSDP2 + CPU offload" "$ttps" "$tms" "$tpeak"; done
+    [ -s "$tmp/torch.err" ] && grep -i error "$tmp/torch.err" | tail -3 >&2 || :
+fi
