@@ -1218,6 +1218,12 @@ static int resolve(ctx *c, json_t *root)
                     "\"%s\" is not supported: zinf accumulates gradients in fp32, and another dtype "
                     "changes the training numerics", COMMDT_NAMES[g->grad_accum_dtype]);
 
+    /* the gradients are divided by the predivide factor in fp32 or 16 bits and multiplied back:
+     * a factor whose value or reciprocal is not a normal fp32 number turns them into 0 x inf */
+    if (g->gradient_predivide_factor > 3.4e38 || g->gradient_predivide_factor < 1.2e-38)
+        return cerr(c, "gradient_predivide_factor", "%g is outside the fp32 range the gradients are "
+                    "divided and multiplied in (1.2e-38 to 3.4e38)", g->gradient_predivide_factor);
+
     g->ckpt_tag_validation_fail = g->ckpt_tag_validation == 2;
     /* DeepSpeed: wall_clock_breakdown | flops_profiler.enabled */
     g->wall_clock_breakdown = g->wall_clock_breakdown || g->flops_profiler_enabled;

@@ -88,6 +88,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "zero.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -511,8 +512,40 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
     return zinf_estimate_print_prec(out, m, cfg, nodes, gpus_per_node, ZINF_EST_MIXED, -1);
 }
 
+/* Model-state bytes of one rank by place: zinf_estimate_rank_states' units, each placed by
+ * zinf_zero_places as zinf_zero_init places it. */
+static int rank_places(const zinf_model_cfg *m, int precision, int stage, int world,
+                       const zinf_config *cfg, int64_t at[ZINF_AT_N])
+{
+    const int64_t C = m->n_embd, W = world, L = m->n_layer;
+    const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2;
+    const int n = (int)L + 2;
+    int64_t *p = calloc((size_t)n, sizeof *p), *pn = calloc((size_t)n, sizeof *pn);
+    zinf_unit_place *pl = calloc((size_t)n, sizeof *pl);
+    if (!p || !pn || !pl) {
+        free(p), free(pn), free(pl);
+        return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
+    }
+    for (int u = 0; u < n; u++) {
+        int64_t size = u == 0 ? (int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C
+                       : u == n - 1 ? 2 * C : 12 * C * C + 13 * C;
+        pn[u] = stage == 0 ? size : (size + W - 1) / W * W;
+        p[u] = stage == 0 ? size : pn[u] / W;
+    }
+    zinf_zero_places(cfg, stage, precision == ZINF_EST_FP32, n, p, pl);
+    for (int k = 0; k < ZINF_AT_N; k++) at[k] = 0;
+    for (int u = 0; u < n; u++) {
+        at[stage == 3 ? pl[u].par : ZINF_AT_DEVICE] += e * (stage == 3 ? p[u] : pn[u]); /* parameters */
+        at[ZINF_AT_DEVICE] += e * (stage < 2 ? pn[u] : p[u]);                          /* gradients */
+        if (precision == ZINF_EST_MIXED || !pl[u].master_alias) at[pl[u].opt] += 4 * p[u]; /* master */
+        at[pl[u].opt] += 8 * p[u];                                                    /* Adam m, v */
+    }
+    free(p), free(pn), free(pl);
+    return 0;
+}
+
 int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
-                              int world, int prefix_stage)
+                              int world, int prefix_stage, const zinf_config *cfg)
 {
     int64_t b[ZINF_EST_NKINDS];
     ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, world, b));
@@ -524,7 +557,14 @@ int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision,
         fprintf(out, "%s=%" PRId64 " ", names[k], b[k]);
         total += b[k];
     }
-    fprintf(out, "total=%" PRId64 "\n", total);
+    fprintf(out, "total=%" PRId64, total);
+    if (cfg) {
+        int64_t at[ZINF_AT_N] = {0, 0, 0};
+        ZINF_TRY(rank_places(m, precision, stage, world, cfg, at));
+        fprintf(out, " device=%" PRId64 " host=%" PRId64 " nvme=%" PRId64, at[ZINF_AT_DEVICE],
+                at[ZINF_AT_HOST], at[ZINF_AT_NVME]);
+    }
+    fputc('\n', out);
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the bytes failed: %s", strerror(errno));
     return 0;
@@ -672,9 +712,10 @@ static int run(int argc, char **argv, bool *help)
     zinf_config *cfg = NULL;
     if (!config) {
         if (!print_bytes) rc = zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
-        else if (stage >= 0) rc = zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0);
+        else if (stage >= 0) rc = zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0, NULL);
         else
-            for (int s = 0; s < 4 && !rc; s++) rc = zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1);
+            for (int s = 0; s < 4 && !rc; s++)
+                rc = zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1, NULL);
     } else {
         zinf_flags f;
         zinf_flags_defaults(&f);
@@ -684,7 +725,7 @@ static int run(int argc, char **argv, bool *help)
         if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
         rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
         if (!rc && print_bytes)
-            rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0);
+            rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0, cfg);
         else if (!rc)
             rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
     }

@@ -121,9 +121,12 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
                              int nodes, int gpus_per_node, int precision, int stage);
 
 /* One line "param=B param_shard=B grad=B grad_acc=B master=B adam=B comm=B total=B" (bytes,
- * zinf_estimate_rank_states), prefixed "stage=S " when prefix_stage. Returns 0 or an error. */
+ * zinf_estimate_rank_states), prefixed "stage=S " when prefix_stage; with a config, followed by
+ * the same model states by place, " device=B host=B nvme=B", each unit placed by the engine's
+ * own rule (zinf_zero_places; fp32: the master is the parameters where both share a place).
+ * Returns 0 or an error. */
 int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
-                              int world, int prefix_stage);
+                              int world, int prefix_stage, const zinf_config *cfg_or_NULL);
 /* Activation memory per GPU for micro-batch micro of T tokens (recompute: 0 none, 1 full, 2
  * keep-attention): "act=A act_grad=G" when bytes, else one sentence. The model's activation
  * buffers only: the CUDA backend's own scratch (which also grows with micro x T) is not in it. */

@@ -106,6 +106,7 @@ typedef struct run {
     zinf_event *tev[6];
     bool tev_prev;
     bool ac;                 /* activation checkpointing: the config's block or --gradient_checkpointing */
+    bool agreed;             /* the failure was agreed on by every rank and said once */
 } run;
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
@@ -206,6 +207,14 @@ static int pass(run *r, const int32_t *inp, const int32_t *tgt, float *loss, boo
     return 0;
 }
 
+/* A failure every rank reaches at the same point with the same values (after the norm's
+ * all-reduce): the ranks agree on it, one of them says it, and the job ends without an abort. */
+static int agreed(run *r, int rc)
+{
+    r->agreed = true;
+    return zinf_comm_agree(r->comm, rc);
+}
+
 typedef struct step_result { double loss, norm, lr; bool skipped; step_times t; } step_result;
 
 static int train_step(run *r, int64_t step, step_result *out)
@@ -242,8 +251,9 @@ static int train_step(run *r, int64_t step, step_result *out)
     if (overflow && r->ls.dynamic && r->ls.cur_scale <= r->ls.min_scale &&
         (r->ls.delayed_shift == 1 || r->ls.cur_hysteresis == 1))
         /* DeepSpeed raises here too: nothing smaller to try */
-        return zinf_errc(ZINF_EINVAL, "step %lld: the gradients overflow at the minimum fp16 loss scale %g "
-                         "(fp16.min_loss_scale); the run cannot continue", (long long)step + 1, r->ls.cur_scale);
+        return agreed(r, zinf_errc(ZINF_EINVAL, "step %lld: the gradients overflow at the minimum fp16 loss "
+                                   "scale %g (fp16.min_loss_scale); the run cannot continue", (long long)step + 1,
+                                   r->ls.cur_scale));
     if (overflow && r->ls.dynamic) {
         /* DeepSpeed: the step is skipped; neither Adam's step count nor the scheduler advance */
         out->skipped = true;
@@ -256,9 +266,9 @@ static int train_step(run *r, int64_t step, step_result *out)
         out->skipped = true;
         zinf_info("step %lld: gradient overflow, step skipped (bf16.check_grad_overflow)", (long long)step + 1);
     } else if (overflow) {
-        return zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)%s",
-                         (long long)step + 1, out->loss,
-                         c->bf16 ? "; bf16.check_grad_overflow is false, so the step is not skipped" : "");
+        return agreed(r, zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)%s",
+                                   (long long)step + 1, out->loss,
+                                   c->bf16 ? "; bf16.check_grad_overflow is false, so the step is not skipped" : ""));
     } else {
         double coef = zinf_clip_coef(out->norm, c->gradient_clipping);
         double beta1 = zinf_sched_beta1(&c->sched, c->beta1, r->opt_steps);
@@ -702,8 +712,8 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     rc = loop(&r);
     if (!rc) rc = check_params_agree(&r);
     if (!rc && o->prompts) rc = check_prompts(&r, o->prompts);
-    if (rc && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */
-    if (rc) fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
+    if (rc && !r.agreed && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */
+    if (rc && !r.agreed) fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
     teardown(&r);
     return rc;
 }

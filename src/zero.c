@@ -618,34 +618,58 @@ static int open_swap(zinf_zero *z, zinf_swap **out, const char *tag, const zinf_
  * offload_optimizer moves master, m and v (at stage 3 `ratio` of the shard's elements, whole
  * units in order); offload_param moves the stage-3 parameter shard, NVMe only beyond the first
  * max_in_cpu elements, which stay in host memory (DeepSpeed's meaning). */
-static int plan_places(zinf_zero *z, int64_t ptotal, int64_t maxp)
+void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
+                      zinf_unit_place *out)
+{
+    zinf_at oat = stage >= 1 ? at_of(cfg->offload_optimizer.device) : ZINF_AT_DEVICE;
+    zinf_at pat = stage == 3 ? at_of(cfg->offload_param.device) : ZINF_AT_DEVICE;
+    double total = 0;
+    for (int u = 0; u < n; u++) total += (double)p[u];
+    double want = (stage == 3 ? cfg->offload_optimizer.ratio : 1.0) * total;
+    int64_t done = 0, in_cpu = 0;
+    for (int u = 0; u < n; u++) {
+        zinf_unit_place *o = &out[u];
+        o->opt = ZINF_AT_DEVICE;
+        if (oat != ZINF_AT_DEVICE && (double)(done + p[u]) <= want * (1 + 1e-12)) {
+            o->opt = oat;
+            done += p[u];
+        }
+        o->par = pat;
+        if (pat == ZINF_AT_NVME && in_cpu + p[u] <= cfg->offload_param.max_in_cpu) {
+            o->par = ZINF_AT_HOST;
+            in_cpu += p[u];
+        }
+        o->master_alias = f32 && o->opt == o->par;
+    }
+}
+
+static int plan_places(zinf_zero *z, int64_t maxp)
 {
     const zinf_config *c = z->cfg;
-    zinf_at oat = at_of(c->offload_optimizer.device);
-    zinf_at pat = z->stage == 3 ? at_of(c->offload_param.device) : ZINF_AT_DEVICE;
-    double want = c->offload_optimizer.ratio * (double)ptotal;
-    int64_t done = 0, in_cpu = 0, opt_nvme = 0, par_nvme = 0, maxpar = 0;
+    int64_t opt_nvme = 0, par_nvme = 0, maxpar = 0;
     bool any_host_opt = false;
+    int64_t *ps = calloc((size_t)z->nunits + 1, sizeof *ps);
+    zinf_unit_place *pl = calloc((size_t)z->nunits + 1, sizeof *pl);
+    if (!ps || !pl) {
+        free(ps);
+        free(pl);
+        return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    }
+    for (int u = 0; u < z->nunits; u++) ps[u] = z->u[u].p;
+    zinf_zero_places(c, z->stage, z->f32, z->nunits, ps, pl);
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        x->opt_at = ZINF_AT_DEVICE;
-        if (oat != ZINF_AT_DEVICE && (double)(done + x->p) <= want * (1 + 1e-12)) {
-            x->opt_at = oat;
-            done += x->p;
-            any_host_opt = true;
-        }
-        x->pshard.at = pat;
-        if (pat == ZINF_AT_NVME) {
-            if (in_cpu + x->p <= c->offload_param.max_in_cpu) {
-                x->pshard.at = ZINF_AT_HOST;
-                in_cpu += x->p;
-            } else {
-                par_nvme += round4k(x->p * (int64_t)z->es);
-                if (x->p * (int64_t)z->es > maxpar) maxpar = x->p * (int64_t)z->es;
-            }
+        x->opt_at = pl[u].opt;
+        x->pshard.at = pl[u].par;
+        any_host_opt |= x->opt_at != ZINF_AT_DEVICE;
+        if (x->pshard.at == ZINF_AT_NVME) {
+            par_nvme += round4k(x->p * (int64_t)z->es);
+            if (x->p * (int64_t)z->es > maxpar) maxpar = x->p * (int64_t)z->es;
         }
         if (x->opt_at == ZINF_AT_NVME) opt_nvme += 3 * round4k(x->p * 4);
     }
+    free(ps);
+    free(pl);
     /* the host step's tile: sub_group_size elements, at least 2^18 (1 MiB of fp32) or the largest
      * tensor's share of a shard, whichever is smaller (DeepSpeed never splits a parameter, so
      * a tile needs no more to be as coarse as DeepSpeed's), at most 2^24 (64 MiB of fp32) or the
@@ -726,7 +750,7 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->norm_n = calloc((size_t)z->nunits, sizeof *z->norm_n);
     if (!z->u || !z->norm_x || !z->norm_n) return zinf_errc(ZINF_ENOMEM, "out of host memory");
 
-    int64_t maxpn = 0, maxp = 0, persist_total = 0, ptotal = 0;
+    int64_t maxpn = 0, maxp = 0, persist_total = 0;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         x->n = m->units[u].numel;
@@ -741,14 +765,13 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
         }
         if (x->pn > maxpn) maxpn = x->pn;
         if (x->p > maxp) maxp = x->p;
-        ptotal += x->p;
         if (z->stage == 3 && x->n <= cfg->stage3_param_persistence_threshold &&
             persist_total + x->n <= cfg->stage3_model_persistence_threshold) {
             x->persistent = true;
             persist_total += x->n;
         }
     }
-    ZINF_TRY(plan_places(z, ptotal, maxp));
+    ZINF_TRY(plan_places(z, maxp));
     float *host = malloc((size_t)maxpn * sizeof(float));
     float *dtmp = z->f32 ? NULL : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)maxpn * sizeof(float));
     /* 16-bit parameters made on the host for NVMe shards */

@@ -51,6 +51,17 @@ typedef struct zinf_mem_report {
  * seconds the compute stream waited for stage-3 gathers. */
 typedef struct zinf_zero_times { double gather, reduce, wait, optimizer, gather_stall_dev; } zinf_zero_times;
 
+/* Where one unit's states live: the optimizer's (master, m, v), the stage-3 parameter shard's,
+ * and whether the fp32 master is the parameter store itself (fp32 compute, one place). */
+typedef struct zinf_unit_place { zinf_at opt, par; bool master_alias; } zinf_unit_place;
+
+/* The placement rule zinf_zero_init applies, for units whose shards hold p[0..n) elements:
+ * offload_optimizer moves every unit's optimizer states (at stage 3 only `ratio` of the shard's
+ * elements, whole units in order); offload_param moves the stage-3 shards, NVMe only beyond the
+ * first max_in_cpu elements, which stay in host memory. zinf estimate uses it too. */
+void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
+                      zinf_unit_place *out);
+
 int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
                    zinf_backend *be, uint64_t seed);
 void zinf_zero_free(zinf_zero *z);

@@ -89,6 +89,17 @@ A3=$(mem ref3w2 mem_adam)
 [ "$(mem onvmepnvmew2 mem_states_nvme)" -eq $((A3 + P3)) ] && pass || fail "both on NVMe: $(mem onvmepnvmew2 mem_states_nvme) NVMe bytes, want $((A3 + P3))"
 [ "$(mem onvmepnvmew2 mem_states_host)" -eq 0 ] && pass || fail "both on NVMe: host bytes $(mem onvmepnvmew2 mem_states_host)"
 
+# --- the run's bytes by place are zinf estimate's, unit by unit (one placement rule for both) ---
+for n in ref3w2 ocpupnonew2 onvmepnonew2 ononepcpuw2 onvmepnvmew2 ocpupnvmew2 c1w2 c2w2; do
+    run estimate --model test-mini --precision fp32 --nodes 1 --gpus-per-node 2 --config "$TMP/$n.json" --print-bytes
+    expect_ok "$n: estimate"
+    for at in device host nvme; do
+        want=$(printf '%s\n' "$OUTPUT" | tr ' ' '\n' | sed -n "s/^$at=\([0-9]*\)\$/\1/p")
+        got=$(mem "$n" "mem_states_$at")
+        [ -n "$want" ] && [ "$got" = "$want" ] && pass || fail "$n: $at holds $got bytes of model states, the estimate says '$want'"
+    done
+done
+
 # --- the swapper's settings: the other engine, two striped paths, pipelined reads and writes,
 # --- buffer_count 0, tiles of one tensor's share, max_in_cpu keeping some shards in host memory
 other=psync; [ "$ENGINE" = psync ] && other=io_uring

@@ -199,5 +199,10 @@ expect_has "bf16 overflow skipped" "step 2: gradient overflow, step skipped (bf1
 printf '{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true, "check_grad_overflow": false}, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}}}\n' > "$TMP/bo2.json"
 mpi 1 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --config "$TMP/bo2.json" --out "$TMP/bo2"
 expect_err "bf16 overflow without check_grad_overflow" "step 2: the gradient norm is not finite" "check_grad_overflow is false"
+# on several ranks every rank sees the same norm: the ranks agree and the job says it once
+printf '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}}}\n' > "$TMP/nf.json"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --config "$TMP/nf.json" --out "$TMP/nf"
+expect_err "a non-finite norm on 2 ranks" "step 2: the gradient norm is not finite"
+[ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "a non-finite norm on 2 ranks: $(count_lines 'zinf: error') error lines, want 1"
 
 finish

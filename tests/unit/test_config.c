@@ -814,6 +814,13 @@ static void test_deepspeed_rules(void)
     CHECK_OK(rc);
     rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", 1);
     CHECK_ERR(rc, "data_types.grad_accum_dtype", "fp32");
+    /* a predivide factor outside fp32 turns the gradients into 0 x inf (found by the fuzzer) */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_predivide_factor\": 1e308}", 1);
+    CHECK_ERR(rc, "gradient_predivide_factor", "outside the fp32 range");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_predivide_factor\": 1e-300}", 1);
+    CHECK_ERR(rc, "gradient_predivide_factor", "outside the fp32 range");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_predivide_factor\": 1e30}", 1);
+    CHECK_OK(rc);
 }
 
 /* ---------------------------------------------------------------- default config, print */
