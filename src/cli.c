@@ -10,12 +10,15 @@
 #include "data.h"
 #include "err.h"
 #include "estimate.h"
+#include "iobench.h"
 #include "model.h"
 #include "train.h"
 
 #include "zinf-build.h" /* autoconf: PACKAGE_VERSION */
 
-typedef enum { F_STR, F_INT, F_DBL, F_BOOL, F_U64 } ftype;
+typedef enum { F_STR, F_INT, F_DBL, F_BOOL, F_U64, F_STRS } ftype;
+/* F_STRS: a repeatable string flag; ptr is a strlist and every occurrence appends */
+typedef struct { const char **v; int n, max; } strlist;
 typedef struct flag {
     const char *name; /* without the dashes */
     ftype type;
@@ -69,6 +72,12 @@ static int parse_value(const char *cmd, const flag *f, const char *v)
         double x = strtod(v, &end);
         if (errno || !*v || *end) return zinf_err("%s: --%s expects a number, got '%s'", cmd, f->name, v);
         *(double *)f->ptr = x;
+        break;
+    }
+    case F_STRS: {
+        strlist *l = f->ptr;
+        if (l->n >= l->max) return zinf_err("%s: --%s is given more than %d times", cmd, f->name, l->max);
+        l->v[l->n++] = v;
         break;
     }
     case F_BOOL:
@@ -132,7 +141,7 @@ static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, 
 static void print_flags(FILE *out, const flag *tab)
 {
     for (const flag *t = tab; t->name; t++) {
-        const char *arg = t->type == F_BOOL ? "" : t->type == F_STR ? " S" : " N";
+        const char *arg = t->type == F_BOOL ? "" : t->type == F_STR || t->type == F_STRS ? " S" : " N";
         char left[64];
         snprintf(left, sizeof left, "--%s%s", t->name, arg);
         fprintf(out, "  %-34s %s\n", left, t->help);
@@ -293,6 +302,45 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
 }
 
+/* ---------------------------------------------------------------- io-bench ----------------- */
+static int cmd_io_bench(int argc, char **argv, int first, bool *help)
+{
+    zinf_iobench_opts o;
+    zinf_iobench_opts_defaults(&o);
+    const char *paths[ZINF_IOBENCH_MAX_PATHS];
+    strlist pl = {paths, 0, ZINF_IOBENCH_MAX_PATHS};
+    bool h = false;
+    const flag tab[] = {
+        {"path", F_STRS, &pl, NULL, "directory for the test files; repeat it to stripe over several (as nvme_path lines)"},
+        {"size", F_STR, &o.size, NULL, "bytes written and read back per setting, K/M/G suffixes (default 1G; 64M with --quick)"},
+        {"engine", F_STR, &o.engine, NULL, "io_uring (O_DIRECT, default) or psync (buffered, as train --swap_engine psync)"},
+        {"block_sizes", F_STR, &o.block_sizes, NULL, "comma list of aio.block_size values (default 128K,256K,512K,1M,4M,8M)"},
+        {"queue_depths", F_STR, &o.queue_depths, NULL, "comma list of aio.queue_depth values (default 4,8,16,32,64)"},
+        {"parallelism", F_STR, &o.parallelism, NULL, "comma list of aio.intra_op_parallelism values (default 1,2)"},
+        {"single_submit", F_STR, &o.single_submit, NULL, "aio.single_submit: both, true or false (default false)"},
+        {"overlap_events", F_STR, &o.overlap_events, NULL, "aio.overlap_events: both, true or false (default true)"},
+        {"quick", F_BOOL, &o.quick, NULL, "a small sweep (128K,1M x 4,32 x 1,2; 64M) for tests; lists given still apply"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    int npos;
+    ZINF_TRY(parse_flags("io-bench", tab, argc, argv, first, NULL, 0, &npos));
+    if (h) {
+        *help = true;
+        printf("usage: zinf io-bench --path DIR [--path DIR ...] [--size BYTES] [--engine io_uring|psync]\n"
+               "                     [--block-sizes LIST] [--queue-depths LIST] [--parallelism LIST]\n"
+               "                     [--single-submit both|true|false] [--overlap-events both|true|false] [--quick]\n\n"
+               "Measure the NVMe swapper's write and read speed for every combination of the \"aio\" settings\n"
+               "(as DeepSpeed's ds_nvme_tune), beside a plain O_DIRECT loop on the same paths, and print the\n"
+               "best combination as a ready-to-paste \"aio\" block.\n\nflags:\n");
+        print_flags(stdout, tab);
+        return 0;
+    }
+    o.paths = paths;
+    o.npaths = pl.n;
+    return zinf_iobench_run(&o, stdout);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -302,10 +350,13 @@ static void usage(FILE *out)
             "  config show    print the resolved DeepSpeed config (zinf config --help)\n"
             "  data           make byte-level token shards from a text file (zinf data --help)\n"
             "  estimate       memory per GPU and per node for each ZeRO stage and offload choice\n"
-            "                 (zinf estimate --help)\n\n"
+            "                 (zinf estimate --help)\n"
+            "  io-bench       measure NVMe swap speed over the aio settings; print the best \"aio\" block\n"
+            "                 (zinf io-bench --help)\n\n"
             "  --help         this text\n"
             "  --version      the version\n\n"
-            "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1).\n");
+            "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1),\n"
+            "zinf-io-bench(1).\n");
 }
 
 int zinf_cli_main(int argc, char **argv)
@@ -321,6 +372,11 @@ int zinf_cli_main(int argc, char **argv)
     if (!strcmp(cmd, "estimate")) return zinf_estimate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "data")) {
         int rc = cmd_data(argc, argv, 2, &help);
+        if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
+        return 0;
+    }
+    if (!strcmp(cmd, "io-bench")) {
+        int rc = cmd_io_bench(argc, argv, 2, &help);
         if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
         return 0;
     }
