@@ -16,9 +16,11 @@
  *   - gradient reduction bucket, 16-bit, on the GPU, all stages:       2 x min(reduce_bucket_size, Psi)
  *   - parameter all-gather bucket after the step, 16-bit, stages 1-2:  2 x min(allgather_bucket_size, Psi)
  *   - stage 3, on the GPU:
- *       gathered units: the unit in use plus what prefetch brings in, capped by max_live_parameters
- *       but never below one unit:  2 x min(Psi', max(L', min(stage3_max_live_parameters,
- *                                                                L' + stage3_prefetch_bucket_size)))
+ *       gathered units: the unit in use plus what prefetch brings in (it goes on while less than
+ *       stage3_prefetch_bucket_size is in flight, so up to one unit beyond it), capped by
+ *       max_live_parameters but never below one unit:
+ *         2 x min(Psi', max(L', min(stage3_max_live_parameters, L' + P + L'))), P the bucket
+ *         (P + L' only when P > 0)
  *       where Psi' and L' are the total and the largest of the units that are gathered (not
  *       persistent); persistent units (numel < stage3_param_persistence_threshold; zinf decides
  *       per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
@@ -324,7 +326,8 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
         if (gath_max > 0 && L >= persist) gath_max = dmax(gath_max, dmin(L, gath_total));
         double live = 0;
         if (gath_total > 0)
-            live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + prefetch)));
+            /* prefetch goes on while less than the bucket is in flight: up to one unit more */
+            live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + (prefetch > 0 ? prefetch + gath_max : 0))));
         gbuf += esz * live;  /* gathered units */
         gbuf += esz * pers;  /* persistent units, whole on every GPU */
         gbuf += esz * L;     /* the full gradient of the unit being differentiated */

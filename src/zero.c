@@ -456,7 +456,12 @@ static int prefetch(zinf_zero *z, int k, int cur)
         int v = z->seq[j].u;
         zunit *x = &z->u[v];
         if (x->state) continue;
-        if (inflight + x->n > cap) break;
+        /* DeepSpeed's rule (partitioned_param_coordinator.py): fetch ahead while what is in
+         * flight is below the bucket, so the first parameter ahead always goes, however large.
+         * At zinf's grain, the unit: the next unit goes when nothing fills the bucket yet. HF's
+         * "auto" (0.9 H^2) is below one block (12 H^2); under the old "fits whole" rule it never
+         * prefetched a block. */
+        if (inflight >= cap) break;
         if (z->live - (z->u[cur].persistent ? 0 : z->u[cur].n) + (x->persistent ? 0 : x->n) > limit) break;
         ZINF_TRY(start_gather(z, v));
         inflight += x->n;

@@ -79,7 +79,8 @@ static void check_model(const zinf_model_cfg *m, int nodes, int G)
         if (c.stage == 3) {
             /* GPT-2 presets here: every unit but the final LayerNorm (2C) is gathered */
             const double C = m->n_embd, pers = 2 * C, gathered = psi - pers;
-            const double live = fmin(gathered, fmax((double)L, fmin(1e9, (double)L + 5e7)));
+            /* prefetch goes on while less than the bucket (5e7) is in flight: up to one unit more */
+            const double live = fmin(gathered, fmax((double)L, fmin(1e9, (double)L + 5e7 + (double)L)));
             want_gpu += 2 * live + 2 * pers + 2 * (double)L;
             /* documented bounds: at least the largest unit gathered and its gradient */
             CHECK(e.gpu_buffers >= 4.0 * (double)L, "%s: stage-3 buffers %g below 4L", what,
