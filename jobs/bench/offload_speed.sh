@@ -24,12 +24,21 @@ mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 "$ZINF" data --random $((np * micro * (T + 1) * (steps + 2))) --vocab 50257 --out "$tmp/rand" >/dev/null
 opt='"offload_optimizer": {"device": "cpu", "pin_memory": true}'
-[ "$offload" = nvme ] && opt='"offload_optimizer": {"device": "nvme", "nvme_path": "'$nvme'", "pipeline_read": true, "pipeline_write": true}'
+aio=""
+if [ "$offload" = nvme ]; then
+    # the raw disk in the same run (a plain O_DIRECT loop) and the swapper's best aio settings
+    "$ZINF" io-bench --path "$nvme" --size 4G --block-sizes 1M,8M --queue-depths 8,32 --parallelism 1,2 > "$tmp/iob.txt" 2>&1 ||
+        { cat "$tmp/iob.txt" >&2; exit 1; }
+    raw_w=$(sed -n 's/.*O_DIRECT: write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\1/p' "$tmp/iob.txt" | head -1)
+    raw_r=$(sed -n 's/.*O_DIRECT: write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\2/p' "$tmp/iob.txt" | head -1)
+    aio=$(sed -n '/^"aio": {/,/^}/p' "$tmp/iob.txt" | tr -d '\n')
+    opt='"offload_optimizer": {"device": "nvme", "nvme_path": "'$nvme'", "pipeline_read": true, "pipeline_write": true}'
+fi
 cat > "$tmp/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": 1, "gradient_clipping": $clip,
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
   "zero_optimization": {"stage": 3, "overlap_comm": true, $opt}, "activation_checkpointing": {},
-  "wall_clock_breakdown": true }
+  "wall_clock_breakdown": true ${aio:+, $aio} }
 JSON
 rc=0
 mpirun --bind-to none -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
@@ -49,6 +58,16 @@ if [ -x "$here/tests/unit/test_cpu_adamw" ]; then
     rate=$("$here/tests/unit/test_cpu_adamw" --bench 67108864 2>/dev/null | awk '/bf16/ && $1 != "scalar" { if ($4 + 0 > r) r = $4 + 0 } END { print r }')
     [ -n "$rate" ] && awk -v n="$nparams" -v np="$np" -v r="$rate" 'BEGIN {
         printf "  host AdamW: %.2f Gparam/s measured here; %.0f M parameters per rank take %.0f ms a step (the bound it sets)\n", r, n / np, n / np / r }'
+fi
+if [ "$offload" = nvme ]; then
+    grep -A3 '^best sum' "$tmp/iob.txt" | head -1 | sed 's/^/  io-bench /'
+    opt_ms=$(sed -n 's/.*optimizer \([0-9.]*\) |.*/\1/p' "$tmp/zinf.log" | tail -1)
+    # the disk bound: 12 bytes per parameter (master, m, v) read at the raw read speed and written
+    # at the raw write speed, both measured above on the same path
+    awk -v n="$nparams" -v np="$np" -v r="$raw_r" -v w="$raw_w" -v o="$opt_ms" 'BEGIN {
+        b = 12 * n * 1e6 / np; t = 1e3 * (b / (r * 1e9) + b / (w * 1e9))
+        printf "  optimizer on NVMe: %.0f ms a step; disk bound %.0f ms (%.1f GB read at %.2f GB/s raw, written at %.2f GB/s raw): %.2fx\n",
+               o, t, b / 1e9, r, w, o / t }'
 fi
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
     (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2_offload.py --model "$model" \
