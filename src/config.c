@@ -489,6 +489,10 @@ static const keydef KEYS_TOP[] = {
     NOEFF("elasticity", .flags = F_ERR_ENABLED),
     NOEFF("progressive_layer_drop", .flags = F_ERR_ENABLED),
     NOEFF("compression", .note = "it acts only on modules a script passed to init_compression"),
+    /* zinf's own (DeepSpeed ignores unknown top-level keys, so a config that has it still runs
+     * there): with offload_optimizer.device nvme, keep units' optimizer states in host memory up
+     * to this many bytes per rank, whole units in order, and put only the rest on NVMe */
+    {"zinf_optimizer_host_bytes", T_INT, 0, CO(zinf_optimizer_host_bytes), .idef = 0},
     VACUOUS("zero_allow_untested_optimizer", "zinf runs only its own Adam and AdamW"),
     VACUOUS("zero_force_ds_cpu_optimizer", "zinf runs only its own Adam and AdamW"),
     NOEFF("data_efficiency", .flags = F_ERR_ENABLED, .note = "it changes which samples are seen"),

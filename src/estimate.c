@@ -288,6 +288,18 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
         ZINF_TRY(zinf_estimate_states(psi, stage, off_opt, off_param, ratio, nodes, gpus_per_node,
                                       out));
     }
+    /* zinf_optimizer_host_bytes: NVMe optimizer offload keeps up to that many bytes per rank of
+     * optimizer states in host memory (zinf_zero_places places whole units; --print-bytes with
+     * --config gives the exact split) */
+    if (cfg && off_opt == ZINF_EST_NVME && cfg->zinf_optimizer_host_bytes > 0) {
+        double nv = out->nvme_bytes_per_node / gpus_per_node, keep = (double)cfg->zinf_optimizer_host_bytes;
+        if (off_param == ZINF_EST_NVME) nv -= out->params; /* only the optimizer's share moves */
+        if (keep > nv) keep = nv;
+        if (keep > 0) {
+            out->nvme_bytes_per_node -= keep * gpus_per_node;
+            out->cpu_bytes_per_node += keep * gpus_per_node;
+        }
+    }
 
     const double N = (double)nodes * gpus_per_node, G = gpus_per_node;
     const double L = largest_layer_params > 0 ? (double)largest_layer_params

@@ -631,13 +631,19 @@ void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const 
     double total = 0;
     for (int u = 0; u < n; u++) total += (double)p[u];
     double want = (stage == 3 ? cfg->offload_optimizer.ratio : 1.0) * total;
-    int64_t done = 0, in_cpu = 0;
+    int64_t done = 0, in_cpu = 0, host_bytes = 0;
     for (int u = 0; u < n; u++) {
         zinf_unit_place *o = &out[u];
         o->opt = ZINF_AT_DEVICE;
         if (oat != ZINF_AT_DEVICE && (double)(done + p[u]) <= want * (1 + 1e-12)) {
             o->opt = oat;
             done += p[u];
+            /* zinf_optimizer_host_bytes: NVMe offload keeps what fits in host memory there */
+            int64_t b = 12 * p[u];
+            if (oat == ZINF_AT_NVME && host_bytes + b <= cfg->zinf_optimizer_host_bytes) {
+                o->opt = ZINF_AT_HOST;
+                host_bytes += b;
+            }
         }
         o->par = pat;
         if (pat == ZINF_AT_NVME && in_cpu + p[u] <= cfg->offload_param.max_in_cpu) {

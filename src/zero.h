@@ -58,7 +58,9 @@ typedef struct zinf_unit_place { zinf_at opt, par; bool master_alias; } zinf_uni
 /* The placement rule zinf_zero_init applies, for units whose shards hold p[0..n) elements:
  * offload_optimizer moves every unit's optimizer states (at stage 3 only `ratio` of the shard's
  * elements, whole units in order); offload_param moves the stage-3 shards, NVMe only beyond the
- * first max_in_cpu elements, which stay in host memory. zinf estimate uses it too. */
+ * first max_in_cpu elements, which stay in host memory; with NVMe optimizer offload, units whose
+ * 12 bytes per element fit in zinf_optimizer_host_bytes (in order) stay in host memory too.
+ * zinf estimate uses it as well. */
 void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
                       zinf_unit_place *out);
 

@@ -64,10 +64,16 @@ if [ "$offload" = nvme ]; then
     opt_ms=$(sed -n 's/.*optimizer \([0-9.]*\) |.*/\1/p' "$tmp/zinf.log" | tail -1)
     # the disk bound: 12 bytes per parameter (master, m, v) read at the raw read speed and written
     # at the raw write speed, both measured above on the same path
-    awk -v n="$nparams" -v np="$np" -v r="$raw_r" -v w="$raw_w" -v o="$opt_ms" 'BEGIN {
-        b = 12 * n * 1e6 / np; t = 1e3 * (b / (r * 1e9) + b / (w * 1e9))
-        printf "  optimizer on NVMe: %.0f ms a step; disk bound %.0f ms (%.1f GB read at %.2f GB/s raw, written at %.2f GB/s raw): %.2fx\n",
-               o, t, b / 1e9, r, w, o / t }'
+    # the disk at depth: io_uring O_DIRECT at the best setting io-bench found (8 MiB blocks and up)
+    best_w=$(sed -n 's/^best sum:.*write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\1/p' "$tmp/iob.txt")
+    best_r=$(sed -n 's/^best sum:.*write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\2/p' "$tmp/iob.txt")
+    for ref in "plain O_DIRECT loop (queue depth 1)|$raw_r|$raw_w" "io_uring O_DIRECT at depth (best io-bench setting)|$best_r|$best_w"; do
+        awk -v n="$nparams" -v np="$np" -v ref="$ref" -v o="$opt_ms" 'BEGIN {
+            split(ref, f, "|"); r = f[2]; w = f[3]
+            b = 12 * n * 1e6 / np; t = 1e3 * (b / (r * 1e9) + b / (w * 1e9))
+            printf "  optimizer on NVMe: %.0f ms a step; disk bound %.0f ms (%.1f GB read at %.2f, written at %.2f GB/s, %s): %.2fx\n",
+                   o, t, b / 1e9, r, w, f[1], o / t }'
+    done
 fi
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
     (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2_offload.py --model "$model" \

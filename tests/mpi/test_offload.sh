@@ -117,6 +117,21 @@ for v in \
     orun "$name" 2 3 "$extra" $flags
     H=$(hash_of); same "$name" ref3w2
 done
+# zinf_optimizer_host_bytes: NVMe offload keeps units' optimizer states in host memory up to the
+# budget, each whole unit in order that still fits (the embedding's 10240 elements per rank =
+# 122880 bytes, then no block of 24992, then the final LayerNorm's 64 = 768 bytes), the rest on
+# NVMe; the estimate places them by the same rule
+printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": 6, "zinf_optimizer_host_bytes": 200000,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": 3, "sub_group_size": 0, "offload_optimizer": {"device": "nvme", "nvme_path": "%s"}}}\n' "$NV/a" > "$TMP/budget.json"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --logging_steps 1 --config "$TMP/budget.json" \
+    --out "$TMP/budget" --seed 5 --swap_engine "$ENGINE"
+expect_ok "host budget"
+H=$(hash_of); same budget ref3w2
+[ "$(mem budget mem_states_host)" -eq 123648 ] && pass || fail "host budget: $(mem budget mem_states_host) host bytes, want 123648 (the embedding and the final LayerNorm)"
+[ "$(mem budget mem_states_nvme)" -eq $((A3 + P3 - 123648)) ] && pass || fail "host budget: $(mem budget mem_states_nvme) NVMe bytes"
+run estimate --model test-mini --precision fp32 --nodes 1 --gpus-per-node 2 --config "$TMP/budget.json" --print-bytes
+case "$OUTPUT" in *"host=123648 nvme=$((A3 + P3 - 123648))"*) pass ;; *) fail "host budget estimate: $OUTPUT" ;; esac
 # max_in_cpu 30000: the shards up to 30000 elements stay in host memory, the rest go to NVMe
 [ "$(mem incpu mem_states_nvme)" -gt 0 ] && [ "$(mem incpu mem_states_host)" -gt 0 ] && pass || fail "max_in_cpu: host $(mem incpu mem_states_host) NVMe $(mem incpu mem_states_nvme)"
 # ratio 0.4: part of the optimizer stays on the device
