@@ -1,6 +1,8 @@
 #define _GNU_SOURCE /* O_DIRECT, fallocate */
 #include "iobench.h"
 
+#include <liburing.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -432,6 +434,70 @@ static int raw_ref(const char *dir, int64_t bytes, int *direct, double *wr, doub
     return rc;
 }
 
+/* The raw disk at depth: one O_DIRECT file written then read with io_uring, 8 MiB blocks, RAW_QD
+ * of them in flight from their own buffers, no swapper, no striping: what the swapper's best
+ * setting is held to (the issue's "raw io_uring O_DIRECT"). Skipped (0) without O_DIRECT. */
+#define RAW_QD 8
+static int raw_uring(const char *dir, int64_t bytes, double *wr, double *rd)
+{
+    *wr = *rd = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/zinf-iobench-uring-%d.tmp", dir, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
+    if (fd < 0 && errno == EINVAL) { unlink(path); return 0; }
+    if (fd < 0) return zinf_errc(-errno, "io-bench: reference file %s: cannot create: %s", path, strerror(errno));
+    unlink(path);
+    struct io_uring ring;
+    int rc = io_uring_queue_init(RAW_QD, &ring, 0);
+    if (rc < 0) { close(fd); return zinf_errc(rc, "io-bench: io_uring_queue_init: %s", strerror(-rc)); }
+    char *buf = aligned_alloc(ZINF_SWAP_ALIGN, (size_t)RAW_BLOCK * RAW_QD);
+    if (!buf) rc = zinf_errc(ZINF_ENOMEM, "io-bench: out of memory for the reference buffers");
+    else memset(buf, 0x5a, (size_t)RAW_BLOCK * RAW_QD);
+    if (!rc && fallocate(fd, 0, 0, bytes) != 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+        rc = zinf_errc(-errno, "io-bench: reference file %s: preallocating failed: %s", path, strerror(errno));
+    for (int pass = 0; pass < 2 && !rc; pass++) { /* 0 write, 1 read */
+        double t0 = now();
+        int64_t next = 0, done = 0;
+        int inflight = 0;
+        while (!rc && done < bytes) {
+            while (inflight < RAW_QD && next < bytes) {
+                struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+                char *b = buf + (size_t)((next / RAW_BLOCK) % RAW_QD) * RAW_BLOCK;
+                if (pass == 0) io_uring_prep_write(sqe, fd, b, (unsigned)RAW_BLOCK, (uint64_t)next);
+                else io_uring_prep_read(sqe, fd, b, (unsigned)RAW_BLOCK, (uint64_t)next);
+                next += RAW_BLOCK;
+                inflight++;
+            }
+            int s = io_uring_submit(&ring);
+            if (s < 0) { rc = zinf_errc(s, "io-bench: io_uring_submit: %s", strerror(-s)); break; }
+            struct io_uring_cqe *cqe;
+            int w = io_uring_wait_cqe(&ring, &cqe);
+            if (w < 0) { rc = zinf_errc(w, "io-bench: io_uring_wait_cqe: %s", strerror(-w)); break; }
+            if (cqe->res != (int)RAW_BLOCK)
+                rc = zinf_errc(cqe->res < 0 ? cqe->res : ZINF_EIO, "io-bench: raw io_uring %s of %s failed: %s",
+                               pass ? "read" : "write", path, cqe->res < 0 ? strerror(-cqe->res) : "short transfer");
+            io_uring_cqe_seen(&ring, cqe);
+            inflight--;
+            done += RAW_BLOCK;
+        }
+        while (inflight > 0) { /* after a failure: collect what is still in flight */
+            struct io_uring_cqe *cqe;
+            if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
+            io_uring_cqe_seen(&ring, cqe);
+            inflight--;
+        }
+        if (!rc && pass == 0 && fsync(fd) != 0)
+            rc = zinf_errc(-errno, "io-bench: fsync of the reference file %s failed: %s", path, strerror(errno));
+        double gbs = (double)bytes / (now() - t0) / 1e9;
+        if (pass == 0) *wr = gbs;
+        else *rd = gbs;
+    }
+    free(buf);
+    io_uring_queue_exit(&ring);
+    close(fd);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the command */
 
 static int check_paths(const bench *b, int64_t maxbs)
@@ -575,6 +641,17 @@ int zinf_iobench_run(const zinf_iobench_opts *o, FILE *out)
         rr += r;
     }
     if (b.npaths > 1) fprintf(out, "  %-40s          write %.3f GB/s, read %.3f GB/s (sum over the paths)\n", "all", rw, rr);
+    fprintf(out, "reference, same run: raw io_uring O_DIRECT, 8 MiB blocks, queue depth %d, one file per path, "
+                 "no swapper, %s per path\n", RAW_QD, sz);
+    double uw = 0, ur = 0;
+    for (int i = 0; i < b.npaths; i++) {
+        double w = 0, r = 0;
+        if ((rc = raw_uring(b.paths[i], rawb, &w, &r)) < 0) goto done;
+        if (w == 0) fprintf(out, "  %-40s no O_DIRECT here: no raw figure\n", b.paths[i]);
+        else fprintf(out, "  %-40s io_uring: write %.3f GB/s, read %.3f GB/s\n", b.paths[i], w, r);
+        uw += w;
+        ur += r;
+    }
 
     int bw = 0, br = 0, bsum = 0;
     for (int i = 1; i < nrows; i++) {
@@ -587,6 +664,9 @@ int zinf_iobench_run(const zinf_iobench_opts *o, FILE *out)
     print_setting(out, "best write:", &rows[bw]);
     print_setting(out, "best sum:", &rows[bsum]);
     fprintf(out, "(raw disk reference above: write %.3f GB/s, read %.3f GB/s)\n", rw, rr);
+    if (uw > 0 && ur > 0)
+        fprintf(out, "swapper at its best sum against raw io_uring at depth: write %.0f%%, read %.0f%%\n",
+                100.0 * rows[bsum].wr / uw, 100.0 * rows[bsum].rd / ur);
     const row *r = &rows[bsum];
     fprintf(out, "\nDeepSpeed \"aio\" block for the best sum (paste it into the config; zinf train reads it too):\n"
                  "\"aio\": {\n"

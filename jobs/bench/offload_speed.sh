@@ -64,10 +64,11 @@ if [ "$offload" = nvme ]; then
     opt_ms=$(sed -n 's/.*optimizer \([0-9.]*\) |.*/\1/p' "$tmp/zinf.log" | tail -1)
     # the disk bound: 12 bytes per parameter (master, m, v) read at the raw read speed and written
     # at the raw write speed, both measured above on the same path
-    # the disk at depth: io_uring O_DIRECT at the best setting io-bench found (8 MiB blocks and up)
-    best_w=$(sed -n 's/^best sum:.*write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\1/p' "$tmp/iob.txt")
-    best_r=$(sed -n 's/^best sum:.*write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\2/p' "$tmp/iob.txt")
-    for ref in "plain O_DIRECT loop (queue depth 1)|$raw_r|$raw_w" "io_uring O_DIRECT at depth (best io-bench setting)|$best_r|$best_w"; do
+    # the raw disk at depth: io-bench's raw io_uring O_DIRECT loop (8 MiB blocks, queue depth 8)
+    uring_w=$(sed -n 's/.*io_uring: write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\1/p' "$tmp/iob.txt" | head -1)
+    uring_r=$(sed -n 's/.*io_uring: write \([0-9.]*\) GB\/s, read \([0-9.]*\) GB\/s.*/\2/p' "$tmp/iob.txt" | head -1)
+    grep '^swapper at its best' "$tmp/iob.txt" | sed 's/^/  io-bench: /'
+    for ref in "raw io_uring O_DIRECT, queue depth 8|$uring_r|$uring_w" "plain O_DIRECT loop, queue depth 1|$raw_r|$raw_w"; do
         awk -v n="$nparams" -v np="$np" -v ref="$ref" -v o="$opt_ms" 'BEGIN {
             split(ref, f, "|"); r = f[2]; w = f[3]
             b = 12 * n * 1e6 / np; t = 1e3 * (b / (r * 1e9) + b / (w * 1e9))
