@@ -22,6 +22,10 @@ typedef struct zstate {
     bool pinned;            /* host: page-locked */
 } zstate;
 
+/* A stage-3 unit's gather: released; its NVMe shard being read (the all-gather starts when the
+ * read is done); all-gather in flight; gathered. */
+enum { G_RELEASED = 0, G_INFLIGHT = 1, G_GATHERED = 2, G_READING = 3 };
+
 typedef struct zunit {
     int64_t n, pn, p, off;  /* numel, padded numel, shard size, this rank's shard start */
     void *full;             /* full parameters (pn); stage 3: only while gathered */
@@ -35,7 +39,9 @@ typedef struct zunit {
     zstate master, m, v;    /* fp32 optimizer states of the shard (p) */
     bool master_alias;      /* master is the fp32 parameter store itself (fp32 compute, one place) */
     zinf_at opt_at;         /* where master, m and v live (offload_optimizer; ratio per unit) */
-    int state;              /* stage 3: 0 released, 1 gather in flight, 2 gathered */
+    int state;              /* stage 3: G_RELEASED, G_READING, G_INFLIGHT, G_GATHERED */
+    zinf_swap_req *rreq;    /* G_READING: the NVMe read of the shard */
+    int rbuf;               /* G_READING on a device backend: the host buffer read into, or -1 */
     bool persistent;        /* stage 3: at or below the persistence threshold: kept gathered */
     zinf_req greq;
 } zunit;
@@ -90,6 +96,14 @@ struct zinf_zero {
     zinf_event *ev_down[2], *ev_up[2];
     bool up_pending[2];
     void *parbuf;           /* NVMe parameter shards: the host buffer a shard is read into */
+    /* device backends: host buffers the NVMe shards of prefetched units are read into
+     * (offload_param.buffer_count of them, one largest shard each), each free once its copy up
+     * (event) has completed */
+    void **rbufs;
+    zinf_event **rbuf_ev;
+    bool *rbuf_busy, *rbuf_up;
+    int nrbuf;
+    int64_t rbuf_bytes;
     /* device backends: freed transient blocks kept for reuse by size (cudaMalloc/cudaFree in the
      * step would synchronise the device every time) */
     bool caching;
@@ -376,34 +390,84 @@ static int shard_source(zinf_zero *z, int u, char *full, const void **send)
     return be->sync(be); /* the host buffer is read into again for the next unit */
 }
 
+static int launch_gather(zinf_zero *z, int u, const void *send)
+{
+    zunit *x = &z->u[u];
+    char what[160];
+    snprintf(what, sizeof what, "all-gather of %s parameters", z->m->units[u].name);
+    ZINF_TRY(zinf_comm_iallgather(z->comm, send, x->full, x->p, z->be->cdt, &x->greq, what));
+    x->state = G_INFLIGHT;
+    return 0;
+}
+
+/* A free host buffer for an NVMe shard's read (-1: none; the read is then done in place of the
+ * gather, synchronously). A buffer whose copy up has completed is free again. */
+static int rbuf_take(zinf_zero *z)
+{
+    for (int i = 0; i < z->nrbuf; i++) {
+        if (z->rbuf_up[i] && z->be->event_query(z->be, z->rbuf_ev[i]) == 1) z->rbuf_busy[i] = z->rbuf_up[i] = false;
+        if (!z->rbuf_busy[i]) {
+            z->rbuf_busy[i] = true;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The NVMe read of a prefetched unit has landed: up into its slot, then the all-gather. */
+static int finish_read(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    int rc = zinf_swap_wait(x->pshard.sw, x->rreq);
+    x->rreq = NULL;
+    char *mine = (char *)x->full + (size_t)x->off * z->es;
+    if (!rc && x->rbuf >= 0) {
+        rc = z->be->copy(z->be, mine, z->rbufs[x->rbuf], (size_t)x->p * z->es, NULL);
+        if (!rc) rc = z->be->event_record(z->be, z->rbuf_ev[x->rbuf], NULL);
+        z->rbuf_up[x->rbuf] = true; /* free once the copy is done */
+        x->rbuf = -1;
+    }
+    ZINF_TRY(rc);
+    return launch_gather(z, u, mine);
+}
+
 static int start_gather(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     if (x->state) return 0;
     x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * (int64_t)z->es);
     if (!x->full) return NOMEM(z, "gathered parameters", u);
-    char what[160];
-    snprintf(what, sizeof what, "all-gather of %s parameters", z->m->units[u].name);
+    if (!x->persistent) z->live += x->n;
+    if (x->pshard.at == ZINF_AT_NVME) {
+        /* the read goes ahead on its own; the all-gather starts once it is done (finish_read) */
+        char *mine = (char *)x->full + (size_t)x->off * z->es;
+        x->rbuf = z->be->host_visible ? -1 : rbuf_take(z);
+        if (z->be->host_visible || x->rbuf >= 0) {
+            void *dst = x->rbuf >= 0 ? z->rbufs[x->rbuf] : mine;
+            ZINF_TRY(zinf_swap_submit(x->pshard.sw, ZINF_SWAP_READ, &x->pshard.r, 0, dst, (size_t)x->p * z->es,
+                                      &x->rreq));
+            x->state = G_READING;
+            return 0;
+        }
+    }
     const void *send;
     ZINF_TRY(shard_source(z, u, x->full, &send));
-    ZINF_TRY(zinf_comm_iallgather(z->comm, send, x->full, x->p, z->be->cdt, &x->greq, what));
-    x->state = 1;
-    if (!x->persistent) z->live += x->n;
-    return 0;
+    return launch_gather(z, u, send);
 }
 
 /* k: the use in the stage-3 plan that needs unit u */
 static int finish_gather(zinf_zero *z, int u, int k)
 {
     zunit *x = &z->u[u];
-    if (x->state == 1) {
+    if (x->state == G_READING) ZINF_TRY(finish_read(z, u));
+    if (x->state == G_INFLIGHT) {
         double t0 = zinf_now();
         zinf_event **ev = z->stall ? z->stall + 2 * k : NULL;
         if (ev) z->be->event_record(z->be, ev[0], NULL);
         ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
         if (ev) z->be->event_record(z->be, ev[1], NULL), z->stall_used[k] = true;
         z->t.gather += zinf_now() - t0;
-        x->state = 2;
+        x->state = G_GATHERED;
     }
     z->m->params[u] = x->full;
     return 0;
@@ -413,10 +477,17 @@ static int release_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     if (!x->state) return 0;
-    if (x->state == 1) ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
+    if (x->state == G_READING) {
+        int rc = zinf_swap_wait(x->pshard.sw, x->rreq);
+        x->rreq = NULL;
+        if (x->rbuf >= 0) z->rbuf_busy[x->rbuf] = false;
+        x->rbuf = -1;
+        ZINF_TRY(rc);
+    }
+    if (x->state == G_INFLIGHT) ZINF_TRY(zinf_comm_wait(z->comm, &x->greq));
     zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
     x->full = NULL;
-    x->state = 0;
+    x->state = G_RELEASED;
     if (!x->persistent) z->live -= x->n;
     z->m->params[u] = NULL;
     return 0;
@@ -430,7 +501,7 @@ static int evict_for(zinf_zero *z, int k, int cur)
     while (z->live - (z->u[cur].persistent ? 0 : z->u[cur].n) > limit) {
         int victim = -1, far = -1;
         for (int v = 0; v < z->nunits; v++) {
-            if (v == cur || z->u[v].persistent || z->u[v].state != 2) continue;
+            if (v == cur || z->u[v].persistent || z->u[v].state != G_GATHERED) continue;
             int nu = z->nseq;
             for (int j = k + 1; j < z->nseq; j++) if (z->seq[j].u == v) { nu = j; break; }
             if (nu > far) { far = nu; victim = v; }
@@ -451,7 +522,8 @@ static int prefetch(zinf_zero *z, int k, int cur)
 {
     int64_t inflight = 0, cap = z->cfg->stage3_prefetch_bucket_size;
     int64_t limit = z->cfg->stage3_max_live_parameters;
-    for (int v = 0; v < z->nunits; v++) if (z->u[v].state == 1) inflight += z->u[v].n;
+    for (int v = 0; v < z->nunits; v++)
+        if (z->u[v].state == G_INFLIGHT || z->u[v].state == G_READING) inflight += z->u[v].n;
     for (int j = k + 1; j < z->nseq; j++) {
         int v = z->seq[j].u;
         zunit *x = &z->u[v];
@@ -721,6 +793,27 @@ static int plan_places(zinf_zero *z, int64_t maxp)
                 return zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate the offload staging buffers", z->rank);
     if (par_nvme && dev && !(z->parbuf = halloc(z, ZINF_MEM_STAGING, maxpar, true)))
         return zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate the parameter staging buffer", z->rank);
+    /* prefetched NVMe shards are read into offload_param.buffer_count host buffers (0: every
+     * read waits at the gather) */
+    if (par_nvme && dev && c->offload_param.buffer_count > 0) {
+        int nb = c->offload_param.buffer_count > 64 ? 64 : (int)c->offload_param.buffer_count;
+        z->rbufs = calloc((size_t)nb, sizeof *z->rbufs);
+        z->rbuf_ev = calloc((size_t)nb, sizeof *z->rbuf_ev);
+        z->rbuf_busy = calloc((size_t)nb, sizeof *z->rbuf_busy);
+        z->rbuf_up = calloc((size_t)nb, sizeof *z->rbuf_up);
+        if (!z->rbufs || !z->rbuf_ev || !z->rbuf_busy || !z->rbuf_up) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+        z->rbuf_bytes = maxpar;
+        while (z->nrbuf < nb) {
+            void *b = halloc(z, ZINF_MEM_STAGING, maxpar, true);
+            zinf_event *e = b ? z->be->event_new(z->be) : NULL;
+            if (!e) {
+                hfree(z, ZINF_MEM_STAGING, b, maxpar, true);
+                return zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate the parameter read buffers", z->rank);
+            }
+            z->rbufs[z->nrbuf] = b;
+            z->rbuf_ev[z->nrbuf++] = e;
+        }
+    }
     return 0;
 }
 
@@ -883,7 +976,8 @@ void zinf_zero_free(zinf_zero *z)
     free(z->stall_used);
     for (int u = 0; z->u && u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        if (x->state == 1) zinf_comm_wait(z->comm, &x->greq);
+        if (x->state == G_INFLIGHT) zinf_comm_wait(z->comm, &x->greq);
+        if (x->state == G_READING) zinf_swap_wait(x->pshard.sw, x->rreq);
         zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
         zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
         zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, (z->stage < 2 ? x->pn : x->p) * 4);
@@ -899,6 +993,14 @@ void zinf_zero_free(zinf_zero *z)
         if (z->ev_up[i]) z->be->event_free(z->be, z->ev_up[i]);
     }
     if (z->parbuf) z->be->free(z->be, ZINF_PLACE_PINNED, z->parbuf);
+    for (int i = 0; i < z->nrbuf; i++) {
+        hfree(z, ZINF_MEM_STAGING, z->rbufs[i], z->rbuf_bytes, true);
+        if (z->rbuf_ev[i]) z->be->event_free(z->be, z->rbuf_ev[i]);
+    }
+    free(z->rbufs);
+    free(z->rbuf_ev);
+    free(z->rbuf_busy);
+    free(z->rbuf_up);
     if (z->s_down) z->be->stream_free(z->be, z->s_down);
     if (z->s_up) z->be->stream_free(z->be, z->s_up);
     zinf_swap_close(z->swap_opt);
