@@ -11,29 +11,54 @@
  *
  * so the sum is 16Psi, 4Psi + 12Psi/N, 2Psi + 14Psi/N and 16Psi/N exactly. zinf pads each unit to
  * a multiple of N (fewer than N elements per unit): not counted, it is below the printed precision.
+ * A known difference: with 16-bit compute, zinf's engine keeps no 16-bit gradient at rest but
+ * fp32 gradient accumulators on the device, 4 bytes per element (of the rank's shard at stages
+ * 2-3, of the whole unit at stages 0-1), so these mixed-precision rows count 2 bytes per
+ * gradient element where the engine holds 4.
+ *
+ * PLACES in the table: offload_param moves all the parameters to its device, offload_optimizer
+ * moves its ratio of the optimizer states (a plain fraction), and with NVMe optimizer offload
+ * zinf_optimizer_host_bytes moves up to that many bytes per rank of the NVMe optimizer states to
+ * the CPU column (never more than the optimizer's NVMe share); max_in_cpu is not applied.
+ * --print-bytes with --config appends device= host= nvme=: the model states by place, each unit
+ * placed by zinf_zero_places, the rule the engine applies (rank_places).
  *
  * BUFFERS (per GPU; "elements" are parameters; "min(x, Psi)" because no bucket outgrows the model):
  *   - gradient reduction bucket, 16-bit, on the GPU, all stages:       2 x min(reduce_bucket_size, Psi)
  *   - parameter all-gather bucket after the step, 16-bit, stages 1-2:  2 x min(allgather_bucket_size, Psi)
  *   - stage 3, on the GPU:
  *       gathered units: the unit in use plus what prefetch brings in (it goes on while less than
- *       stage3_prefetch_bucket_size is in flight, so up to one unit beyond it), capped by
- *       max_live_parameters but never below one unit:
- *         2 x min(Psi', max(L', min(stage3_max_live_parameters, L' + P + L'))), P the bucket
- *         (P + L' only when P > 0)
+ *       P = stage3_prefetch_bucket_size elements are in flight, so up to one unit beyond P),
+ *       capped by max_live_parameters but never below one unit:
+ *         2 x min(Psi', max(L', min(stage3_max_live_parameters, L' + P + L'))) when P > 0,
+ *         2 x L' when P = 0 (nothing is prefetched)
  *       where Psi' and L' are the total and the largest of the units that are gathered (not
  *       persistent); persistent units (numel < stage3_param_persistence_threshold; zinf decides
  *       per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
  *       the full 16-bit gradient of the unit being differentiated before it is reduce-scattered:
  *       2 x L (L = the largest unit).
- *   - fp32 gradient tile for the optimizer step: the optimizer runs over the shard in tiles of
- *     sub_group_size elements, converting each tile's gradient to fp32 first:
+ *   - fp32 gradient tile for the optimizer step (DeepSpeed's fp32 gradient partition):
  *       4 x min(sub_group_size, S), S = the shard (Psi for stage 0, Psi/N otherwise); on the GPU,
- *       or in host memory when the optimizer is offloaded (CPU Adam runs there).
- *   - NVMe optimizer offload: pinned host staging for the swapped tiles (master, m, v move one
- *       tensor per buffer):  offload_optimizer.buffer_count x 4 x min(sub_group_size, S), host.
- *   - NVMe parameter offload: pinned host staging:  offload_param.buffer_count x
- *       offload_param.buffer_size x 2, host.
+ *       or in host memory when the optimizer is offloaded. The engine holds no such tile on the
+ *       GPU: its device step runs AdamW per tensor piece of the shard, straight on the fp32
+ *       accumulators. Its host step works in tiles of T elements, T = sub_group_size clamped to
+ *       [min(2^18, the largest tensor's share of a shard), min(2^24, the largest shard)] and
+ *       rounded up to a multiple of 1024; on a GPU it copies the gradient down through 2 pinned
+ *       fp32 tiles (4T bytes each) and sends the updated parameters up (or out to NVMe) through 2
+ *       pinned tiles of the compute dtype (2T bytes each in 16-bit); the CPU backend reads the
+ *       accumulators in place.
+ *   - NVMe optimizer offload, host, as DeepSpeed sizes its swap buffers:
+ *       offload_optimizer.buffer_count x 4 x min(sub_group_size, S).
+ *     The engine's own pool is different: 3 x (1 + pipeline_read + pipeline_write) fp32 tiles of
+ *     T elements (4T bytes each), whatever buffer_count says; for GPT-2 1.5B on one GPU with the
+ *     defaults, 192 MiB where this line counts 4 x 4 x 1e9 bytes.
+ *   - NVMe parameter offload, host, as DeepSpeed sizes its swap buffers:
+ *       offload_param.buffer_count x offload_param.buffer_size x 2.
+ *     The engine on a device backend reads NVMe shards (ahead of use, for the units the stage-3
+ *     plan prefetches) into offload_param.buffer_count pinned host buffers (at most 64) of one
+ *     largest NVMe shard each, plus one more such buffer for the reads it waits for (and the
+ *     device step's shard writes); buffer_size changes nothing (zinf reads whole shards). The
+ *     CPU backend reads straight into the gathered buffer.
  * Per node = per GPU x gpus_per_node (host and NVMe are shared by a node's ranks).
  *
  * HOW THIS DIFFERS FROM DEEPSPEED'S ESTIMATORS (stage_1_and_2.py
@@ -42,7 +67,8 @@
  *   - DeepSpeed counts 16 bytes per parameter of optimizer state where zinf counts 12: its extra 4
  *     are the fp32 gradient partition. zinf keeps the paper's K = 12 in the model states and counts
  *     that fp32 gradient as the step tile above (the same 4Psi/N while sub_group_size >= Psi/N, the
- *     default 1e9 for any model below 1e9 x N parameters). DeepSpeed's ZeRO-2 figure without
+ *     default 1e9 for any model below 1e9 x N parameters); zinf's engine holds it as its fp32
+ *     gradient accumulators (see MODEL STATES). DeepSpeed's ZeRO-2 figure without
  *     offload, 4Psi + 16Psi/N, also keeps full 16-bit gradients (conservative); zinf's stage 2
  *     partitions them: 2Psi + 14Psi/N.
  *   - DeepSpeed's ZeRO-3 GPU figure adds 4 bytes x the largest layer (its fp32-ish gather room);
@@ -55,9 +81,11 @@
  *     every shard is initialised in place from (seed, unit, index) - as zero_init=1 - so no
  *     factor is applied and only the buffers listed above are added.
  *   - With ZeRO-Offload DeepSpeed also keeps the reduced gradient partition on the host (its
- *     ZeRO-2 offload GPU figure is 2Psi). zinf reduce-scatters into a 16-bit gradient partition on
- *     the GPU and streams it to the host a tile at a time, so offload moves exactly the optimizer
- *     share (12Psi/N) and the fp32 gradient tile; the 2Psi/N gradient partition stays on the GPU.
+ *     ZeRO-2 offload GPU figure is 2Psi). zinf reduce-scatters 16-bit pieces, adds them into the
+ *     fp32 gradient accumulators of the shard on the GPU, and its host step copies those down a
+ *     tile at a time, so offload moves exactly the optimizer share (12Psi/N) and the fp32
+ *     gradient tile; the gradient partition stays on the GPU (at stages 2-3, 2Psi/N here and
+ *     4Psi/N in the engine).
  *   - DeepSpeed does not count communication buckets at all; zinf does (they are real device
  *     memory: reduce_bucket_size 5e8 is 1 GB of 16-bit buffer).
  *   - Precision: both assume 16-bit parameters and gradients. A config with neither fp16 nor bf16
@@ -78,8 +106,9 @@
  * summed over the units (zinf_estimate_rank_states_fp32; a run's metrics.jsonl reports the same
  * bytes). An offloaded optimizer also needs an fp32 master of the shard where it runs (4p) unless
  * the parameter shard is offloaded there too. Buffers: as above with 4 bytes per element for the
- * compute-dtype ones (buckets, gathered units, unit gradient); no fp32 gradient tile on the GPU
- * (nothing to convert), the host copy of it with optimizer offload. */
+ * compute-dtype ones (buckets, gathered units, unit gradient, NVMe parameter buffers); no fp32
+ * gradient tile on the GPU (nothing to convert), the host copy of it with optimizer offload
+ * (counted, though the CPU backend's host step reads the accumulators in place). */
 #include "estimate.h"
 
 #include <errno.h>

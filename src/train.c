@@ -608,6 +608,10 @@ static int loop(run *r)
             zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
                       "comm wait %.2f", 1e3 * s.t.fwd, 1e3 * s.t.bwd, 1e3 * s.t.z.gather, 1e3 * s.t.z.reduce,
                       1e3 * s.t.z.optimizer, 1e3 * s.t.z.wait);
+        if (c->wall_clock_breakdown && s.t.z.host_adam > 0)
+            zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
+                      "the rest %.2f", 1e3 * s.t.z.host_adam, 1e3 * s.t.z.host_copy_wait, 1e3 * s.t.z.host_io_wait,
+                      1e3 * (s.t.z.optimizer - s.t.z.host_adam - s.t.z.host_copy_wait - s.t.z.host_io_wait));
         if (c->wall_clock_breakdown && r->tev[0])
             zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
                       "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s.t.gfwd, 1e3 * s.t.gbwd,

@@ -1219,8 +1219,12 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             if ((rc = wait_reqs(hn->sw, hn->wr, 3))) break; /* its buffers' last writes */
             if ((rc = tile_read(z, &tl[i + 1], hn))) break;
         }
+        double tw = zinf_now();
         if (x->opt_at == ZINF_AT_NVME && (rc = wait_reqs(h->sw, h->rd, 3))) break;
+        double tc = zinf_now();
+        z->t.host_io_wait += tc - tw;
         if (dev && (rc = event_wait(be, z->ev_down[slot]))) break;
+        z->t.host_copy_wait += zinf_now() - tc;
         const float *g = dev ? z->gbuf[slot] : grad_src(z, x) + t->k0;
         float *st[3];
         for (int j = 0; j < 3; j++)
@@ -1232,7 +1236,9 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         if (x->master_alias) p16 = NULL;
         else if (pat == ZINF_AT_HOST || (pat == ZINF_AT_DEVICE && !dev)) p16 = pdev + (size_t)t->k0 * z->es;
         else {
+            double tu = zinf_now();
             if (dev && z->up_pending[slot] && (rc = event_wait(be, z->ev_up[slot]))) break;
+            z->t.host_copy_wait += zinf_now() - tu;
             z->up_pending[slot] = false;
             p16 = z->pbuf[slot];
         }
@@ -1241,6 +1247,7 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         int64_t lo = x->off + t->k0, hi = lo + t->len;
         if (hi > x->n) hi = x->n;
         zinf_adamw_args a = *a0;
+        double ta = zinf_now();
         for (int k = 0; k < un->ntensors; k++) {
             int64_t tlo = un->t[k].offset, thi = tlo + un->t[k].numel;
             int64_t a_ = lo > tlo ? lo : tlo, b_ = hi < thi ? hi : thi;
@@ -1250,6 +1257,7 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             zinf_cpu_adamw(st[0] + j, p16 ? (char *)p16 + (size_t)j * z->es : NULL, be->cdt, g + j, st[1] + j,
                            st[2] + j, b_ - a_, &a);
         }
+        z->t.host_adam += zinf_now() - ta;
         /* out: parameters up or to NVMe, NVMe states back */
         if (p16 == z->pbuf[slot] && p16) {
             if (pat == ZINF_AT_NVME) {
@@ -1269,7 +1277,9 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
                 rc = zinf_swap_submit(s3->sw, ZINF_SWAP_WRITE, &s3->r, t->k0 * 4, h->b[j], (size_t)t->len * 4,
                                       &h->wr[j]);
             }
+            double tw2 = zinf_now();
             if (!rc && !pw) rc = wait_reqs(h->sw, h->wr, 3);
+            z->t.host_io_wait += zinf_now() - tw2;
         }
         /* without pipeline_read the next tile's states are read only now */
         if (!rc && !pr && i + 1 < nt) {
@@ -1412,7 +1422,7 @@ void zinf_zero_print_mem(const zinf_zero *z)
     size_t pinned = 0;
     if (z->swap_opt) pinned += zinf_swap_pinned_bytes(z->swap_opt);
     if (z->swap_par) pinned += zinf_swap_pinned_bytes(z->swap_par);
-    if (pinned) zinf_info("NVMe swap pools hold %.2f MiB of pinned host memory on rank 0", (double)pinned / 1048576.0);
+    if (pinned) zinf_info("NVMe swap pools hold %.2f MiB of host buffers on rank 0 (page-locked when registered with io_uring)", (double)pinned / 1048576.0);
 }
 
 int zinf_zero_get_params(zinf_zero *z, int u, float *out)

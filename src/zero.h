@@ -1,13 +1,16 @@
 /* zero: ZeRO stages 0-3 over the collectives API. Owns the partitioning of each unit's flat
  * buffer (padded to a multiple of the world size W; rank r owns [r*p, (r+1)*p)), the shard
  * states and their memory, the stage-3 gather/release/prefetch plan, gradient reduction in
- * buckets into the owners' fp32 accumulators, the global gradient norm, the optimizer step in
- * sub_group_size tiles, and the per-rank memory report. Stages are one code path:
+ * buckets into the owners' fp32 accumulators, the global gradient norm, the optimizer step (on
+ * the device one AdamW per tensor piece of the shard; on the host, for offloaded states, in tiles
+ * sized by sub_group_size), and the per-rank memory report. Stages are one code path:
  *   stage 0: full gradients all-reduced, every state replicated;
  *   stage 1: full gradients all-reduced, optimizer states (master, m, v) sharded, parameters
  *            all-gathered after the step in allgather_bucket_size pieces;
  *   stage 2: gradients reduce-scattered in reduce_bucket_size buckets after each unit's backward;
- *   stage 3: parameters sharded too, gathered per unit before use by a static prefetch plan. */
+ *   stage 3: parameters sharded too, gathered per unit before use by a static prefetch plan,
+ *            which also starts the reads of NVMe shards ahead (a unit's all-gather starts when
+ *            its read lands). */
 #ifndef ZINF_ZERO_H
 #define ZINF_ZERO_H
 
@@ -49,7 +52,12 @@ typedef struct zinf_mem_report {
 
 /* Host seconds spent in each part, and (wall_clock_breakdown, timed events) the backend's
  * seconds the compute stream waited for stage-3 gathers. */
-typedef struct zinf_zero_times { double gather, reduce, wait, optimizer, gather_stall_dev; } zinf_zero_times;
+typedef struct zinf_zero_times {
+    double gather, reduce, wait, optimizer, gather_stall_dev;
+    /* the host optimizer step (offload): in AdamW, waiting for copies to or from the device, and
+     * waiting for NVMe reads and writes */
+    double host_adam, host_copy_wait, host_io_wait;
+} zinf_zero_times;
 
 /* Where one unit's states live: the optimizer's (master, m, v), the stage-3 parameter shard's,
  * and whether the fp32 master is the parameter store itself (fp32 compute, one place). */

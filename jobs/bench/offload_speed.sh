@@ -53,6 +53,7 @@ printf "%-34s %14s %10s %10s\n" "" "tokens/s/GPU" "ms/step" "peak GiB"
 awk -v t="$tps" -v np="$np" -v mb="$micro" -v T="$T" -v p="${peak:-?}" 'BEGIN {
     printf "%-34s %14.0f %10.1f %10s\n", "zinf", t / np, 1e3 * np * mb * T / t, p }'
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
+grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /'
 # the host AdamW bound: this shard's parameters over the measured CPU AdamW rate (bf16 output)
 if [ -x "$here/tests/unit/test_cpu_adamw" ]; then
     rate=$("$here/tests/unit/test_cpu_adamw" --bench 67108864 2>/dev/null | awk '/bf16/ && $1 != "scalar" { if ($4 + 0 > r) r = $4 + 0 } END { print r }')

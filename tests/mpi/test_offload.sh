@@ -176,6 +176,11 @@ OUTPUT=$(ZINF_SWAP_FAULT=short@3 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train -
     --max_steps 3 --logging_steps 1 --config "$TMP/onvmepnonew2.json" --out "$TMP/short" --seed 5 --swap_engine "$ENGINE" 2>&1); RC=$?
 expect_ok "short transfer continued"
 H=$(hash_of); same short ref3w2
+# wall_clock_breakdown splits the host optimizer step: AdamW, waits for copies and for NVMe
+sed 's/"gradient_clipping"/"wall_clock_breakdown": true, "gradient_clipping"/' "$TMP/onvmepnonew2.json" > "$TMP/wcb.json"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --logging_steps 1 --config "$TMP/wcb.json" \
+    --out "$TMP/wcb" --swap_engine "$ENGINE"
+expect_has "host step breakdown" "host optimizer (ms): AdamW" "waiting for NVMe"
 mpi 1 train --model test-mini --data "$D" --max_steps 1 --out "$TMP/x" --swap_engine spdk
 expect_err "bad --swap_engine" "--swap_engine spdk" "io_uring or psync"
 
