@@ -175,6 +175,9 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
                             float *out)
 {
     const zinf_unit *un = &m->units[u];
+    /* every element depends on (seed, unit, tensor, index) alone: any split over threads gives
+     * the same values (a 10B-parameter model is 10^10 normal draws) */
+#pragma omp parallel for schedule(static) if (count > 65536)
     for (int64_t k = 0; k < count; k++) {
         int64_t e = first + k;
         float v = 0;
