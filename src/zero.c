@@ -1216,8 +1216,10 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         if (dev && i + 1 < nt) tile_down(z, &tl[i + 1], slot ^ 1);
         if (pr && i + 1 < nt) {
             hset *hn = &set[(i + 1) % D];
-            if ((rc = wait_reqs(hn->sw, hn->wr, 3))) break; /* its buffers' last writes */
-            if ((rc = tile_read(z, &tl[i + 1], hn))) break;
+            double tw0 = zinf_now();
+            rc = wait_reqs(hn->sw, hn->wr, 3); /* its buffers' last writes */
+            z->t.host_io_wait += zinf_now() - tw0;
+            if (rc || (rc = tile_read(z, &tl[i + 1], hn))) break;
         }
         double tw = zinf_now();
         if (x->opt_at == ZINF_AT_NVME && (rc = wait_reqs(h->sw, h->rd, 3))) break;
@@ -1284,11 +1286,14 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         /* without pipeline_read the next tile's states are read only now */
         if (!rc && !pr && i + 1 < nt) {
             hset *hn = &set[(i + 1) % D];
+            double tw0 = zinf_now();
             rc = wait_reqs(hn->sw, hn->wr, 3);
+            z->t.host_io_wait += zinf_now() - tw0;
             if (!rc) rc = tile_read(z, &tl[i + 1], hn);
         }
     }
     /* drain: every read and write, every copy */
+    double td = zinf_now();
     for (int k = 0; k < 3; k++) {
         if (!z->swap_opt) break;
         int r1 = wait_reqs(set[k].sw, set[k].rd, 3), r2 = wait_reqs(set[k].sw, set[k].wr, 3);
@@ -1296,6 +1301,7 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         for (int j = 0; j < 3; j++)
             if (set[k].b[j]) zinf_swap_buf_put(z->swap_opt, set[k].b[j]);
     }
+    z->t.host_io_wait += zinf_now() - td;
     if (dev) {
         int r1 = be->stream_sync(be, z->s_up), r2 = be->stream_sync(be, z->s_down);
         if (!rc) rc = r1 ? r1 : r2;
