@@ -27,6 +27,12 @@ if [ -z "$NV" ]; then
 fi
 trap 'rm -rf "$TMP" "$NV"' EXIT
 mkdir -p "$NV/a" "$NV/b"
+# io_uring may be disabled (kernel.io_uring_disabled, seccomp): then psync carries the NVMe runs
+if [ "$ENGINE" = io_uring ]; then
+    OUTPUT=$("$ZINF" io-bench --path "$NV/a" --size 8M --block-sizes 1M --queue-depths 1 --parallelism 1 2>&1)
+    case "$OUTPUT" in *io_uring_queue_init*)
+        ENGINE=psync; echo "io_uring is not usable here: NVMe placements use the psync engine only" ;; esac
+fi
 
 # orun NAME NP STAGE ZERO-EXTRA [flags]: 3 steps of a global batch of 12, AdamW with decay
 orun() {
