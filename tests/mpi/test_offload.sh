@@ -85,6 +85,23 @@ for np in 1 2 3; do
     done
 done
 
+# --- the stage-3 host update of each unit is made when the unit is next gathered: with gradient
+# --- accumulation and an evaluation between steps the results are still those without offload
+run data --random 3712 --vocab 256 --seed 9 --out "$TMP/val"
+for off in "" "$OPT_CPU" "$OPT_NVME$PAR_NVME"; do
+    n=acc$(printf '%s' "$off" | cksum | cut -c1-6)
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": 3, "gradient_clipping": 1.0,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": 3 %s}}\n' "$off" > "$TMP/$n.json"
+    mpi 2 train --model test-mini --data "$D" --val "$TMP/val_train_*.bin" --eval_steps 1 --max_length 32 --max_steps 3 \
+        --logging_steps 1 --config "$TMP/$n.json" --out "$TMP/$n" --seed 5 --swap_engine "$ENGINE"
+    expect_ok "accumulation and evaluation ($n)"
+    H=$(hash_of)
+    [ -z "$off" ] && { printf '%s\n' "$H" > "$TMP/accref.hash"; cp -r "$TMP/$n" "$TMP/accref"; continue; }
+    same "$n" accref
+    v=$(metric "$TMP/$n/metrics.jsonl" val_loss); [ -n "$v" ] && [ "$v" = "$(metric "$TMP/accref/metrics.jsonl" val_loss)" ] && pass || fail "$n: validation losses differ"
+done
+
 # --- bytes by place: the optimizer's 12 bytes per shard element leave the device --------------
 # (fp32 compute: the parameters are the master weights where both share a place)
 P3=$(mem ref3w2 mem_param_shard)
