@@ -187,10 +187,15 @@ static void hfree(zinf_zero *z, zinf_mem_kind k, void *p, int64_t bytes, bool pi
     z->be->free(z->be, pin ? ZINF_PLACE_PINNED : ZINF_PLACE_HOST, p);
 }
 
+#define NOMEM(z, what, u)                                                                         \
+    zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate %s of unit %s", (z)->rank, (what),          \
+              (z)->m->units[(u)].name)
+
 /* The one place a shard state is allocated: device memory, host memory, or an NVMe region
- * (zeros: the swap files are fresh and preallocated, so unwritten bytes read as zero). */
+ * (zeros: the swap files are fresh and preallocated, so unwritten bytes read as zero). `what`
+ * of unit u names it in the error: out of memory, or the swapper's own reason. */
 static int state_alloc(zinf_zero *z, zstate *s, zinf_mem_kind k, zinf_at at, int64_t bytes, bool pin,
-                       zinf_swap *sw)
+                       zinf_swap *sw, const char *what, int u)
 {
     memset(s, 0, sizeof *s);
     s->at = at;
@@ -203,7 +208,7 @@ static int state_alloc(zinf_zero *z, zstate *s, zinf_mem_kind k, zinf_at at, int
     }
     s->pinned = pin;
     s->p = at == ZINF_AT_DEVICE ? zalloc(z, k, bytes) : halloc(z, k, bytes, pin);
-    return s->p ? 0 : ZINF_ENOMEM;
+    return s->p ? 0 : NOMEM(z, what, u);
 }
 
 static void state_free(zinf_zero *z, zstate *s, zinf_mem_kind k)
@@ -220,10 +225,6 @@ static void state_free(zinf_zero *z, zstate *s, zinf_mem_kind k)
     }
     memset(s, 0, sizeof *s);
 }
-
-#define NOMEM(z, what, u)                                                                         \
-    zinf_errc(ZINF_ENOMEM, "rank %d: cannot allocate %s of unit %s", (z)->rank, (what),          \
-              (z)->m->units[(u)].name)
 
 /* ---------------------------------------------------------------- reductions --------------- */
 static pending *push_pending(zinf_zero *z)
@@ -744,6 +745,7 @@ static int plan_places(zinf_zero *z, int64_t maxp)
         zunit *x = &z->u[u];
         x->opt_at = pl[u].opt;
         x->pshard.at = pl[u].par;
+        x->master_alias = pl[u].master_alias;
         any_host_opt |= x->opt_at != ZINF_AT_DEVICE;
         if (x->pshard.at == ZINF_AT_NVME) {
             par_nvme += round4k(x->p * (int64_t)z->es);
@@ -897,8 +899,8 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
         zinf_model_init_params(m, u, seed, first, count, host);
         if (z->stage == 3) {
             rc = state_alloc(z, &x->pshard, ZINF_MEM_PARAM_SHARD, x->pshard.at, count * (int64_t)es,
-                             op->pin_memory, z->swap_par);
-            if (rc) { rc = NOMEM(z, "the parameter shard", u); break; }
+                             op->pin_memory, z->swap_par, "the parameter shard", u);
+            if (rc) break;
         } else {
             x->full = zalloc(z, ZINF_MEM_PARAM, count * (int64_t)es);
             if (!x->full) { rc = NOMEM(z, "parameters", u); break; }
@@ -921,15 +923,15 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
         } else if (z->f32) {
             be->copy(be, store, host, (size_t)count * 4, NULL);
         }
-        /* the fp32 master: the parameters themselves with fp32 compute in the same place */
-        zinf_at pat = z->stage == 3 ? x->pshard.at : ZINF_AT_DEVICE;
+        /* the fp32 master: the parameters themselves where zinf_zero_places says so */
         const float *init = z->stage == 3 ? host : host + x->off;
-        if (z->f32 && x->opt_at == pat) {
-            x->master = z->stage == 3 ? x->pshard : (zstate){.p = (char *)x->full + (size_t)x->off * 4, .at = pat};
-            x->master_alias = true;
+        if (x->master_alias) {
+            x->master = z->stage == 3 ? x->pshard
+                                      : (zstate){.p = (char *)x->full + (size_t)x->off * 4, .at = ZINF_AT_DEVICE};
         } else {
-            rc = state_alloc(z, &x->master, ZINF_MEM_MASTER, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt);
-            if (rc) { rc = NOMEM(z, "fp32 master weights", u); break; }
+            rc = state_alloc(z, &x->master, ZINF_MEM_MASTER, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt,
+                             "fp32 master weights", u);
+            if (rc) break;
             if (x->opt_at == ZINF_AT_NVME) rc = zinf_swap_write(z->swap_opt, &x->master.r, 0, init, (size_t)x->p * 4);
             else if (x->opt_at == ZINF_AT_HOST) memcpy(x->master.p, init, (size_t)x->p * 4);
             else if (z->f32) be->copy(be, x->master.p, init, (size_t)x->p * 4, NULL);
@@ -945,9 +947,8 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
             x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, na * 4);
             if (!x->gacc) { rc = NOMEM(z, "the gradient accumulator", u); break; }
         }
-        if (state_alloc(z, &x->m, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt) ||
-            state_alloc(z, &x->v, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt))
-            rc = NOMEM(z, "Adam states", u);
+        rc = state_alloc(z, &x->m, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt, "Adam m", u);
+        if (!rc) rc = state_alloc(z, &x->v, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt, "Adam v", u);
         if (!rc) rc = be->sync(be); /* host and dtmp are reused by the next unit */
     }
     free(h16);
