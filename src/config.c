@@ -1265,7 +1265,6 @@ static int legacy_zero_bool(ctx *c, json_t *root)
     if (ag && json_is_true(z)) json_object_set(nz, "allgather_bucket_size", ag);
     json_object_set_new(root, "zero_optimization", nz);
     json_object_del(root, "allgather_size");
-    c->cfg->legacy_zero_bool = true;
     cwarn(c, "zero_optimization: the boolean form is deprecated; as DeepSpeed does, it is read as "
              "{\"stage\": %d}", json_is_true(z) ? 1 : 0);
     return 0;

@@ -172,7 +172,6 @@ typedef struct zinf_config {
     bool bf16_check_grad_overflow; /* bf16.check_grad_overflow: skip a step whose norm overflows */
     int communication_data_type;   /* 0 unset, ZINF_COMM_FP16/BF16/FP32 */
     int grad_accum_dtype;          /* data_types.grad_accum_dtype: the same values */
-    bool legacy_zero_bool;      /* "zero_optimization": true|false, DeepSpeed's oldest format */
     char swap_engine[16];       /* --swap_engine: "io_uring" (O_DIRECT) or "psync" (buffered) */
     int64_t zinf_optimizer_host_bytes; /* NVMe optimizer offload: host memory kept per rank */
 } zinf_config;
