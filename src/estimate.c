@@ -200,12 +200,20 @@ int zinf_estimate_states(double psi, int stage, int off_opt, int off_param, doub
 
 /* GPT-2 unit sizes: the embedding (wte + wpe), each block, the final LayerNorm (the head reuses
  * wte and has no parameters of its own). */
+/* Elements of unit u of zinf_model_init (0 the embedding wte + wpe, 1..n_layer the blocks,
+ * n_layer + 1 the final LayerNorm): the exact counts the engine shards. */
+static int64_t unit_numel(const zinf_model_cfg *m, int u)
+{
+    const int64_t C = m->n_embd;
+    if (u == 0) return (int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C;
+    return u == m->n_layer + 1 ? 2 * C : 12 * C * C + 13 * C;
+}
+
 static void unit_sizes(const zinf_model_cfg *m, double *emb, double *block, double *lnf)
 {
-    const double C = m->n_embd;
-    *emb = (double)m->padded_vocab * C + (double)m->n_positions * C;
-    *block = 12.0 * C * C + 13.0 * C;
-    *lnf = 2.0 * C;
+    *emb = (double)unit_numel(m, 0);
+    *block = (double)unit_numel(m, 1);
+    *lnf = (double)unit_numel(m, m->n_layer + 1);
 }
 
 int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name)
@@ -230,9 +238,7 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
     if (stage < 0 || stage > 3) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     if (world < 1) return zinf_err("world size %d: must be at least 1", world);
     /* the units of zinf_model_init: embedding (wte + wpe), n_layer blocks, final LayerNorm */
-    const int64_t C = m->n_embd;
-    const int64_t sizes[3] = {(int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C,
-                              12 * C * C + 13 * C, 2 * C};
+    const int64_t sizes[3] = {unit_numel(m, 0), unit_numel(m, 1), unit_numel(m, m->n_layer + 1)};
     const int64_t counts[3] = {1, m->n_layer, 1};
     const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2; /* bytes of the compute dtype */
     const int64_t W = world;
@@ -561,7 +567,7 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
 static int rank_places(const zinf_model_cfg *m, int precision, int stage, int world,
                        const zinf_config *cfg, int64_t at[ZINF_AT_N])
 {
-    const int64_t C = m->n_embd, W = world, L = m->n_layer;
+    const int64_t W = world, L = m->n_layer;
     const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2;
     const int n = (int)L + 2;
     int64_t *p = calloc((size_t)n, sizeof *p), *pn = calloc((size_t)n, sizeof *pn);
@@ -571,8 +577,7 @@ static int rank_places(const zinf_model_cfg *m, int precision, int stage, int wo
         return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
     }
     for (int u = 0; u < n; u++) {
-        int64_t size = u == 0 ? (int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C
-                       : u == n - 1 ? 2 * C : 12 * C * C + 13 * C;
+        int64_t size = unit_numel(m, u);
         pn[u] = stage == 0 ? size : (size + W - 1) / W * W;
         p[u] = stage == 0 ? size : pn[u] / W;
     }
