@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import checkpoint
 
-from torch_gpt2 import GPT, PRESETS
+from torch_gpt2 import GPT, PRESETS, steady
 
 
 def main():
@@ -55,8 +55,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    tail = sorted(times[a.steps // 3:])
-    dt = tail[len(tail) // 2]
+    dt = steady(times)
     if rank == 0:
         print(f"fsdp2-offload {a.micro * a.T / dt:.0f} {1e3 * dt:.1f} "
               f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)

@@ -46,6 +46,12 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), tgt.view(-1))
 
 
+def steady(times):
+    """The step time: the median of the steps after the first third (warm-up)."""
+    tail = sorted(times[len(times) // 3:])
+    return tail[len(tail) // 2]
+
+
 def run(mode, args):
     L, C, NH = PRESETS[args.model]
     torch.manual_seed(0)
@@ -67,7 +73,7 @@ def run(mode, args):
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    dt = sorted(times[args.steps // 3:])[len(times[args.steps // 3:]) // 2]
+    dt = steady(times)
     print(f"torch {mode} {args.micro * args.T / dt:.0f} {1e3 * dt:.1f} "
           f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
     del model, opt, fwd
