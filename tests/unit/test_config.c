@@ -821,6 +821,24 @@ static void test_deepspeed_rules(void)
     CHECK_ERR(rc, "gradient_predivide_factor", "outside the fp32 range");
     rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_predivide_factor\": 1e30}", 1);
     CHECK_OK(rc);
+    /* keys this change added: bad values are one clear error each */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zinf_optimizer_host_bytes\": -1}", 1);
+    CHECK_ERR(rc, "zinf_optimizer_host_bytes", "non-negative integer");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zinf_optimizer_host_bytes\": 1073741824}", 1);
+    CHECK_OK(rc);
+    CHECK(c.zinf_optimizer_host_bytes == 1073741824 && c.n_warnings == 0, "host budget read, no warning");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"communication_data_type\": \"fp8\"}", 1);
+    CHECK_ERR(rc, "communication_data_type", "fp16, bf16, fp32");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload_param\": "
+                   "{\"device\": \"nvme\", \"nvme_path\": [\"/a\", \"\"]}}}", 1);
+    CHECK_ERR(rc, "zero_optimization.offload_param.nvme_path", "an array of 1 to 16 directories");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload_param\": "
+                   "{\"device\": \"nvme\", \"nvme_path\": []}}}", 1);
+    CHECK_ERR(rc, "nvme_path", "an array of 1 to 16 directories");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload_param\": "
+                   "{\"device\": \"nvme\", \"nvme_path\": [\"/a\", \"/b\"]}}}", 1);
+    CHECK_OK(rc);
+    CHECK(strcmp(c.offload_param.nvme_path, "/a\n/b") == 0, "nvme_path list kept one per line");
 }
 
 /* ---------------------------------------------------------------- default config, print */
