@@ -493,6 +493,9 @@ static const keydef KEYS_TOP[] = {
      * there): with offload_optimizer.device nvme, keep units' optimizer states in host memory up
      * to this many bytes per rank, whole units in order, and put only the rest on NVMe */
     {"zinf_optimizer_host_bytes", T_INT, 0, CO(zinf_optimizer_host_bytes), .idef = 0},
+    /* zinf's own: with gradient_clipping 0 and no step that can be skipped, the host optimizer
+     * step of each unit starts during the backward pass, once its gradient is final */
+    {"zinf_overlap_host_step", T_BOOL, 0, CO(zinf_overlap_host_step), .def = 1},
     VACUOUS("zero_allow_untested_optimizer", "zinf runs only its own Adam and AdamW"),
     VACUOUS("zero_force_ds_cpu_optimizer", "zinf runs only its own Adam and AdamW"),
     NOEFF("data_efficiency", .flags = F_ERR_ENABLED, .note = "it changes which samples are seen"),

@@ -174,6 +174,7 @@ typedef struct zinf_config {
     int grad_accum_dtype;          /* data_types.grad_accum_dtype: the same values */
     char swap_engine[16];       /* --swap_engine: "io_uring" (O_DIRECT) or "psync" (buffered) */
     int64_t zinf_optimizer_host_bytes; /* NVMe optimizer offload: host memory kept per rank */
+    bool zinf_overlap_host_step;       /* the host step may run during the backward pass */
 } zinf_config;
 
 enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP32 = 3 };

@@ -107,6 +107,7 @@ typedef struct run {
     bool tev_prev;
     bool ac;                 /* activation checkpointing: the config's block or --gradient_checkpointing */
     bool agreed;             /* the failure was agreed on by every rank and said once */
+    bool said_overlap;       /* the overlapped host step has been announced */
 } run;
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
@@ -217,6 +218,33 @@ static int agreed(run *r, int rc)
 
 typedef struct step_result { double loss, norm, lr; bool skipped; step_times t; } step_result;
 
+/* The AdamW arguments of the next update (Adam's step count r->opt_steps + 1), with the gradient
+ * scale coef / loss scale. */
+static zinf_adamw_args step_args(const run *r, double coef)
+{
+    const zinf_config *c = &r->cfg;
+    double beta1 = zinf_sched_beta1(&c->sched, c->beta1, r->opt_steps);
+    double beta2 = zinf_sched_beta2(&c->sched, c->beta2, r->opt_steps);
+    double t = (double)(r->opt_steps + 1);
+    return (zinf_adamw_args){
+        .lr = (float)zinf_sched_lr(&c->sched, c->lr, r->opt_steps), .beta1 = (float)beta1,
+        .beta2 = (float)beta2, .eps = (float)c->eps,
+        .bias_correction1 = c->bias_correction ? (float)(1.0 - pow(beta1, t)) : 1.0f,
+        .bias_correction2 = c->bias_correction ? (float)(1.0 - pow(beta2, t)) : 1.0f,
+        .grad_scale = (float)(coef / r->ls.cur_scale), .adam_w_mode = c->adam_w_mode,
+    };
+}
+
+/* Whether this step's update is known before its gradients are: no clipping (the coefficient
+ * needs the global norm) and no skip on overflow (fp16 dynamic loss scaling, bf16's
+ * check_grad_overflow). An overflow then ends the run (train_step), so an update begun early is
+ * never one that should not have happened. */
+static bool update_known_early(const run *r)
+{
+    const zinf_config *c = &r->cfg;
+    return !(c->gradient_clipping > 0) && !r->ls.dynamic && !(c->bf16 && c->bf16_check_grad_overflow);
+}
+
 static int train_step(run *r, int64_t step, step_result *out)
 {
     const zinf_config *c = &r->cfg;
@@ -229,6 +257,15 @@ static int train_step(run *r, int64_t step, step_result *out)
     for (int k = 0; k < gas; k++) {
         int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
         ZINF_TRY(zinf_data_read(r->train, pos, mb, r->inp, r->tgt));
+        if (k == gas - 1 && update_known_early(r)) {
+            zinf_adamw_args a = step_args(r, 1.0);
+            int on = zinf_zero_overlap_step(r->z, &a, c->weight_decay);
+            ZINF_TRY(on);
+            if (on && !r->said_overlap && rank == 0)
+                zinf_info("the offloaded optimizer step runs during the backward pass, each unit's once its "
+                          "gradient is final (gradient_clipping 0, no overflow skip)");
+            r->said_overlap |= on > 0;
+        }
         float loss = 0;
         ZINF_TRY(pass(r, r->inp, r->tgt, &loss, true, k == gas - 1, (float)(r->ls.cur_scale / (double)gas), &out->t));
         loss_sum += loss;
@@ -270,16 +307,8 @@ static int train_step(run *r, int64_t step, step_result *out)
                                    (long long)step + 1, out->loss,
                                    c->bf16 ? "; bf16.check_grad_overflow is false, so the step is not skipped" : ""));
     } else {
-        double coef = zinf_clip_coef(out->norm, c->gradient_clipping);
-        double beta1 = zinf_sched_beta1(&c->sched, c->beta1, r->opt_steps);
-        double beta2 = zinf_sched_beta2(&c->sched, c->beta2, r->opt_steps);
+        zinf_adamw_args a = step_args(r, zinf_clip_coef(out->norm, c->gradient_clipping));
         r->opt_steps++;
-        zinf_adamw_args a = {
-            .lr = (float)out->lr, .beta1 = (float)beta1, .beta2 = (float)beta2, .eps = (float)c->eps,
-            .bias_correction1 = c->bias_correction ? (float)(1.0 - pow(beta1, (double)r->opt_steps)) : 1.0f,
-            .bias_correction2 = c->bias_correction ? (float)(1.0 - pow(beta2, (double)r->opt_steps)) : 1.0f,
-            .grad_scale = (float)(coef / r->ls.cur_scale), .adam_w_mode = c->adam_w_mode,
-        };
         ZINF_TRY(zinf_zero_step(r->z, &a, c->weight_decay));
         zinf_loss_scaler_update(&r->ls, false);
     }
@@ -608,7 +637,11 @@ static int loop(run *r)
             zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
                       "comm wait %.2f", 1e3 * s.t.fwd, 1e3 * s.t.bwd, 1e3 * s.t.z.gather, 1e3 * s.t.z.reduce,
                       1e3 * s.t.z.optimizer, 1e3 * s.t.z.wait);
-        if (c->wall_clock_breakdown && s.t.z.host_adam > 0)
+        if (c->wall_clock_breakdown && s.t.z.host_units_early > 0)
+            zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | begun during the "
+                      "backward pass: %d of %d units | finished %.2f after it", 1e3 * s.t.z.host_adam,
+                      1e3 * s.t.z.host_copy_wait, s.t.z.host_units_early, s.t.z.host_units, 1e3 * s.t.z.optimizer);
+        else if (c->wall_clock_breakdown && s.t.z.host_adam > 0)
             zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
                       "the rest %.2f", 1e3 * s.t.z.host_adam, 1e3 * s.t.z.host_copy_wait, 1e3 * s.t.z.host_io_wait,
                       1e3 * (s.t.z.optimizer - s.t.z.host_adam - s.t.z.host_copy_wait - s.t.z.host_io_wait));

@@ -2,9 +2,12 @@
 #include "zero.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <omp.h>
 
 #include "cpu/adamw.h"
 #include "err.h"
@@ -44,6 +47,7 @@ typedef struct zunit {
     int rbuf;               /* G_READING on a device backend: the host buffer read into, or -1 */
     bool persistent;        /* stage 3: at or below the persistence threshold: kept gathered */
     zinf_req greq;
+    int rs_left;            /* stages 2-3: reduce-scatter pieces of the pass not yet finished */
 } zunit;
 
 typedef struct pending {
@@ -55,6 +59,9 @@ typedef struct pending {
 } pending;
 
 typedef struct use { int u, phase; } use;
+
+/* one tile of the host optimizer step: [k0, k0+len) of unit u's shard */
+typedef struct htile { int u; int64_t k0, len; } htile;
 
 struct zinf_zero {
     zinf_model *m;
@@ -95,6 +102,27 @@ struct zinf_zero {
     zinf_stream *s_down, *s_up;
     zinf_event *ev_down[2], *ev_up[2];
     bool up_pending[2];
+    /* the host step's tiles, in the order they are updated (room for every offloaded unit's),
+     * and per unit whether its tiles are in the list, and (device backends) an event after the
+     * last write of its gradient on the compute stream */
+    htile *tl;
+    int nt, captl;
+    bool *tl_unit;
+    zinf_event **gev;
+    /* the host step overlapped with the backward pass (zinf_zero_overlap_step): a thread runs
+     * host_step while the main thread appends each unit's tiles once its gradient is final */
+    struct {
+        bool able;          /* the placement allows it (init): host states, no NVMe, stage 2-3 */
+        bool armed;         /* this step's update is under way on the thread */
+        bool th_on, run, closed, done, quit;
+        pthread_t th;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        zinf_adamw_args a;
+        double wd;
+        int rc;
+        char msg[1024];
+    } ov;
     void *parbuf;           /* NVMe parameter shards: the host buffer a shard is read into */
     /* device backends: host buffers the NVMe shards of prefetched units are read into
      * (offload_param.buffer_count of them, one largest shard each), each free once its copy up
@@ -241,31 +269,38 @@ static pending *push_pending(zinf_zero *z)
     return p;
 }
 
-static void finish_pending(zinf_zero *z, pending *p)
+static int tiles_add(zinf_zero *z, int u);
+
+static int finish_pending(zinf_zero *z, pending *p)
 {
     if (p->recv) {
-        z->be->acc_f32(z->be, z->u[p->u].gacc + p->dst, p->recv, p->len, z->rs_post);
+        zunit *x = &z->u[p->u];
+        z->be->acc_f32(z->be, x->gacc + p->dst, p->recv, p->len, z->rs_post);
         zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
         zfree(z, ZINF_MEM_COMM, p->recv, p->len * (int64_t)z->es);
+        /* the unit's gradient is final: with the step under way, its update may start */
+        if (--x->rs_left == 0 && z->ov.armed && z->last_micro && x->opt_at != ZINF_AT_DEVICE)
+            return tiles_add(z, p->u);
     }
+    return 0;
 }
 
 /* Complete finished reductions (all of them when wait_all), in issue order. */
 static int progress(zinf_zero *z, bool wait_all)
 {
-    int done = 0;
+    int done = 0, rc = 0;
     for (int i = 0; i < z->npend; i++) {
         pending *p = &z->pend[i];
-        if (wait_all) ZINF_TRY(zinf_comm_wait(z->comm, &p->q));
-        else if (!zinf_comm_test(z->comm, &p->q)) break; /* keep the order: stop at the first running */
-        finish_pending(z, p);
+        if (wait_all && (rc = zinf_comm_wait(z->comm, &p->q))) break;
+        if (!wait_all && !zinf_comm_test(z->comm, &p->q)) break; /* keep the order: stop at the first running */
         done++;
+        if ((rc = finish_pending(z, p))) break;
     }
     if (done) {
         memmove(z->pend, z->pend + done, (size_t)(z->npend - done) * sizeof *z->pend);
         z->npend -= done;
     }
-    return 0;
+    return rc;
 }
 
 /* Elements per rank in one collective over unit u's shard for a bucket of `bucket` elements
@@ -308,6 +343,7 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
             z->npend--;
             return NOMEM(z, "a reduce-scatter bucket", u);
         }
+        x->rs_left++;
         /* each rank's piece into the staging buffer, divided on the way (rs_pre) */
         for (int r = 0; r < z->W; r++) {
             char *dst = (char *)p->stage + (size_t)r * len * es;
@@ -776,6 +812,24 @@ static int plan_places(zinf_zero *z, int64_t maxp)
                            3 * (size_t)z->depth, (size_t)z->tile * 4));
     if (par_nvme) ZINF_TRY(open_swap(z, &z->swap_par, "param", &c->offload_param, par_nvme, 0, 0));
     bool dev = !z->be->host_visible;
+    /* the host step's tile list, and per unit an event for its gradient's last write */
+    if (any_host_opt) {
+        for (int u = 0; u < z->nunits; u++)
+            if (z->u[u].opt_at != ZINF_AT_DEVICE) z->captl += (int)((z->u[u].p + z->tile - 1) / z->tile);
+        z->tl = calloc((size_t)z->captl, sizeof *z->tl);
+        z->tl_unit = calloc((size_t)z->nunits, sizeof *z->tl_unit);
+        if (!z->tl || !z->tl_unit) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    }
+    if (any_host_opt && dev) {
+        z->gev = calloc((size_t)z->nunits, sizeof *z->gev);
+        if (!z->gev) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+        for (int u = 0; u < z->nunits; u++)
+            if (!(z->gev[u] = z->be->event_new(z->be)))
+                return zinf_errc(ZINF_ENOMEM, "rank %d: cannot create an event", z->rank);
+    }
+    /* the host step may run during the backward pass where its states are in host memory and
+     * the gradients become final unit by unit (reduce-scatter): see zinf_zero_overlap_step */
+    z->ov.able = any_host_opt && !opt_nvme && !par_nvme && z->stage >= 2 && c->zinf_overlap_host_step;
     if (any_host_opt && dev) {
         z->s_down = z->be->stream_new(z->be);
         z->s_up = z->be->stream_new(z->be);
@@ -970,6 +1024,17 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
 void zinf_zero_free(zinf_zero *z)
 {
     if (!z) return;
+    z->ov.armed = false;
+    if (z->ov.th_on) { /* a step left under way (the run failed): its tile list ends here */
+        pthread_mutex_lock(&z->ov.mu);
+        z->ov.quit = z->ov.closed = true;
+        pthread_cond_broadcast(&z->ov.cv);
+        pthread_mutex_unlock(&z->ov.mu);
+        pthread_join(z->ov.th, NULL);
+        pthread_mutex_destroy(&z->ov.mu);
+        pthread_cond_destroy(&z->ov.cv);
+        z->ov.th_on = false;
+    }
     for (int i = 0; i < z->npend; i++) zinf_comm_wait(z->comm, &z->pend[i].q), finish_pending(z, &z->pend[i]);
     for (int k = 0; z->stall && k < 2 * z->nseq_full; k++)
         if (z->stall[k]) z->be->event_free(z->be, z->stall[k]);
@@ -993,6 +1058,11 @@ void zinf_zero_free(zinf_zero *z)
         if (z->ev_down[i]) z->be->event_free(z->be, z->ev_down[i]);
         if (z->ev_up[i]) z->be->event_free(z->be, z->ev_up[i]);
     }
+    for (int u = 0; z->gev && u < z->nunits; u++)
+        if (z->gev[u]) z->be->event_free(z->be, z->gev[u]);
+    free(z->gev);
+    free(z->tl);
+    free(z->tl_unit);
     if (z->parbuf) z->be->free(z->be, ZINF_PLACE_PINNED, z->parbuf);
     for (int i = 0; i < z->nrbuf; i++) {
         hfree(z, ZINF_MEM_STAGING, z->rbufs[i], z->rbuf_bytes, true);
@@ -1128,7 +1198,6 @@ static int allgather_params(zinf_zero *z)
  * next tile's NVMe states are read during this one's update, with pipeline_write this one's are
  * written during the next. Every element sees the same arithmetic as the device step, so the
  * results do not depend on the placement. */
-typedef struct htile { int u; int64_t k0, len; } htile;
 /* one tile's NVMe states (master, m, v): pool buffers, and the requests in flight on each
  * state's own swapper (the master may be the parameter shard, on the parameters' swapper) */
 typedef struct hset { float *b[3]; zinf_swap_req *rd[3], *wr[3]; zinf_swap *sw[3]; } hset;
@@ -1165,11 +1234,46 @@ static int tile_read(zinf_zero *z, const htile *t, hset *h)
     return 0;
 }
 
-static void tile_down(zinf_zero *z, const htile *t, int slot)
+/* the tile's gradient down into pinned buffer `slot` (a unit's first tile waits for the last
+ * write of its gradient on the compute stream) */
+static int tile_down(zinf_zero *z, const htile *t, int slot)
 {
     zunit *x = &z->u[t->u];
-    z->be->copy(z->be, z->gbuf[slot], grad_src(z, x) + t->k0, (size_t)t->len * 4, z->s_down);
-    z->be->event_record(z->be, z->ev_down[slot], z->s_down);
+    int rc = t->k0 ? 0 : z->be->stream_wait(z->be, z->s_down, z->gev[t->u]);
+    if (!rc) rc = z->be->copy(z->be, z->gbuf[slot], grad_src(z, x) + t->k0, (size_t)t->len * 4, z->s_down);
+    if (!rc) rc = z->be->event_record(z->be, z->ev_down[slot], z->s_down);
+    return rc;
+}
+
+/* Unit u's gradient is final: its tiles join the host step's list, after an event on the compute
+ * stream that its first copy down waits for. */
+static int tiles_add(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    int rc = z->gev ? z->be->event_record(z->be, z->gev[u], NULL) : 0;
+    if (z->ov.th_on) pthread_mutex_lock(&z->ov.mu);
+    if (!rc && !z->tl_unit[u]) {
+        for (int64_t k0 = 0; k0 < x->p; k0 += z->tile)
+            z->tl[z->nt++] = (htile){u, k0, x->p - k0 < z->tile ? x->p - k0 : z->tile};
+        z->tl_unit[u] = true;
+    }
+    if (z->ov.th_on) {
+        pthread_cond_broadcast(&z->ov.cv);
+        pthread_mutex_unlock(&z->ov.mu);
+    }
+    return rc;
+}
+
+/* Whether tile i is in the list. `live`: the list still grows (the overlapped step); with
+ * `wait`, wait until tile i is listed or the list is closed. Listed tiles never change. */
+static bool tile_avail(zinf_zero *z, int i, bool live, bool wait)
+{
+    if (!live) return i < z->nt;
+    pthread_mutex_lock(&z->ov.mu);
+    while (wait && i >= z->nt && !z->ov.closed) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
+    bool ok = i < z->nt;
+    pthread_mutex_unlock(&z->ov.mu);
+    return ok;
 }
 
 static int event_wait(zinf_backend *be, zinf_event *e)
@@ -1179,43 +1283,30 @@ static int event_wait(zinf_backend *be, zinf_event *e)
     return d < 0 ? zinf_errc(ZINF_EIO, "a copy between the device and the host failed") : 0;
 }
 
-static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
+static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay, bool live)
 {
     zinf_backend *be = z->be;
     bool dev = !be->host_visible;
-    int64_t T = z->tile;
-    /* the tiles, in order */
-    int nt = 0;
-    for (int u = 0; u < z->nunits; u++)
-        if (z->u[u].opt_at != ZINF_AT_DEVICE) nt += (int)((z->u[u].p + T - 1) / T);
-    if (!nt) return 0;
-    htile *tl = calloc((size_t)nt, sizeof *tl);
-    if (!tl) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    nt = 0;
-    for (int u = 0; u < z->nunits; u++)
-        for (int64_t k0 = 0; z->u[u].opt_at != ZINF_AT_DEVICE && k0 < z->u[u].p; k0 += T)
-            tl[nt++] = (htile){u, k0, z->u[u].p - k0 < T ? z->u[u].p - k0 : T};
     hset set[3];
     memset(set, 0, sizeof set);
-    int D = z->depth, rc = 0;
+    int D = z->depth, rc = 0, ndown = 0; /* ndown: tiles whose gradient copy has been issued */
     bool pr = z->cfg->offload_optimizer.pipeline_read, pw = z->cfg->offload_optimizer.pipeline_write;
-    if (dev) { /* the copies wait for the gradients' last writes on the compute stream */
-        zinf_event *e = be->event_new(be);
-        if (!e) rc = zinf_errc(ZINF_ENOMEM, "cannot create an event");
-        if (!rc) rc = be->event_record(be, e, NULL);
-        if (!rc) rc = be->stream_wait(be, z->s_down, e);
-        if (e) be->event_free(be, e);
-        if (!rc) tile_down(z, &tl[0], 0);
-    }
-    if (!rc) rc = tile_read(z, &tl[0], &set[0]);
-    for (int i = 0; i < nt && !rc; i++) {
+    if (!tile_avail(z, 0, live, true)) return 0;
+    const htile *tl = z->tl;
+    /* a live list holds no NVMe states (ov.able), so only the copies down look ahead there */
+    rc = tile_read(z, &tl[0], &set[0]);
+    for (int i = 0; !rc && tile_avail(z, i, live, true); i++) {
         const htile *t = &tl[i];
         zunit *x = &z->u[t->u];
         hset *h = &set[i % D];
         int slot = i & 1;
+        bool next = tile_avail(z, i + 1, live, false);
+        if (dev && ndown == i && (rc = tile_down(z, t, slot))) break;
+        ndown += dev && ndown == i;
         /* ahead: the next tile's gradient, and its NVMe states with pipeline_read */
-        if (dev && i + 1 < nt) tile_down(z, &tl[i + 1], slot ^ 1);
-        if (pr && i + 1 < nt) {
+        if (dev && next && (rc = tile_down(z, &tl[i + 1], slot ^ 1))) break;
+        ndown += dev && next;
+        if (pr && next) {
             hset *hn = &set[(i + 1) % D];
             double tw0 = zinf_now();
             rc = wait_reqs(hn->sw, hn->wr, 3); /* its buffers' last writes */
@@ -1285,7 +1376,7 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             z->t.host_io_wait += zinf_now() - tw2;
         }
         /* without pipeline_read the next tile's states are read only now */
-        if (!rc && !pr && i + 1 < nt) {
+        if (!rc && !pr && next) {
             hset *hn = &set[(i + 1) % D];
             double tw0 = zinf_now();
             rc = wait_reqs(hn->sw, hn->wr, 3);
@@ -1308,7 +1399,102 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         if (!rc) rc = r1 ? r1 : r2;
         z->up_pending[0] = z->up_pending[1] = false;
     }
-    free(tl);
+    return rc;
+}
+
+/* The thread of the overlapped host step: one host_step per armed step, on a list that grows as
+ * the backward pass finishes units. */
+static void *ov_main(void *arg)
+{
+    zinf_zero *z = arg;
+    /* a core fewer than the team would take: the main thread keeps the device fed meanwhile
+     * (AdamW is elementwise: the split between threads changes no result) */
+    int nth = omp_get_max_threads();
+    if (nth > 2) omp_set_num_threads(nth - 1);
+    pthread_mutex_lock(&z->ov.mu);
+    for (;;) {
+        while (!z->ov.run && !z->ov.quit) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
+        if (z->ov.quit) break;
+        z->ov.run = false;
+        zinf_adamw_args a = z->ov.a;
+        double wd = z->ov.wd;
+        pthread_mutex_unlock(&z->ov.mu);
+        zinf_err_clear();
+        int rc = host_step(z, &a, wd, true);
+        pthread_mutex_lock(&z->ov.mu);
+        z->ov.rc = rc;
+        if (rc) snprintf(z->ov.msg, sizeof z->ov.msg, "%s", zinf_errmsg());
+        z->ov.done = true;
+        pthread_cond_broadcast(&z->ov.cv);
+    }
+    pthread_mutex_unlock(&z->ov.mu);
+    return NULL;
+}
+
+int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay)
+{
+    if (!z->ov.able) return 0;
+    if (z->ov.armed) return zinf_errc(ZINF_EINVAL, "internal: a host step is already under way");
+    if (!z->ov.th_on) {
+        if (pthread_mutex_init(&z->ov.mu, NULL)) return zinf_errc(ZINF_ENOMEM, "cannot create a mutex");
+        if (pthread_cond_init(&z->ov.cv, NULL)) {
+            pthread_mutex_destroy(&z->ov.mu);
+            return zinf_errc(ZINF_ENOMEM, "cannot create a condition variable");
+        }
+        z->ov.run = z->ov.quit = false;
+        if (pthread_create(&z->ov.th, NULL, ov_main, z)) {
+            pthread_cond_destroy(&z->ov.cv);
+            pthread_mutex_destroy(&z->ov.mu);
+            return zinf_errc(ZINF_ENOMEM, "rank %d: cannot start the host step's thread", z->rank);
+        }
+        z->ov.th_on = true;
+    }
+    pthread_mutex_lock(&z->ov.mu);
+    z->ov.a = *a;
+    z->ov.wd = weight_decay;
+    z->ov.closed = z->ov.done = false;
+    z->ov.rc = 0;
+    z->ov.run = z->ov.armed = true;
+    pthread_cond_broadcast(&z->ov.cv);
+    pthread_mutex_unlock(&z->ov.mu);
+    return 1;
+}
+
+/* This step's host update: on the thread, under way since the backward pass, or here. Either way
+ * the offloaded units not yet listed are listed now, in unit order. */
+static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_decay)
+{
+    int rc = 0;
+    if (!z->tl) return 0;
+    int listed = 0, host = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        listed += z->tl_unit[u];
+        host += z->u[u].opt_at != ZINF_AT_DEVICE;
+    }
+    z->t.host_units += host;
+    z->t.host_units_early += listed; /* listed during the passes (only this thread lists units) */
+    if (z->ov.armed) {
+        if (memcmp(a, &z->ov.a, sizeof *a) || weight_decay != z->ov.wd)
+            rc = zinf_errc(ZINF_EINVAL, "internal: the step's optimizer arguments changed after its update began");
+        for (int u = 0; u < z->nunits; u++)
+            if (z->u[u].opt_at != ZINF_AT_DEVICE && !z->tl_unit[u]) {
+                int r = tiles_add(z, u);
+                if (!rc) rc = r;
+            }
+        pthread_mutex_lock(&z->ov.mu);
+        z->ov.closed = true;
+        pthread_cond_broadcast(&z->ov.cv);
+        while (!z->ov.done) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
+        pthread_mutex_unlock(&z->ov.mu);
+        z->ov.armed = false;
+        if (!rc && z->ov.rc) rc = zinf_errc(z->ov.rc, "%s", z->ov.msg);
+    } else {
+        for (int u = 0; u < z->nunits && !rc; u++)
+            if (z->u[u].opt_at != ZINF_AT_DEVICE) rc = tiles_add(z, u);
+        if (!rc) rc = host_step(z, a, weight_decay, false);
+    }
+    z->nt = 0;
+    memset(z->tl_unit, 0, (size_t)z->nunits * sizeof *z->tl_unit);
     return rc;
 }
 
@@ -1360,7 +1546,7 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
             ZINF_TRY(rc);
         }
     }
-    ZINF_TRY(host_step(z, a0, weight_decay));
+    ZINF_TRY(host_update(z, a0, weight_decay));
     ZINF_TRY(z->be->sync(z->be));
     if (z->stage == 1 || z->stage == 2) ZINF_TRY(allgather_params(z));
     if (z->stage == 3)

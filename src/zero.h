@@ -57,6 +57,9 @@ typedef struct zinf_zero_times {
     /* the host optimizer step (offload): in AdamW, waiting for copies to or from the device, and
      * waiting for NVMe reads and writes */
     double host_adam, host_copy_wait, host_io_wait;
+    /* offloaded units updated, and of those the ones begun during the backward pass
+     * (zinf_zero_overlap_step) */
+    int host_units, host_units_early;
 } zinf_zero_times;
 
 /* Where one unit's states live: the optimizer's (master, m, v), the stage-3 parameter shard's,
@@ -93,6 +96,13 @@ int zinf_zero_reduce(zinf_zero *z, double *norm);
 /* AdamW on this rank's shards with the given hyper-parameters (weight decay per tensor), then
  * make the updated parameters visible (stage 1/2 all-gather, stage 3 refresh). */
 int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
+/* Before the last micro-step's pass, where the step's arguments are already known and the step
+ * will not be skipped (no clipping, no overflow skip): the offloaded units' host update begins
+ * on a thread, each unit's as soon as its gradient is final during the backward pass, and
+ * zinf_zero_step (called with the same arguments) finishes it. Same arithmetic, same results.
+ * Returns 1 when begun, 0 where the placement does not allow it (zinf_overlap_host_step false,
+ * no host optimizer states, NVMe states, stages 0-1), negative on failure. */
+int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
 
 void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r);
 void zinf_zero_times_take(zinf_zero *z, zinf_zero_times *t); /* and reset */

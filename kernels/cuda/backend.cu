@@ -281,6 +281,7 @@ static int cu_event_query(zinf_backend *be, zinf_event *e)
 static int cu_event_record(zinf_backend *be, zinf_event *e, zinf_stream *s)
 {
     CudaImpl *im = impl_of(be);
+    cudaSetDevice(im->device); /* the host step's thread records too (zero.c) */
     RET_CUDA(im, "event_record", cudaEventRecord((cudaEvent_t)e, stream_of(im, s)));
     return 0;
 }
@@ -288,6 +289,7 @@ static int cu_event_record(zinf_backend *be, zinf_event *e, zinf_stream *s)
 static int cu_stream_wait(zinf_backend *be, zinf_stream *s, zinf_event *e)
 {
     CudaImpl *im = impl_of(be);
+    cudaSetDevice(im->device);
     RET_CUDA(im, "stream_wait", cudaStreamWaitEvent(stream_of(im, s), (cudaEvent_t)e, 0));
     return 0;
 }

@@ -23,9 +23,9 @@ make_text "$TMP/add.txt" 6000
 run data --input "$TMP/add.txt" --out "$TMP/add"
 expect_ok "zinf data"
 printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 2, "vocab_size": 256, "n_positions": 64}\n' > "$TMP/m.json"
-train1() { # train1 NAME DEVICE PRECISION-JSON STAGE NP [zinf train flags...]
+train1() { # train1 NAME DEVICE PRECISION-JSON STAGE NP [zinf train flags...]; CLIP= overrides 1.0
     local name=$1 dev=$2 np=$5
-    printf '{"train_batch_size": 16, "gradient_clipping": 1.0, %s "zero_optimization": {"stage": %s},
+    printf '{"train_batch_size": 16, "gradient_clipping": '"${CLIP:-1.0}"', %s "zero_optimization": {"stage": %s},
       "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.1}}}\n' "$3" "$4" > "$TMP/$1.json"
     shift 5
     mpi "$np" train --device "$dev" --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 \
@@ -131,6 +131,14 @@ for np in 1 2; do
     agree "s3g$np" "pb3g$np" 2e-3 "stage 3, parameters and optimizer in host memory, $np GPU(s)"
     train1 "pn3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"max_in_cpu\": 0}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\"}" $np --swap_engine $ENG
     agree "s3g$np" "pn3g$np" 2e-3 "stage 3, parameters and optimizer on NVMe ($ENG), $np GPU(s)"
+    # no clipping and no overflow skip: each unit's host update runs during the backward pass
+    NS='"bf16": {"enabled": true, "check_grad_overflow": false},'
+    for st in 2 3; do
+        CLIP=0 train1 "ovr${st}g$np" cuda "$NS" $st $np
+        CLIP=0 train1 "ov${st}g$np" cuda "$NS" "$st, \"offload_optimizer\": {\"device\": \"cpu\"}" $np
+        case "$OUTPUT" in *"runs during the backward pass"*) pass ;; *) fail "ov${st}g$np: the overlapped host step did not run" ;; esac
+        agree "ovr${st}g$np" "ov${st}g$np" 2e-3 "stage $st, host step during the backward pass, $np GPU(s)"
+    done
 done
 rm -rf "$NV"
 

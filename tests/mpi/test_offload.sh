@@ -85,8 +85,52 @@ for np in 1 2 3; do
     done
 done
 
-# --- the stage-3 host update of each unit is made when the unit is next gathered: with gradient
-# --- accumulation and an evaluation between steps the results are still those without offload
+# --- without clipping and with no step that can be skipped, each unit's host update starts during
+# --- the backward pass once its gradient is final (a thread): the same results, bit for bit, with
+# --- gradient accumulation (micro-batch 2: 6, 3 and 2 micro-steps), in fp32 and in bf16 with
+# --- check_grad_overflow false; with the overflow check (a step may be skipped) it waits
+# ovrun NAME NP STAGE PRECISION-JSON ZERO-EXTRA
+ovrun() {
+    local name=$1 np=$2 stage=$3 prec=$4 extra=$5
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": 2, "gradient_clipping": 0, %s
+ "wall_clock_breakdown": true, "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": %d, "sub_group_size": 0 %s}}\n' "$prec" "$stage" "$extra" > "$TMP/$name.json"
+    mpi "$np" train --model test-mini --data "$D" --max_length 32 --max_steps 3 --logging_steps 1 \
+        --config "$TMP/$name.json" --out "$TMP/$name" --seed 5
+    expect_ok "$name"
+    H=$(hash_of)
+}
+early() { printf '%s\n' "$OUTPUT" | sed -n 's/.*begun during the backward pass: \([0-9]* of [0-9]*\) units.*/\1/p' | sort -u | tr '\n' ' '; }
+for np in 1 2 3; do
+    for st in 2 3; do
+        for prec in "" '"bf16": {"enabled": true, "check_grad_overflow": false},'; do
+            n=ovref$st$np$(printf '%s' "$prec" | cksum | cut -c1-4)
+            ovrun "$n" $np $st "$prec" ""
+            printf '%s\n' "$H" > "$TMP/$n.hash"
+            ovrun "${n}o" $np $st "$prec" "$OPT_CPU"
+            same "${n}o" "$n"
+            case "$OUTPUT" in *"runs during the backward pass"*) pass ;; *) fail "${n}o: the overlapped host step was not announced" ;; esac
+            [ "$(early)" = "4 of 4 " ] && pass || fail "${n}o: units begun during the backward pass: '$(early)', want 4 of 4 on every step"
+        done
+    done
+done
+F32=ovref32$(printf '' | cksum | cut -c1-4)
+sed 's/"gradient_clipping": 0,/"gradient_clipping": 0, "zinf_overlap_host_step": false,/' "$TMP/${F32}o.json" > "$TMP/ovoff.json"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --logging_steps 1 --config "$TMP/ovoff.json" --out "$TMP/ovoff" --seed 5
+expect_ok "zinf_overlap_host_step false"
+H=$(hash_of); same ovoff "$F32"
+[ -z "$(early)" ] && pass || fail "zinf_overlap_host_step false: units still begun early: $(early)"
+for prec in '"bf16": {"enabled": true},' '"fp16": {"enabled": true},'; do
+    ovrun ovskip 2 3 "$prec" "$OPT_CPU"
+    [ -z "$(early)" ] && pass || fail "$prec: a step that may be skipped began its update early: $(early)"
+done
+sed 's/"gradient_clipping": 0,/"gradient_clipping": 1.0,/' "$TMP/${F32}o.json" > "$TMP/ovclip.json"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --logging_steps 1 --config "$TMP/ovclip.json" --out "$TMP/ovclip" --seed 5
+expect_ok "clipping: no overlap"
+[ -z "$(early)" ] && pass || fail "with clipping, updates began before the norm was known: $(early)"
+
+# --- with gradient accumulation and an evaluation between steps the results are still those
+# --- without offload
 run data --random 3712 --vocab 256 --seed 9 --out "$TMP/val"
 for off in "" "$OPT_CPU" "$OPT_NVME$PAR_NVME"; do
     n=acc$(printf '%s' "$off" | cksum | cut -c1-6)
