@@ -42,6 +42,7 @@
 /* Below this many elements one thread does it all: an OpenMP team costs a few microseconds,
  * about what 64K elements take on one core. */
 #define ADAMW_PAR_MIN 65536
+#define ADAMW_CHUNK 65536 /* elements: about 2 MB of traffic, some 20 us of one core */
 
 #define INL static inline __attribute__((always_inline))
 
@@ -300,18 +301,16 @@ int zinf_cpu_adamw_isa(zinf_cpu_isa isa, float *p, void *p16, zinf_dtype p16_typ
         fn(&c, p, p16, p16_type, g, m, v, 0, n);
         return 0;
     }
-    /* cut points: multiples of 16 elements from p's first 64-byte-aligned element */
+    /* Chunks of ADAMW_CHUNK elements, cut at multiples of 16 from p's first 64-byte-aligned
+     * element, handed out to the threads as they come free: a thread that the kernel preempts
+     * (for the thread driving the GPU, the driver's own threads) does fewer chunks instead of
+     * holding up the rest, as an even static split would; the cuts change no result */
     int64_t skew = (int64_t)((64 - ((uintptr_t)p & 63)) & 63) / 4;
-#pragma omp parallel
-    {
-        int64_t nt = 1, t = 0;
-#ifdef _OPENMP
-        nt = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
-        int64_t lo = t == 0 ? 0 : skew + (((n - skew) * t / nt) & ~(int64_t)15);
-        int64_t hi = t == nt - 1 ? n : skew + (((n - skew) * (t + 1) / nt) & ~(int64_t)15);
-        if (lo < hi) fn(&c, p, p16, p16_type, g, m, v, lo, hi);
+    int64_t nch = (n - skew + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t k = 0; k < nch; k++) {
+        int64_t lo = k == 0 ? 0 : skew + k * ADAMW_CHUNK, hi = skew + (k + 1) * ADAMW_CHUNK;
+        fn(&c, p, p16, p16_type, g, m, v, lo, hi < n ? hi : n);
     }
     return 0;
 }
