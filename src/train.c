@@ -638,9 +638,10 @@ static int loop(run *r)
                       "comm wait %.2f", 1e3 * s.t.fwd, 1e3 * s.t.bwd, 1e3 * s.t.z.gather, 1e3 * s.t.z.reduce,
                       1e3 * s.t.z.optimizer, 1e3 * s.t.z.wait);
         if (c->wall_clock_breakdown && s.t.z.host_units_early > 0)
-            zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | begun during the "
-                      "backward pass: %d of %d units | finished %.2f after it", 1e3 * s.t.z.host_adam,
-                      1e3 * s.t.z.host_copy_wait, s.t.z.host_units_early, s.t.z.host_units, 1e3 * s.t.z.optimizer);
+            zinf_info("  host optimizer (ms): AdamW %.2f, %.2f of it during the backward pass | waiting for device "
+                      "copies %.2f | begun during the backward pass: %d of %d units | finished %.2f after it",
+                      1e3 * s.t.z.host_adam, 1e3 * s.t.z.host_adam_early, 1e3 * s.t.z.host_copy_wait,
+                      s.t.z.host_units_early, s.t.z.host_units, 1e3 * s.t.z.optimizer);
         else if (c->wall_clock_breakdown && s.t.z.host_adam > 0)
             zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
                       "the rest %.2f", 1e3 * s.t.z.host_adam, 1e3 * s.t.z.host_copy_wait, 1e3 * s.t.z.host_io_wait,

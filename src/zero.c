@@ -285,14 +285,15 @@ static int finish_pending(zinf_zero *z, pending *p)
     return 0;
 }
 
-/* Complete finished reductions (all of them when wait_all), in issue order. */
-static int progress(zinf_zero *z, bool wait_all)
+/* Complete the first `wait_n` reductions (on a device the compute stream waits for them, the host
+ * does not), then those of the rest that have finished, in issue order. */
+static int progress_n(zinf_zero *z, int wait_n)
 {
     int done = 0, rc = 0;
     for (int i = 0; i < z->npend; i++) {
         pending *p = &z->pend[i];
-        if (wait_all && (rc = zinf_comm_wait(z->comm, &p->q))) break;
-        if (!wait_all && !zinf_comm_test(z->comm, &p->q)) break; /* keep the order: stop at the first running */
+        if (i < wait_n && (rc = zinf_comm_wait(z->comm, &p->q))) break;
+        if (i >= wait_n && !zinf_comm_test(z->comm, &p->q)) break; /* keep the order: stop at the first running */
         done++;
         if ((rc = finish_pending(z, p))) break;
     }
@@ -302,6 +303,9 @@ static int progress(zinf_zero *z, bool wait_all)
     }
     return rc;
 }
+
+/* Complete finished reductions (all of them when wait_all), in issue order. */
+static int progress(zinf_zero *z, bool wait_all) { return progress_n(z, wait_all ? z->npend : 0); }
 
 /* Elements per rank in one collective over unit u's shard for a bucket of `bucket` elements
  * (reduce_bucket_size, allgather_bucket_size). DeepSpeed never moves less than one parameter (a
@@ -625,8 +629,17 @@ static int hook_grad_ready(void *ctx, int u)
     zinf_zero *z = ctx;
     double t0 = zinf_now();
     int rc = 0;
-    if (z->stage >= 2) rc = reduce_scatter_unit(z, u);
-    else {
+    if (z->stage >= 2) {
+        rc = reduce_scatter_unit(z, u);
+        /* with the step's update under way, the reductions of the units before this one complete
+         * now, in stream order, so their host update can start: they have had this unit's backward
+         * to run, and a host that runs ahead of the device would see them finish only at the end */
+        if (!rc && z->ov.armed && z->last_micro) {
+            int n = 0;
+            while (n < z->npend && z->pend[n].u != u) n++;
+            rc = progress_n(z, n);
+        }
+    } else {
         if (!z->f32) accumulate_unit(z, u);
         if (z->last_micro && z->cfg->overlap_comm) rc = allreduce_unit(z, u);
     }
@@ -1351,7 +1364,9 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             zinf_cpu_adamw(st[0] + j, p16 ? (char *)p16 + (size_t)j * z->es : NULL, be->cdt, g + j, st[1] + j,
                            st[2] + j, b_ - a_, &a);
         }
-        z->t.host_adam += zinf_now() - ta;
+        /* read by the main thread while the overlapped step runs (host_update) */
+        double adam = z->t.host_adam + (zinf_now() - ta);
+        __atomic_store(&z->t.host_adam, &adam, __ATOMIC_RELAXED);
         /* out: parameters up or to NVMe, NVMe states back */
         if (p16 == z->pbuf[slot] && p16) {
             if (pat == ZINF_AT_NVME) {
@@ -1473,6 +1488,11 @@ static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_dec
     }
     z->t.host_units += host;
     z->t.host_units_early += listed; /* listed during the passes (only this thread lists units) */
+    if (z->ov.armed) {
+        double adam;
+        __atomic_load(&z->t.host_adam, &adam, __ATOMIC_RELAXED);
+        z->t.host_adam_early += adam;
+    }
     if (z->ov.armed) {
         if (memcmp(a, &z->ov.a, sizeof *a) || weight_decay != z->ov.wd)
             rc = zinf_errc(ZINF_EINVAL, "internal: the step's optimizer arguments changed after its update began");

@@ -60,6 +60,7 @@ typedef struct zinf_zero_times {
     /* offloaded units updated, and of those the ones begun during the backward pass
      * (zinf_zero_overlap_step) */
     int host_units, host_units_early;
+    double host_adam_early; /* of host_adam, the seconds before the backward pass and the norm ended */
 } zinf_zero_times;
 
 /* Where one unit's states live: the optimizer's (master, m, v), the stage-3 parameter shard's,
