@@ -2,19 +2,25 @@
 # ZeRO-Offload speed on a GPU node: zinf with the optimizer on the CPU (or on NVMe) beside PyTorch
 # FSDP2 with CPU offload and its fused CPU AdamW, measured in the same run on the same machine,
 # and the bound the host's AdamW rate sets (parameters / the CPU AdamW's parameters per second,
-# measured here by tests/unit/test_cpu_adamw --bench).
+# measured here by tests/unit/test_cpu_adamw --bench), and the model FLOPs utilisation (6 N + 12 L
+# C T per token over --peak-tflops, the GPU's dense bf16 peak: 989 for an H100 or H200 SXM).
+# With --clip 0 the config also turns bf16.check_grad_overflow off, as FSDP2 has no such check:
+# no step can then be skipped, so zinf's host step runs during the backward pass.
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/offload_speed.sh [--model gpt2-1.5b] [--np 1] [--micro 8] [--T 1024] [--steps 12]
-#                               [--offload cpu|nvme] [--nvme DIR] [--clip 1.0|0] [--no-torch]
+#                               [--offload cpu|nvme] [--nvme DIR] [--clip 1.0|0] [--gas 1]
+#                               [--no-recompute] [--peak-tflops 989] [--no-torch]
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
 model=gpt2-1.5b np=1 micro=8 T=1024 steps=12 offload=cpu nvme=${TMPDIR:-/tmp} clip=1.0 torch=yes
+gas=1 recompute=yes peak=989
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --np) np=$2; shift ;; --micro) micro=$2; shift ;; --T) T=$2; shift ;;
     --steps) steps=$2; shift ;; --offload) offload=$2; shift ;; --nvme) nvme=$2; shift ;;
-    --clip) clip=$2; shift ;; --no-torch) torch=no ;;
+    --clip) clip=$2; shift ;; --no-torch) torch=no ;; --gas) gas=$2; shift ;;
+    --no-recompute) recompute=no ;; --peak-tflops) peak=$2; shift ;;
     *) echo "offload_speed.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -22,7 +28,7 @@ done
 tmp=${TMPDIR:-/tmp}/zinf-offbench.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-"$ZINF" data --random $((np * micro * (T + 1) * (steps + 2))) --vocab 50257 --out "$tmp/rand" >/dev/null
+"$ZINF" data --random $((np * gas * micro * (T + 1) * (steps + 2))) --vocab 50257 --out "$tmp/rand" >/dev/null
 opt='"offload_optimizer": {"device": "cpu", "pin_memory": true}'
 aio=""
 if [ "$offload" = nvme ]; then
@@ -34,10 +40,14 @@ if [ "$offload" = nvme ]; then
     aio=$(sed -n '/^"aio": {/,/^}/p' "$tmp/iob.txt" | tr -d '\n')
     opt='"offload_optimizer": {"device": "nvme", "nvme_path": "'$nvme'", "pipeline_read": true, "pipeline_write": true}'
 fi
+check=true ac='"activation_checkpointing": {},' rc_word="full recompute"
+awk -v c="$clip" 'BEGIN { exit !(c + 0 == 0) }' && check=false
+[ "$recompute" = yes ] || { ac=""; rc_word="no recompute"; }
 cat > "$tmp/ds.json" <<JSON
-{ "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": 1, "gradient_clipping": $clip,
-  "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
-  "zero_optimization": {"stage": 3, "overlap_comm": true, $opt}, "activation_checkpointing": {},
+{ "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": $gas, "gradient_clipping": $clip,
+  "bf16": {"enabled": true, "check_grad_overflow": $check},
+  "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
+  "zero_optimization": {"stage": 3, "overlap_comm": true, $opt}, $ac
   "wall_clock_breakdown": true ${aio:+, $aio} }
 JSON
 rc=0
@@ -46,12 +56,17 @@ mpirun --bind-to none -np "$np" "$ZINF" train --device cuda --model "$model" --d
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 3' | sort -n |
       awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-peak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
+peak_mem=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
 nparams=$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/zinf.log" | head -1)
-echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO-3, full recompute, optimizer on $offload, clipping $clip"
-printf "%-34s %14s %10s %10s\n" "" "tokens/s/GPU" "ms/step" "peak GiB"
-awk -v t="$tps" -v np="$np" -v mb="$micro" -v T="$T" -v p="${peak:-?}" 'BEGIN {
-    printf "%-34s %14.0f %10.1f %10s\n", "zinf", t / np, 1e3 * np * mb * T / t, p }'
+# model FLOPs per token: 6 N + 12 L C T (the attention's scores and sums), from the run's shape
+L=$(sed -n 's/.* L=\([0-9]*\) .*/\1/p' "$tmp/zinf.log" | head -1)
+C=$(sed -n 's/.* C=\([0-9]*\) .*/\1/p' "$tmp/zinf.log" | head -1)
+echo "GPT-2 $model, micro-batch $micro x T $T per GPU, gradient accumulation $gas, $np GPU(s), bf16, ZeRO-3, $rc_word, optimizer on $offload, clipping $clip, bf16.check_grad_overflow $check"
+printf "%-34s %14s %10s %10s %6s\n" "" "tokens/s/GPU" "ms/step" "peak GiB" "MFU"
+mfu() { awk -v t="$1" -v n="$nparams" -v L="${L:-0}" -v C="${C:-0}" -v T="$T" -v pk="$peak" 'BEGIN {
+    if (L == 0) { print "?"; exit } printf "%.1f%%", 100 * t * (6e6 * n + 12 * L * C * T) / (pk * 1e12) }'; }
+awk -v t="$tps" -v np="$np" -v mb="$((micro * gas))" -v T="$T" -v p="${peak_mem:-?}" -v u="$(mfu "$(awk -v t="$tps" -v np="$np" 'BEGIN { print t / np }')")" 'BEGIN {
+    printf "%-34s %14.0f %10.1f %10s %6s\n", "zinf", t / np, 1e3 * np * mb * T / t, p, u }'
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /'
 # the host AdamW bound: this shard's parameters over the measured CPU AdamW rate (bf16 output)
@@ -79,7 +94,8 @@ if [ "$offload" = nvme ]; then
 fi
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
     (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2_offload.py --model "$model" \
-        --micro "$micro" --T "$T" --steps "$steps" --clip "$(awk -v c="$clip" 'BEGIN { print c + 0 }')" 2>"$tmp/torch.err") |
-    while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s\n" "PyTorch FSDP2 + CPU offload" "$ttps" "$tms" "$tpeak"; done
+        --micro "$micro" --T "$T" --steps "$steps" --clip "$(awk -v c="$clip" 'BEGIN { print c + 0 }')" --gas "$gas" \
+        $([ "$recompute" = yes ] || echo --no-recompute) 2>"$tmp/torch.err") |
+    while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s %6s\n" "PyTorch FSDP2 + CPU offload" "$ttps" "$tms" "$tpeak" "$(mfu "$ttps")"; done
     [ -s "$tmp/torch.err" ] && grep -i error "$tmp/torch.err" | tail -3 >&2 || :
 fi

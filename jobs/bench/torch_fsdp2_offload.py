@@ -3,7 +3,8 @@
 of parameters, gradients and optimizer states (CPUOffloadPolicy(pin_memory=True)) with the fused
 CPU AdamW, full activation recomputation per block, bf16 compute, on the same shapes as zinf.
 Run under torchrun. Prints one line on rank 0: `fsdp2-offload tokens_per_s_per_gpu ms_per_step peak_gib`.
---clip 1.0 adds gradient clipping (off by default, as in the figure PEERS.md quotes)."""
+--clip 1.0 adds gradient clipping (off by default, as in the figure PEERS.md quotes); --gas N
+accumulates N micro-batches per step; --no-recompute keeps the activations."""
 import argparse
 import os
 import time
@@ -23,6 +24,8 @@ def main():
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--clip", type=float, default=0.0)
+    ap.add_argument("--gas", type=int, default=1)
+    ap.add_argument("--no-recompute", dest="recompute", action="store_false")
     a = ap.parse_args()
     dist.init_process_group("nccl")
     rank = dist.get_rank()
@@ -31,7 +34,7 @@ def main():
     torch.manual_seed(0)
     model = GPT(L, C, NH)
     # full recompute: each block's forward is checkpointed
-    for b in model.blocks:
+    for b in model.blocks if a.recompute else []:
         f = b.forward
         b.forward = lambda x, f=f: checkpoint(f, x, use_reentrant=False)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -47,8 +50,9 @@ def main():
     for _ in range(a.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        loss = model(idx, tgt)
-        loss.backward()
+        for _ in range(a.gas):
+            loss = model(idx, tgt) / a.gas
+            loss.backward()
         if a.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
@@ -57,7 +61,7 @@ def main():
         times.append(time.perf_counter() - t0)
     dt = steady(times)
     if rank == 0:
-        print(f"fsdp2-offload {a.micro * a.T / dt:.0f} {1e3 * dt:.1f} "
+        print(f"fsdp2-offload {a.gas * a.micro * a.T / dt:.0f} {1e3 * dt:.1f} "
               f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
     dist.destroy_process_group()
 
