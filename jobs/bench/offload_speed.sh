@@ -1,6 +1,7 @@
 #!/bin/sh
 # ZeRO-Offload speed on a GPU node: zinf with the optimizer on the CPU (or on NVMe) beside PyTorch
-# FSDP2 with CPU offload and its fused CPU AdamW, measured in the same run on the same machine,
+# FSDP2 with CPU offload and its fused CPU AdamW and, where .peers/ was carried (PEERS.md), DeepSpeed
+# ZeRO-3 with DeepSpeedCPUAdam (--offload cpu), measured in the same run on the same machine,
 # and the bound the host's AdamW rate sets (parameters / the CPU AdamW's parameters per second,
 # measured here by tests/unit/test_cpu_adamw --bench), and the model FLOPs utilisation (6 N + 12 L
 # C T per token over --peak-tflops, the GPU's dense bf16 peak: 989 for an H100 or H200 SXM).
@@ -9,18 +10,18 @@
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/offload_speed.sh [--model gpt2-1.5b] [--np 1] [--micro 8] [--T 1024] [--steps 12]
 #                               [--offload cpu|nvme] [--nvme DIR] [--clip 1.0|0] [--gas 1]
-#                               [--no-recompute] [--peak-tflops 989] [--no-torch]
+#                               [--no-recompute] [--peak-tflops 989] [--no-torch] [--no-ds]
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
 model=gpt2-1.5b np=1 micro=8 T=1024 steps=12 offload=cpu nvme=${TMPDIR:-/tmp} clip=1.0 torch=yes
-gas=1 recompute=yes peak=989
+gas=1 recompute=yes peak=989 ds=yes
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --np) np=$2; shift ;; --micro) micro=$2; shift ;; --T) T=$2; shift ;;
     --steps) steps=$2; shift ;; --offload) offload=$2; shift ;; --nvme) nvme=$2; shift ;;
     --clip) clip=$2; shift ;; --no-torch) torch=no ;; --gas) gas=$2; shift ;;
-    --no-recompute) recompute=no ;; --peak-tflops) peak=$2; shift ;;
+    --no-recompute) recompute=no ;; --peak-tflops) peak=$2; shift ;; --no-ds) ds=no ;;
     *) echo "offload_speed.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -98,4 +99,13 @@ if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'impo
         $([ "$recompute" = yes ] || echo --no-recompute) 2>"$tmp/torch.err") |
     while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s %6s\n" "PyTorch FSDP2 + CPU offload" "$ttps" "$tms" "$tpeak" "$(mfu "$ttps")"; done
     [ -s "$tmp/torch.err" ] && grep -i error "$tmp/torch.err" | tail -3 >&2 || :
+fi
+if [ "$ds" = yes ] && [ "$offload" = cpu ] && [ -f "$here/.peers/activate-peers.sh" ]; then
+    # the first use compiles DeepSpeed's CPU Adam (about a minute on a fresh machine)
+    bash -c 'source "$1/.peers/activate-peers.sh" && cd "$1/jobs/bench" && shift && exec torchrun --standalone --nproc_per_node "$@"' \
+        _ "$here" "$np" ds_offload.py --model "$model" --micro "$micro" --T "$T" --steps "$(( steps < 8 ? steps : 8 ))" \
+        --clip "$(awk -v c="$clip" 'BEGIN { print c + 0 }')" --gas "$gas" $([ "$recompute" = yes ] || echo --no-recompute) \
+        2>"$tmp/ds.err" | grep '^deepspeed-offload' |
+    while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s %6s\n" "DeepSpeed ZeRO-3 + CPU Adam" "$ttps" "$tms" "$tpeak" "$(mfu "$ttps")"; done
+    grep -q . "$tmp/ds.err" && grep -i -E 'error|Traceback' "$tmp/ds.err" | tail -3 >&2 || :
 fi
