@@ -9,6 +9,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 PRESETS = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-774m": (36, 1280, 20),
            "gpt2-1.5b": (48, 1600, 25)}
@@ -52,30 +53,66 @@ def steady(times):
     return tail[len(tail) // 2]
 
 
+def offload_args(clip):
+    """The command line of the offload peers (torch_fsdp2_offload.py, ds_offload.py)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="gpt2-1.5b")
+    ap.add_argument("--micro", type=int, default=8)
+    ap.add_argument("--T", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--clip", type=float, default=clip)
+    ap.add_argument("--gas", type=int, default=1)
+    ap.add_argument("--no-recompute", dest="recompute", action="store_false")
+    return ap.parse_args()
+
+
+def offload_model(a):
+    """The peers' model on the host, each block's forward checkpointed unless --no-recompute."""
+    L, C, NH = PRESETS[a.model]
+    torch.manual_seed(0)
+    model = GPT(L, C, NH)
+    for b in model.blocks if a.recompute else []:
+        f = b.forward
+        b.forward = lambda x, f=f: checkpoint(f, x, use_reentrant=False)
+    return model, C
+
+
+def time_steps(a, micro_step, name):
+    """Time a.steps steps of a.gas micro-steps (micro_step(idx, tgt) runs one) on random tokens
+    and print `name tokens_per_s_per_gpu ms_per_step peak_gib` on rank 0."""
+    idx = torch.randint(0, 50257, (a.micro, a.T), device="cuda")
+    tgt = torch.randint(0, 50257, (a.micro, a.T), device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for k in range(a.gas):
+            micro_step(idx, tgt, k == a.gas - 1)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    dt = steady(times)
+    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+        print(f"{name} {a.gas * a.micro * a.T / dt:.0f} {1e3 * dt:.1f} "
+              f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
+
+
 def run(mode, args):
     L, C, NH = PRESETS[args.model]
     torch.manual_seed(0)
     model = GPT(L, C, NH).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
     fwd = torch.compile(model) if mode == "compile" else model
-    idx = torch.randint(0, 50257, (args.micro, args.T), device="cuda")
-    tgt = torch.randint(0, 50257, (args.micro, args.T), device="cuda")
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for step in range(args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def micro_step(idx, tgt, last):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = fwd(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    dt = steady(times)
-    print(f"torch {mode} {args.micro * args.T / dt:.0f} {1e3 * dt:.1f} "
-          f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
+
+    time_steps(args, micro_step, f"torch {mode}")
     del model, opt, fwd
     torch.cuda.empty_cache()
 
@@ -87,6 +124,7 @@ if __name__ == "__main__":
     ap.add_argument("--T", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--modes", default="eager,compile")
+    ap.set_defaults(gas=1)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     for m in a.modes.split(","):
