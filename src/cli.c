@@ -169,7 +169,7 @@ static void print_flags(FILE *out, const flag *tab)
     {"fp16", F_BOOL, &(fl)->fp16, &(fl)->fp16_set, "fp16 mixed precision (fills fp16.enabled \"auto\")"},      \
     {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps (default steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
-    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps (checkpoints arrive in a later release)"}
+    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: never)"}
 
 static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *help)
 {
@@ -183,7 +183,9 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"model", F_STR, &o.model, NULL, "preset or HF config.json-style file (default test-mini)"},
         {"data", F_STR, &o.data, NULL, "glob of training token shards"},
         {"val", F_STR, &o.val, NULL, "glob of validation token shards"},
-        {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/); default zinf-out"},
+        {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
+        {"resume", F_STR, &o.resume, NULL, "continue from a checkpoint: auto (the newest in --out, else a fresh start), a file or a directory"},
+        {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only the newest N checkpoints (default 0: all)"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
@@ -390,5 +392,5 @@ int zinf_cli_main(int argc, char **argv)
     /* every error that reaches here was printed once: agreed on (zinf_comm_agree) or by the
      * failing rank itself */
     zinf_comm_finalize(&comm);
-    return rc ? 1 : 0;
+    return rc == ZINF_TRAIN_STOPPED ? ZINF_EXIT_STOPPED : rc ? 1 : 0;
 }

@@ -1,4 +1,5 @@
 /* The training loop; the states, their partitioning and the reductions belong to zero.c. */
+#include "ckpt.h"
 #include "train.h"
 
 #include <errno.h>
@@ -26,6 +27,8 @@ void zinf_train_opts_defaults(zinf_train_opts *o)
     o->out = "zinf-out";
     o->device = "cpu";
     o->seed = 1234;
+    o->save_total_limit = 0;
+    o->resume = NULL;
     o->max_new_tokens = 16;
     zinf_flags_defaults(&o->flags);
 }
@@ -108,7 +111,14 @@ typedef struct run {
     bool ac;                 /* activation checkpointing: the config's block or --gradient_checkpointing */
     bool agreed;             /* the failure was agreed on by every rank and said once */
     bool said_overlap;       /* the overlapped host step has been announced */
+    int64_t start_step;      /* steps done before this run: 0, or the checkpoint's step on resume */
+    char *cfg_json;          /* the resolved config, stored in checkpoints */
 } run;
+
+/* SIGUSR1 or SIGTERM (Slurm's warning before the time limit, preemption): finish the step, save
+ * a checkpoint and stop (ZINF_TRAIN_STOPPED). A second signal changes nothing: the save goes on. */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
  * of step S (1-based), to test that the job ends with that rank's message, or with a collective
@@ -539,11 +549,47 @@ static int setup(run *r)
             if (!(r->tev[i] = r->be.event_new_timed(&r->be))) rc = zinf_errc(ZINF_ENOMEM, "cannot create timing events");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
+    /* --resume: the newest complete checkpoint (auto) or the one named; rank 0 finds it */
+    char ck[4096] = "";
+    rc = comm->rank == 0 ? zinf_ckpt_resolve(o->resume, o->out, ck, sizeof ck) : 0;
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, comm->world);
+    if (ck[0]) {
+        zinf_ckpt_meta meta;
+        ZINF_TRY(zinf_ckpt_load(ck, comm, &r->m, r->z, &meta));
+        if (meta.seed != o->seed)
+            rc = zinf_err("%s: saved with --seed %llu, this run has %llu: the data order would change", ck,
+                          (unsigned long long)meta.seed, (unsigned long long)o->seed);
+        else if (meta.train_batch_size != r->cfg.train_batch_size)
+            rc = zinf_err("%s: saved with train_batch_size %lld, this run has %lld: the data position would not "
+                          "carry over", ck, (long long)meta.train_batch_size, (long long)r->cfg.train_batch_size);
+        ZINF_TRY(zinf_comm_agree(comm, rc));
+        r->start_step = meta.step;
+        r->opt_steps = meta.opt_steps;
+        r->ls.cur_scale = meta.ls.cur_scale;
+        r->ls.cur_hysteresis = meta.ls.cur_hysteresis;
+        r->ls.cur_iter = meta.ls.cur_iter;
+        r->ls.last_overflow_iter = meta.ls.last_overflow_iter;
+    }
+    {
+        size_t n = 0;
+        FILE *ms = open_memstream(&r->cfg_json, &n);
+        if (!ms) return zinf_comm_agree(comm, zinf_errc(ZINF_ENOMEM, "out of host memory"));
+        zinf_config_print(&r->cfg, ms);
+        fclose(ms);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
     rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
     if (!rc && comm->rank == 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-        r->metrics = fopen(path, "w");
+        r->metrics = fopen(path, ck[0] ? "a" : "w"); /* a resumed run appends */
         if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", path, strerror(errno));
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
@@ -567,11 +613,13 @@ static int setup(run *r)
     zinf_zero_print_mem(r->z);
     zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
               zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
+    if (ck[0]) zinf_info("zinf: resumed from %s after step %lld", ck, (long long)r->start_step);
     return 0;
 }
 
 static void teardown(run *r)
 {
+    free(r->cfg_json);
     if (r->metrics) fclose(r->metrics);
     for (int i = 0; i < 6; i++)
         if (r->tev[i]) r->be.event_free(&r->be, r->tev[i]);
@@ -603,7 +651,7 @@ static int loop(run *r)
                              12.0 * r->m.c.n_layer * r->m.c.n_embd * (double)r->T;
     double window_t = 0;
     int64_t window_steps = 0;
-    for (int64_t step = 0; step < total; step++) {
+    for (int64_t step = r->start_step; step < total; step++) {
         double t0 = zinf_now();
         ZINF_TRY(fault_at(&r->fault, r->comm->rank, step + 1)); /* ZINF_FAULT (see fault_parse) */
         step_result s;
@@ -624,6 +672,22 @@ static int loop(run *r)
         if (r->be.mem_info) {
             size_t used = 0, tot = 0;
             if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;
+        }
+        /* a signal on any rank stops every rank after this step, with a checkpoint */
+        double sig = stop_signal;
+        ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, &sig, 1));
+        bool save_now = sig > 0 || (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
+        if (save_now) {
+            zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
+                                   .train_batch_size = c->train_batch_size, .ls = r->ls};
+            double ts = zinf_now();
+            ZINF_TRY(zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit));
+            zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
+        }
+        if (sig > 0) {
+            zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",
+                      (int)sig, (long long)done);
+            return ZINF_TRAIN_STOPPED;
         }
         if (!log_now && !eval_now) continue;
         double tps = (double)tokens_per_step * (double)window_steps / window_t;
@@ -748,6 +812,7 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     int rc = setup(&r);
     if (rc) { teardown(&r); return rc; }
     rc = loop(&r);
+    if (rc == ZINF_TRAIN_STOPPED) { teardown(&r); return rc; }
     if (!rc) rc = check_params_agree(&r);
     if (!rc && o->prompts) rc = check_prompts(&r, o->prompts);
     if (rc && !r.agreed && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */

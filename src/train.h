@@ -25,8 +25,15 @@ typedef struct zinf_train_opts {
     int64_t max_new_tokens;  /* for the prompt check */
     double comm_timeout;     /* seconds, 0 = no limit; when not set: ZINF_COMM_TIMEOUT or 600 */
     bool comm_timeout_set;
+    const char *resume;      /* --resume: "auto", a checkpoint file or a directory; NULL: fresh */
+    int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */
     zinf_flags flags;
 } zinf_train_opts;
+
+/* zinf_train_run's return after a SIGUSR1 or SIGTERM: the run stopped after a step and a
+ * checkpoint; main exits with ZINF_EXIT_STOPPED (EX_TEMPFAIL), which a job script requeues on. */
+#define ZINF_TRAIN_STOPPED 1
+#define ZINF_EXIT_STOPPED 75
 
 void zinf_train_opts_defaults(zinf_train_opts *o);
 int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o);

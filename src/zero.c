@@ -1662,3 +1662,98 @@ int zinf_zero_get_params(zinf_zero *z, int u, float *out)
     if (z->stage == 3 && full) be->free(be, ZINF_PLACE_DEVICE, full);
     return rc;
 }
+
+/* ---------------------------------------------------------------- checkpoints -------------- */
+void zinf_zero_ckpt_range(const zinf_zero *z, int u, bool writer, int64_t *lo, int64_t *len)
+{
+    const zunit *x = &z->u[u];
+    int64_t a = x->off, b = x->off + x->p < x->n ? x->off + x->p : x->n;
+    if (z->stage == 0 && writer && z->rank != 0) b = a; /* every rank holds all: rank 0 writes */
+    *lo = a;
+    *len = b > a ? b - a : 0;
+}
+
+/* Move `len` fp32 elements at element `k0` of state s between the host buffer and the state's
+ * place (to the state when `put`). */
+static int state_move(zinf_zero *z, zstate *s, int64_t k0, int64_t len, float *buf, bool put)
+{
+    size_t bytes = (size_t)len * 4;
+    if (!len) return 0;
+    if (s->at == ZINF_AT_NVME)
+        return put ? zinf_swap_write(s->sw, &s->r, k0 * 4, buf, bytes) : zinf_swap_read(s->sw, &s->r, k0 * 4, buf, bytes);
+    float *p = (float *)s->p + k0;
+    if (s->at == ZINF_AT_HOST || z->be->host_visible) {
+        if (put) memcpy(p, buf, bytes);
+        else memcpy(buf, p, bytes);
+        return 0;
+    }
+    ZINF_TRY(put ? z->be->copy(z->be, p, buf, bytes, NULL) : z->be->copy(z->be, buf, p, bytes, NULL));
+    return z->be->sync(z->be);
+}
+
+static zstate *ckpt_state(zunit *x, zinf_ckpt_state k)
+{
+    return k == ZINF_CKPT_MASTER ? &x->master : k == ZINF_CKPT_ADAM_M ? &x->m : &x->v;
+}
+
+int zinf_zero_ckpt_get(zinf_zero *z, int u, zinf_ckpt_state k, float *buf)
+{
+    int64_t lo, len;
+    zinf_zero_ckpt_range(z, u, false, &lo, &len);
+    return state_move(z, ckpt_state(&z->u[u], k), lo - z->u[u].off, len, buf, false);
+}
+
+int zinf_zero_ckpt_set(zinf_zero *z, int u, zinf_ckpt_state k, const float *buf)
+{
+    int64_t lo, len;
+    zinf_zero_ckpt_range(z, u, false, &lo, &len);
+    return state_move(z, ckpt_state(&z->u[u], k), lo - z->u[u].off, len, (float *)buf, true);
+}
+
+/* After the masters were set: every parameter store from its master, rounded to the compute
+ * dtype as the AdamW kernels round (the 16-bit parameters are always the rounded masters), then
+ * made visible as a step makes them. `tmp`: room for the largest shard in fp32. */
+int zinf_zero_ckpt_params_from_master(zinf_zero *z)
+{
+    zinf_backend *be = z->be;
+    int64_t maxp = 0;
+    for (int u = 0; u < z->nunits; u++) maxp = z->u[u].p > maxp ? z->u[u].p : maxp;
+    float *tmp = malloc((size_t)maxp * 4);
+    uint16_t *h16 = malloc((size_t)maxp * 2);
+    if (!tmp || !h16) {
+        free(tmp);
+        free(h16);
+        return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    }
+    int rc = 0;
+    for (int u = 0; u < z->nunits && !rc; u++) {
+        zunit *x = &z->u[u];
+        if (x->master_alias) continue; /* the master is the parameter store */
+        int64_t lo, len;
+        zinf_zero_ckpt_range(z, u, false, &lo, &len);
+        rc = zinf_zero_ckpt_get(z, u, ZINF_CKPT_MASTER, tmp);
+        if (rc) break;
+        const void *src = tmp;
+        if (!z->f32) {
+            for (int64_t i = 0; i < len; i++)
+                h16[i] = be->cdt == ZINF_BF16 ? zinf_f32_to_bf16(tmp[i]) : zinf_f32_to_f16(tmp[i]);
+            src = h16;
+        }
+        size_t bytes = (size_t)len * z->es;
+        if (z->stage == 3 && x->pshard.at == ZINF_AT_NVME) {
+            rc = zinf_swap_write(x->pshard.sw, &x->pshard.r, 0, src, bytes);
+        } else {
+            char *dst = z->stage == 3 ? (char *)x->pshard.p : (char *)x->full + (size_t)lo * z->es;
+            if (be->host_visible || (z->stage == 3 && x->pshard.at == ZINF_AT_HOST)) memcpy(dst, src, bytes);
+            else if (!(rc = be->copy(be, dst, src, bytes, NULL))) rc = be->sync(be);
+        }
+    }
+    free(tmp);
+    free(h16);
+    if (!rc && (z->stage == 1 || z->stage == 2)) rc = allgather_params(z);
+    if (!rc && z->stage == 3)
+        for (int u = 0; u < z->nunits && !rc; u++)
+            if (z->u[u].persistent) rc = release_unit(z, u); /* gathered again on use */
+    if (!rc) rc = be->sync(be);
+    return rc;
+}

@@ -105,6 +105,19 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
  * no host optimizer states, NVMe states, stages 0-1), negative on failure. */
 int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
 
+/* Checkpoints (ckpt.c). A unit's states are flat over its elements [0, numel); this rank's part
+ * of them is [lo, lo+len): its shard, clipped to numel (stage 0: the whole unit). With `writer`,
+ * each element belongs to exactly one rank (stage 0: rank 0), the ranges a file is written and
+ * checksummed from. */
+typedef enum { ZINF_CKPT_MASTER, ZINF_CKPT_ADAM_M, ZINF_CKPT_ADAM_V } zinf_ckpt_state;
+void zinf_zero_ckpt_range(const zinf_zero *z, int u, bool writer, int64_t *lo, int64_t *len);
+/* This rank's part of a unit's fp32 state, from or to a host buffer of len elements, wherever
+ * the state lives (device, host, NVMe). */
+int zinf_zero_ckpt_get(zinf_zero *z, int u, zinf_ckpt_state k, float *buf);
+int zinf_zero_ckpt_set(zinf_zero *z, int u, zinf_ckpt_state k, const float *buf);
+/* After the masters were set: the parameters from them, as a step leaves them. */
+int zinf_zero_ckpt_params_from_master(zinf_zero *z);
+
 void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r);
 void zinf_zero_times_take(zinf_zero *z, zinf_zero_times *t); /* and reset */
 /* After a pass has finished on the backend: add its gather waits to the times (count) or drop them. */
