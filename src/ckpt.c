@@ -29,6 +29,8 @@ static inline uint64_t mix64(uint64_t x)
 uint64_t zinf_ckpt_checksum(const float *x, int64_t first, int64_t n)
 {
     uint64_t s = 0;
+    /* a sum modulo 2^64: any split over threads gives the same value */
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
         uint32_t b;
         memcpy(&b, &x[i], 4);
@@ -135,6 +137,7 @@ static hid_t mpio_fapl(zinf_comm *comm)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_mpio(fapl, comm->world, MPI_INFO_NULL);
+    H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* datasets of 1 MiB or more start on 1 MiB bounds */
     return fapl;
 }
 

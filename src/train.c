@@ -554,6 +554,7 @@ static int setup(run *r)
     rc = comm->rank == 0 ? zinf_ckpt_resolve(o->resume, o->out, ck, sizeof ck) : 0;
     ZINF_TRY(zinf_comm_agree(comm, rc));
     MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, comm->world);
+    double tload = zinf_now();
     if (ck[0]) {
         zinf_ckpt_meta meta;
         ZINF_TRY(zinf_ckpt_load(ck, comm, &r->m, r->z, &meta));
@@ -571,6 +572,7 @@ static int setup(run *r)
         r->ls.cur_iter = meta.ls.cur_iter;
         r->ls.last_overflow_iter = meta.ls.last_overflow_iter;
     }
+    tload = zinf_now() - tload;
     {
         size_t n = 0;
         FILE *ms = open_memstream(&r->cfg_json, &n);
@@ -613,7 +615,7 @@ static int setup(run *r)
     zinf_zero_print_mem(r->z);
     zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
               zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
-    if (ck[0]) zinf_info("zinf: resumed from %s after step %lld", ck, (long long)r->start_step);
+    if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     return 0;
 }
 

@@ -1735,8 +1735,9 @@ int zinf_zero_ckpt_params_from_master(zinf_zero *z)
         if (rc) break;
         const void *src = tmp;
         if (!z->f32) {
-            for (int64_t i = 0; i < len; i++)
-                h16[i] = be->cdt == ZINF_BF16 ? zinf_f32_to_bf16(tmp[i]) : zinf_f32_to_f16(tmp[i]);
+            bool bf = be->cdt == ZINF_BF16;
+#pragma omp parallel for schedule(static) if (len > 65536)
+            for (int64_t i = 0; i < len; i++) h16[i] = bf ? zinf_f32_to_bf16(tmp[i]) : zinf_f32_to_f16(tmp[i]);
             src = h16;
         }
         size_t bytes = (size_t)len * z->es;

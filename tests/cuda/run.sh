@@ -142,6 +142,36 @@ for np in 1 2; do
 done
 rm -rf "$NV"
 
+# 4c. checkpoints on the GPU: 3 steps, save, resume, 3 more steps give the parameters of 6
+# uninterrupted steps bit for bit (bf16, stage 3, optimizer on the GPU and on the CPU); a bf16 GPU
+# checkpoint continues on the CPU backend within the bf16-vs-fp32 bound
+printf '{"train_batch_size": 16, "gradient_clipping": 1.0, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3 %%s},
+  "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.1}}}\n' > "$TMP/ckfmt"
+for off in "" ', "offload_optimizer": {"device": "cpu"}'; do
+    n=ck$(printf '%s' "$off" | cksum | cut -c1-4)
+    printf "$(cat "$TMP/ckfmt")" "$off" > "$TMP/$n.json"
+    ckrun() { mpi 1 train --device "$1" --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 \
+        --logging_steps 1 --config "$TMP/$n.json" --seed 11 --max_steps "$2" --out "$TMP/$3" ${4:+"$4"} ${5:+"$5"}; }
+    ckrun cuda 6 "$n.full" --save_steps 0
+    expect_ok "$n: 6 steps"
+    H=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    ckrun cuda 3 "$n.part" --save_steps 3
+    expect_ok "$n: 3 steps and a checkpoint"
+    ckrun cuda 6 "$n.part" --resume auto
+    expect_ok "$n: resumed on the GPU"
+    [ -n "$H" ] && [ "$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')" = "$H" ] && pass ||
+        fail "$n: resumed on the GPU, the parameters differ from 6 uninterrupted steps"
+    if [ -z "$off" ]; then
+        mkdir -p "$TMP/$n.cpu"; cp "$TMP/$n.part/checkpoint-3.h5" "$TMP/$n.cpu/"
+        ckrun cpu 6 "$n.cpu" --resume auto
+        expect_ok "$n: a bf16 GPU checkpoint resumed on the CPU"
+        metric "$TMP/$n.full/metrics.jsonl" loss | tail -3 > "$TMP/ckg.loss"
+        metric "$TMP/$n.cpu/metrics.jsonl" loss | tail -3 > "$TMP/ckc.loss"
+        paste "$TMP/ckg.loss" "$TMP/ckc.loss" | awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 3e-2 * $1) bad = 1 }
+            END { exit bad || NR != 3 }' && pass || fail "bf16 GPU checkpoint on the CPU: losses $(tr '\n' ' ' < "$TMP/ckc.loss"), GPU $(tr '\n' ' ' < "$TMP/ckg.loss")"
+    fi
+done
+
 # 5. a rank that stops or dies before it joins NCCL: the other one's communicator setup (or, when
 # rank 0 is the one, the broadcast of the communicator id) times out, or mpirun ends the job,
 # instead of waiting forever; one GPU will do, the faulty rank never joins
