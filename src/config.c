@@ -422,9 +422,12 @@ static const keydef KEYS_AC[] = {
 };
 
 static const keydef KEYS_CKPT[] = {
+    /* zinf's checkpoint is one file that every rank writes together (ckpt.c): the ranks' tags
+     * cannot disagree, and every checkpoint is "universal" (any world size and stage load it) */
     {"tag_validation", T_ENUM, 0, CO(ckpt_tag_validation), .sdef = "Warn", .en = &EN_TAGV},
-    {"load_universal", T_BOOL, 0, CO(ckpt_load_universal), .def = 0},
-    {"use_node_local_storage", T_BOOL, 0, CO(ckpt_use_node_local_storage), .def = 0},
+    VACUOUS("load_universal", "every zinf checkpoint loads at any world size and ZeRO stage"),
+    NOEFF("use_node_local_storage", .flags2 = K_DEF, .def = 0,
+          .note = "zinf writes one shared file through MPI-IO into --out"),
     NOEFF("parallel_write"),
     NOEFF("writer"),
 };

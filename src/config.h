@@ -147,7 +147,6 @@ typedef struct zinf_config {
 
     /* checkpoint block */
     bool ckpt_tag_validation_fail; /* tag_validation "Fail" */
-    bool ckpt_use_node_local_storage, ckpt_load_universal;
 
     /* comms_logger */
     bool comms_logger_enabled, comms_logger_verbose, comms_logger_prof_all, comms_logger_debug;
