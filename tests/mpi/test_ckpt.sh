@@ -110,6 +110,31 @@ else
     fail "SIGUSR1: no checkpoint named by latest"
 fi
 
+# SIGTERM twice on a singleton run (no mpirun): the second signal, during the save, changes nothing
+cfg t1 1 3 ""
+"$ZINF" train --model test-mini --data "$D" --max_length 32 --max_steps 100000 --logging_steps 1 \
+    --config "$TMP/t1.json" --out "$TMP/term" --seed 5 --save_steps 0 > "$TMP/term.log" 2>&1 &
+bg=$!
+i=0
+while [ ! -s "$TMP/term/metrics.jsonl" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $bg
+i=0
+while [ ! -f "$TMP/term/checkpoint-"*.h5.tmp ] && kill -0 $bg 2>/dev/null && [ $i -lt 200 ]; do sleep 0.01; i=$((i + 1)); done
+kill -TERM $bg 2>/dev/null
+wait $bg
+rc=$?
+[ "$rc" = 75 ] && pass || { fail "SIGTERM twice: exit $rc, want 75"; tail -5 "$TMP/term.log" >&2; }
+S=$(sed -n 's/^checkpoint-\([0-9]*\)\.h5$/\1/p' "$TMP/term/latest")
+if [ -n "$S" ]; then
+    trn t1 1 term $((S + 1)) --save_steps 0 --resume auto
+    expect_ok "resume after SIGTERM twice"
+    H=$(hash_of)
+    trn t1 1 termfull $((S + 1)) --save_steps 0
+    [ "$(hash_of)" = "$H" ] && pass || fail "SIGTERM twice at step $S: the resumed parameters differ"
+else
+    fail "SIGTERM: no checkpoint named by latest"
+fi
+
 # --- 5. damaged and mismatched checkpoints are refused with their cause --------------------------
 C="$TMP/r22.part/checkpoint-3.h5"
 mkdir -p "$TMP/bad"
