@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "h5attr.h"
 #include "zinf-build.h" /* PACKAGE_VERSION */
 
 static const char *const state_group[3] = {"/master", "/optim/m", "/optim/v"};
@@ -75,44 +76,6 @@ static hid_t file_space(const zinf_tensor_view *t)
     return H5Screate_simple(t->shape[1] ? 2 : 1, dims, NULL);
 }
 
-/* a scalar numeric attribute of file type ft from a value of memory type mt */
-static int attr_num(hid_t obj, const char *name, hid_t ft, hid_t mt, const void *v)
-{
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, ft, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = a < 0 || H5Awrite(a, mt, v) < 0 ? -1 : 0;
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
-    return rc;
-}
-static int attr_i64(hid_t obj, const char *name, int64_t v) { return attr_num(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v); }
-static int attr_u64(hid_t obj, const char *name, uint64_t v) { return attr_num(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v); }
-static int attr_f64(hid_t obj, const char *name, double v) { return attr_num(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v); }
-
-static int attr_str(hid_t obj, const char *name, const char *v)
-{
-    hid_t ty = H5Tcopy(H5T_C_S1);
-    H5Tset_size(ty, strlen(v) + 1);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, ty, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = a < 0 || H5Awrite(a, ty, v) < 0 ? -1 : 0;
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(ty);
-    return rc;
-}
-
-/* read a scalar numeric attribute (converted to the memory type); -1 when missing */
-static int get_attr(hid_t obj, const char *name, hid_t mtype, void *out)
-{
-    if (H5Aexists(obj, name) <= 0) return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) return -1;
-    int rc = H5Aread(a, mtype, out) < 0 ? -1 : 0;
-    H5Aclose(a);
-    return rc;
-}
-
 /* a string dataset (no size limit, unlike an attribute) */
 static int write_text(hid_t f, const char *name, const char *text)
 {
@@ -141,7 +104,7 @@ static hid_t mpio_fapl(zinf_comm *comm)
     return fapl;
 }
 
-static int fsync_path(const char *path, bool dir)
+int zinf_fsync_path(const char *path, bool dir)
 {
     int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd < 0) return zinf_errc(-errno, "%s: %s", path, strerror(errno));
@@ -174,9 +137,9 @@ static long long name_step(const char *n)
  * point `latest` at it the same way, and drop checkpoints beyond the newest `keep`. */
 static int commit(const char *dir, const char *tmp, const char *final, const char *base, int keep)
 {
-    ZINF_TRY(fsync_path(tmp, false));
+    ZINF_TRY(zinf_fsync_path(tmp, false));
     if (rename(tmp, final)) return zinf_errc(-errno, "rename %s: %s", tmp, strerror(errno));
-    ZINF_TRY(fsync_path(dir, true));
+    ZINF_TRY(zinf_fsync_path(dir, true));
     char lt[4096], lf[4096];
     snprintf(lt, sizeof lt, "%s/latest.tmp", dir);
     snprintf(lf, sizeof lf, "%s/latest", dir);
@@ -186,7 +149,7 @@ static int commit(const char *dir, const char *tmp, const char *final, const cha
     ok = !fflush(fp) && ok && !fsync(fileno(fp));
     if (fclose(fp) || !ok) return zinf_errc(ZINF_EIO, "%s: cannot write: %s", lt, strerror(errno));
     if (rename(lt, lf)) return zinf_errc(-errno, "rename %s: %s", lt, strerror(errno));
-    ZINF_TRY(fsync_path(dir, true));
+    ZINF_TRY(zinf_fsync_path(dir, true));
     if (keep <= 0) return 0;
     /* retention: the newest `keep` complete checkpoints stay */
     DIR *d = opendir(dir);
@@ -202,9 +165,14 @@ static int commit(const char *dir, const char *tmp, const char *final, const cha
         int newer = 0;
         for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
         if (newer >= keep) {
-            char p[4096];
+            char p[4200];
             snprintf(p, sizeof p, "%s/checkpoint-%lld.h5", dir, steps[i]);
             unlink(p);
+            /* and its 16-bit weights (stage3_gather_16bit_weights_on_model_save), if any */
+            snprintf(p, sizeof p, "%s/checkpoint-%lld.weights/weights.h5", dir, steps[i]);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/checkpoint-%lld.weights", dir, steps[i]);
+            rmdir(p);
         }
     }
     return 0;
@@ -257,17 +225,17 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     /* the run's scalars: root attributes */
     if (!rc) {
         const zinf_model_cfg *mc = &m->c;
-        int e = attr_i64(f, "format_version", ZINF_CKPT_FORMAT) | attr_str(f, "zinf_version", PACKAGE_VERSION) |
-                attr_i64(f, "step", meta->step) | attr_i64(f, "opt_steps", meta->opt_steps) |
-                attr_u64(f, "seed", meta->seed) | attr_i64(f, "train_batch_size", meta->train_batch_size) |
-                attr_f64(f, "loss_scale", meta->ls.cur_scale) |
-                attr_i64(f, "loss_scale_hysteresis", meta->ls.cur_hysteresis) |
-                attr_i64(f, "loss_scale_iter", meta->ls.cur_iter) |
-                attr_i64(f, "loss_scale_last_overflow_iter", meta->ls.last_overflow_iter) |
-                attr_i64(f, "n_layer", mc->n_layer) | attr_i64(f, "n_embd", mc->n_embd) |
-                attr_i64(f, "n_head", mc->n_head) | attr_i64(f, "vocab_size", mc->vocab_size) |
-                attr_i64(f, "padded_vocab", mc->padded_vocab) | attr_i64(f, "n_positions", mc->n_positions) |
-                attr_i64(f, "saved_world_size", comm->size);
+        int e = zinf_h5_attr_i64(f, "format_version", ZINF_CKPT_FORMAT) | zinf_h5_attr_str(f, "zinf_version", PACKAGE_VERSION) |
+                zinf_h5_attr_i64(f, "step", meta->step) | zinf_h5_attr_i64(f, "opt_steps", meta->opt_steps) |
+                zinf_h5_attr_u64(f, "seed", meta->seed) | zinf_h5_attr_i64(f, "train_batch_size", meta->train_batch_size) |
+                zinf_h5_attr_f64(f, "loss_scale", meta->ls.cur_scale) |
+                zinf_h5_attr_i64(f, "loss_scale_hysteresis", meta->ls.cur_hysteresis) |
+                zinf_h5_attr_i64(f, "loss_scale_iter", meta->ls.cur_iter) |
+                zinf_h5_attr_i64(f, "loss_scale_last_overflow_iter", meta->ls.last_overflow_iter) |
+                zinf_h5_attr_i64(f, "n_layer", mc->n_layer) | zinf_h5_attr_i64(f, "n_embd", mc->n_embd) |
+                zinf_h5_attr_i64(f, "n_head", mc->n_head) | zinf_h5_attr_i64(f, "vocab_size", mc->vocab_size) |
+                zinf_h5_attr_i64(f, "padded_vocab", mc->padded_vocab) | zinf_h5_attr_i64(f, "n_positions", mc->n_positions) |
+                zinf_h5_attr_i64(f, "saved_world_size", comm->size);
         hid_t g = H5Gcreate2(f, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g >= 0) H5Gclose(g);
         e |= g < 0 || write_text(f, "/meta/config", cfg_json ? cfg_json : "{}");
@@ -321,8 +289,8 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
                 snprintf(name, sizeof name, "%s/%s", state_group[k], m->units[u].t[t].name);
                 hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
                 /* where the tensor sits in the model: its unit and its element offset there */
-                if (d < 0 || attr_u64(d, "checksum", sums[di]) || attr_i64(d, "unit_index", u) ||
-                    attr_i64(d, "unit_offset", m->units[u].t[t].offset))
+                if (d < 0 || zinf_h5_attr_u64(d, "checksum", sums[di]) || zinf_h5_attr_i64(d, "unit_index", u) ||
+                    zinf_h5_attr_i64(d, "unit_offset", m->units[u].t[t].offset))
                     rc = zinf_errc(ZINF_EIO, "%s: cannot write the checksum of %s", tmp, name);
                 if (d >= 0) H5Dclose(d);
             }
@@ -400,7 +368,7 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
                                                          "checkpoint)", path));
     int rc = 0;
     int64_t fmt = -1;
-    if (get_attr(f, "format_version", H5T_NATIVE_INT64, &fmt) || fmt != ZINF_CKPT_FORMAT)
+    if (zinf_h5_get_num(f, "format_version", H5T_NATIVE_INT64, &fmt) || fmt != ZINF_CKPT_FORMAT)
         rc = zinf_errc(ZINF_EINVAL, "%s: checkpoint format %lld, this zinf reads format %d", path, (long long)fmt,
                        ZINF_CKPT_FORMAT);
     /* the model must be the one the checkpoint holds */
@@ -410,21 +378,21 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
         {"vocab_size", mc->vocab_size}, {"padded_vocab", mc->padded_vocab}, {"n_positions", mc->n_positions}};
     for (size_t i = 0; i < sizeof shape / sizeof *shape && !rc; i++) {
         int64_t v = -1;
-        if (get_attr(f, shape[i].name, H5T_NATIVE_INT64, &v))
+        if (zinf_h5_get_num(f, shape[i].name, H5T_NATIVE_INT64, &v))
             rc = zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", path, shape[i].name);
         else if (v != shape[i].want)
             rc = zinf_errc(ZINF_EINVAL, "%s: the checkpoint's model has %s %lld, this run's %lld", path, shape[i].name,
                            (long long)v, (long long)shape[i].want);
     }
     memset(meta, 0, sizeof *meta);
-    if (!rc && (get_attr(f, "step", H5T_NATIVE_INT64, &meta->step) ||
-                get_attr(f, "opt_steps", H5T_NATIVE_INT64, &meta->opt_steps) ||
-                get_attr(f, "seed", H5T_NATIVE_UINT64, &meta->seed) ||
-                get_attr(f, "train_batch_size", H5T_NATIVE_INT64, &meta->train_batch_size) ||
-                get_attr(f, "loss_scale", H5T_NATIVE_DOUBLE, &meta->ls.cur_scale) ||
-                get_attr(f, "loss_scale_hysteresis", H5T_NATIVE_INT64, &meta->ls.cur_hysteresis) ||
-                get_attr(f, "loss_scale_iter", H5T_NATIVE_INT64, &meta->ls.cur_iter) ||
-                get_attr(f, "loss_scale_last_overflow_iter", H5T_NATIVE_INT64, &meta->ls.last_overflow_iter)))
+    if (!rc && (zinf_h5_get_num(f, "step", H5T_NATIVE_INT64, &meta->step) ||
+                zinf_h5_get_num(f, "opt_steps", H5T_NATIVE_INT64, &meta->opt_steps) ||
+                zinf_h5_get_num(f, "seed", H5T_NATIVE_UINT64, &meta->seed) ||
+                zinf_h5_get_num(f, "train_batch_size", H5T_NATIVE_INT64, &meta->train_batch_size) ||
+                zinf_h5_get_num(f, "loss_scale", H5T_NATIVE_DOUBLE, &meta->ls.cur_scale) ||
+                zinf_h5_get_num(f, "loss_scale_hysteresis", H5T_NATIVE_INT64, &meta->ls.cur_hysteresis) ||
+                zinf_h5_get_num(f, "loss_scale_iter", H5T_NATIVE_INT64, &meta->ls.cur_iter) ||
+                zinf_h5_get_num(f, "loss_scale_last_overflow_iter", H5T_NATIVE_INT64, &meta->ls.last_overflow_iter)))
         rc = zinf_errc(ZINF_EINVAL, "%s: the run's scalars (step, optimizer and loss-scale state) are missing", path);
     int64_t maxp;
     int ndset = count_datasets(m, z, &maxp);
@@ -464,7 +432,7 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
                 if (!rc && (select_flat(fs, tv, a - tv->offset, b - tv->offset) ||
                             H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, dx, bk + (a - lo)) < 0))
                     rc = zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", path, name);
-                if (get_attr(d, "checksum", H5T_NATIVE_UINT64, &want[di]) && !rc)
+                if (zinf_h5_get_num(d, "checksum", H5T_NATIVE_UINT64, &want[di]) && !rc)
                     rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s has no checksum (an incomplete save?)", path, name);
                 /* this rank's share of the checksum: its writer range */
                 int64_t wa = wlo > a ? wlo : a, wb = wlo + wlen < b ? wlo + wlen : b;

@@ -7,6 +7,7 @@
 #ifndef ZINF_CKPT_H
 #define ZINF_CKPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "comm.h"
@@ -38,6 +39,9 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
 /* Load a checkpoint into the engine: the model's shapes must match; every dataset's checksum is
  * verified. Collective. */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta);
+
+/* fsync a file or a directory (a rename is durable once its directory is synced) */
+int zinf_fsync_path(const char *path, bool dir);
 
 /* The checksum of n fp32 values that sit at logical indices first.. of a tensor: a sum over
  * elements, so the ranks' parts add up to the whole tensor's. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_tool.h"
 #include "config.h" /* zinf_config */
 #include "data.h"
 #include "err.h"
@@ -186,6 +187,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
         {"resume", F_STR, &o.resume, NULL, "continue from a checkpoint: auto (the newest in --out, else a fresh start), a file or a directory"},
         {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only the newest N checkpoints (default 0: all)"},
+        {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face GPT-2 directory (config.json, model.safetensors); a resumed run ignores it"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
@@ -343,6 +345,57 @@ static int cmd_io_bench(int argc, char **argv, int first, bool *help)
     return zinf_iobench_run(&o, stdout);
 }
 
+/* ---------------------------------------------------------------- ckpt --------------------- */
+static int cmd_ckpt(int argc, char **argv, int first, bool *help)
+{
+    const char *out = NULL, *format = "safetensors", *dtype = NULL;
+    bool h = false;
+    const flag tab[] = {
+        {"out", F_STR, &out, NULL, "export: output directory (created when missing)"},
+        {"format", F_STR, &format, NULL, "export: safetensors (config.json + model.safetensors, default) or hdf5 (weights.h5)"},
+        {"dtype", F_STR, &dtype, NULL, "export: fp32, bf16 or fp16 (default fp32 for safetensors, bf16 for hdf5)"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    const char *pos[2];
+    int npos;
+    ZINF_TRY(parse_flags("ckpt", tab, argc, argv, first, pos, 2, &npos));
+    if (h) {
+        *help = true;
+        printf("usage: zinf ckpt info PATH\n"
+               "       zinf ckpt verify PATH\n"
+               "       zinf ckpt export PATH --out DIR [--format safetensors|hdf5] [--dtype fp32|bf16|fp16]\n\n"
+               "Inspect, check or convert a checkpoint of zinf train --save_steps. PATH is a checkpoint-STEP.h5\n"
+               "or a directory whose `latest` names one. info prints the run's state, the model and its\n"
+               "tensors; verify recomputes every dataset's checksum; export writes the weights as a\n"
+               "Hugging Face GPT-2 directory or as one HDF5 file.\n\nflags:\n");
+        print_flags(stdout, tab);
+        return 0;
+    }
+    const char *sub = npos > 0 ? pos[0] : "";
+    bool info = !strcmp(sub, "info"), verify = !strcmp(sub, "verify"), exporting = !strcmp(sub, "export");
+    if (!npos) return zinf_err("ckpt: a subcommand is required: info, verify or export (see zinf ckpt --help)");
+    if (!info && !verify && !exporting)
+        return zinf_err("ckpt: unknown subcommand '%s': expected info, verify or export", sub);
+    if (npos < 2) return zinf_err("ckpt %s: PATH (a checkpoint file or directory) is required", sub);
+    if (!exporting && (out || dtype || strcmp(format, "safetensors")))
+        return zinf_err("ckpt %s: --out, --format and --dtype apply to export only", sub);
+    if (info) return zinf_ckpt_info(pos[1], stdout);
+    if (verify) return zinf_ckpt_verify(pos[1], stdout);
+    if (!out) return zinf_err("ckpt export: --out DIR is required");
+    zinf_export_format fmt;
+    if (!strcmp(format, "safetensors")) fmt = ZINF_EXPORT_SAFETENSORS;
+    else if (!strcmp(format, "hdf5")) fmt = ZINF_EXPORT_HDF5;
+    else return zinf_err("ckpt export: --format %s: expected safetensors or hdf5", format);
+    zinf_dtype dt;
+    if (!dtype) dt = fmt == ZINF_EXPORT_HDF5 ? ZINF_BF16 : ZINF_F32;
+    else if (!strcmp(dtype, "fp32")) dt = ZINF_F32;
+    else if (!strcmp(dtype, "bf16")) dt = ZINF_BF16;
+    else if (!strcmp(dtype, "fp16")) dt = ZINF_F16;
+    else return zinf_err("ckpt export: --dtype %s: expected fp32, bf16 or fp16", dtype);
+    return zinf_ckpt_export(pos[1], out, fmt, dt, stdout);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -354,11 +407,13 @@ static void usage(FILE *out)
             "  estimate       memory per GPU and per node for each ZeRO stage and offload choice\n"
             "                 (zinf estimate --help)\n"
             "  io-bench       measure NVMe swap speed over the aio settings; print the best \"aio\" block\n"
-            "                 (zinf io-bench --help)\n\n"
+            "                 (zinf io-bench --help)\n"
+            "  ckpt           inspect, verify or export a checkpoint: info, verify, export\n"
+            "                 (zinf ckpt --help)\n\n"
             "  --help         this text\n"
             "  --version      the version\n\n"
             "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1),\n"
-            "zinf-io-bench(1).\n");
+            "zinf-io-bench(1), zinf-ckpt(1).\n");
 }
 
 int zinf_cli_main(int argc, char **argv)
@@ -379,6 +434,11 @@ int zinf_cli_main(int argc, char **argv)
     }
     if (!strcmp(cmd, "io-bench")) {
         int rc = cmd_io_bench(argc, argv, 2, &help);
+        if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
+        return 0;
+    }
+    if (!strcmp(cmd, "ckpt")) { /* reads files on one process: no MPI */
+        int rc = cmd_ckpt(argc, argv, 2, &help);
         if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
         return 0;
     }

@@ -1471,9 +1471,6 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, 
     if (c->aio_use_gds && (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME))
         note(cfg, out, true, "aio.use_gds: GPUDirect Storage is not implemented; NVMe data passes through "
              "host buffers");
-    if (c->zero_stage == 3 && c->stage3_gather_16bit_weights_on_model_save)
-        note(cfg, out, true, "zero_optimization.stage3_gather_16bit_weights_on_model_save: no separate 16-bit "
-             "weights file is written; checkpoints hold the fp32 master weights");
     if (c->zero_stage >= 1 && !c->allgather_partitions)
         note(cfg, out, true, "zero_optimization.allgather_partitions false: zinf always all-gathers "
              "partitions");

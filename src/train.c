@@ -1,5 +1,7 @@
 /* The training loop; the states, their partitioning and the reductions belong to zero.c. */
 #include "ckpt.h"
+#include "ckpt_tool.h"
+#include "hf.h"
 #include "train.h"
 
 #include <errno.h>
@@ -555,6 +557,8 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, rc));
     MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, comm->world);
     double tload = zinf_now();
+    if (o->init_from && !ck[0]) /* a resumed run has its weights already */
+        ZINF_TRY(zinf_hf_import(o->init_from, comm, &r->m, r->z));
     if (ck[0]) {
         zinf_ckpt_meta meta;
         ZINF_TRY(zinf_ckpt_load(ck, comm, &r->m, r->z, &meta));
@@ -616,6 +620,7 @@ static int setup(run *r)
     zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
               zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
+    else if (o->init_from) zinf_info("zinf: initial weights from %s (Hugging Face GPT-2 safetensors)", o->init_from);
     return 0;
 }
 
@@ -685,6 +690,15 @@ static int loop(run *r)
             double ts = zinf_now();
             ZINF_TRY(zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit));
             zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
+            /* DeepSpeed's stage3_gather_16bit_weights_on_model_save (zinf: at any stage): the weights
+             * in the compute dtype as well, for inference, from the file just written */
+            if (c->stage3_gather_16bit_weights_on_model_save) {
+                char ck[4200], wd[4200];
+                snprintf(ck, sizeof ck, "%s/checkpoint-%lld.h5", r->o->out, (long long)done);
+                snprintf(wd, sizeof wd, "%s/checkpoint-%lld.weights", r->o->out, (long long)done);
+                int rc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, ZINF_EXPORT_HDF5, r->be.cdt, stdout) : 0;
+                ZINF_TRY(zinf_comm_agree(r->comm, rc));
+            }
         }
         if (sig > 0) {
             zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",

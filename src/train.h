@@ -26,6 +26,7 @@ typedef struct zinf_train_opts {
     double comm_timeout;     /* seconds, 0 = no limit; when not set: ZINF_COMM_TIMEOUT or 600 */
     bool comm_timeout_set;
     const char *resume;      /* --resume: "auto", a checkpoint file or a directory; NULL: fresh */
+    const char *init_from;   /* --init_from: a Hugging Face GPT-2 directory (safetensors); NULL: random */
     int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */
     zinf_flags flags;
 } zinf_train_opts;

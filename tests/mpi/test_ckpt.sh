@@ -88,7 +88,7 @@ trn k2 2 kfull 6 --save_steps 0
 
 # --- 4. SIGUSR1: finish the step, save, exit 75; --resume auto continues -------------------------
 cfg s2 2 2 ""
-"$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" --max_length 32 --max_steps 100000 \
+"$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" --max_length 32 --max_steps 3000 \
     --logging_steps 1 --config "$TMP/s2.json" --out "$TMP/sig" --seed 5 --save_steps 0 > "$TMP/sig.log" 2>&1 &
 bg=$!
 i=0
@@ -112,7 +112,7 @@ fi
 
 # SIGTERM twice on a singleton run (no mpirun): the second signal, during the save, changes nothing
 cfg t1 1 3 ""
-"$ZINF" train --model test-mini --data "$D" --max_length 32 --max_steps 100000 --logging_steps 1 \
+"$ZINF" train --model test-mini --data "$D" --max_length 32 --max_steps 3000 --logging_steps 1 \
     --config "$TMP/t1.json" --out "$TMP/term" --seed 5 --save_steps 0 > "$TMP/term.log" 2>&1 &
 bg=$!
 i=0
@@ -180,6 +180,20 @@ print(f"{h:016x} {int(f.attrs['step'])}")
 PY
 )
     [ "$got" = "$H 6" ] && pass || fail "h5py: the masters hash to '$got', zinf reported '$H 6'"
+    # stage3_gather_16bit_weights_on_model_save: a weights file beside each checkpoint, in the
+    # compute dtype (fp32 on the CPU backend): the masters themselves
+    sed 's/"stage": 3/"stage": 3, "stage3_gather_16bit_weights_on_model_save": true/' "$TMP/r33.json" > "$TMP/g16.json"
+    trn g16 3 g16 4 --save_steps 2 --save_total_limit 1
+    expect_ok "stage3_gather_16bit_weights_on_model_save"
+    [ -f "$TMP/g16/checkpoint-4.weights/weights.h5" ] && [ ! -e "$TMP/g16/checkpoint-2.weights" ] && pass ||
+        fail "16-bit weights on save: $(ls "$TMP/g16" | tr '\n' ' ')"
+    python3 - "$TMP/g16/checkpoint-4.h5" "$TMP/g16/checkpoint-4.weights/weights.h5" <<'PY' && pass || fail "the weights file differs from the checkpoint's masters"
+import sys, h5py, numpy as np
+c, w = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+c["master"].visit(lambda n: names.append(n) if isinstance(c["master"][n], h5py.Dataset) else None)
+assert names and all(np.array_equal(np.asarray(c["master"][n]), np.asarray(w[n])) for n in names), names[:3]
+PY
     cp "$TMP/h5/checkpoint-6.h5" "$TMP/bad/flip.h5"
     python3 - "$TMP/bad/flip.h5" <<'PY'
 import sys, h5py

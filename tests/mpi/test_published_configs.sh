@@ -11,7 +11,7 @@ MANIFEST=$PUB/MANIFEST
 LIMIT=${ZINF_PUBLISHED_TIMEOUT:-30} # seconds for one training run: a crawl is a failure too
 TAB=$(printf '\t')
 BROKEN="" # the configs that failed any check, for the summary
-RELEASE_LIMITS='stage3_gather_16bit_weights_on_model_save: no separate 16-bit weights file is written' 
+RELEASE_LIMITS='^$' # warnings this release gives for keys it does not implement yet: none
 
 [ -r "$MANIFEST" ] || { echo "no $MANIFEST" >&2; exit 1; }
 

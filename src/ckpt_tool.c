@@ -1,0 +1,703 @@
+/* zinf ckpt info|verify|export: see ckpt_tool.h and man/zinf-ckpt.1. */
+#include "h5attr.h"
+#include "ckpt_tool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "err.h"
+#include "hf.h"
+#include "model.h"
+#include "zinf-build.h" /* PACKAGE_VERSION */
+
+/* Elements read per block: 4 MiB of fp32, whatever the model's size. A block is whole rows of a
+ * tensor (or whole columns, for the transposes of the safetensors export), at least one.
+ * ZINF_CKPT_BLOCK=N sets N elements instead: tests make blocks smaller than a tensor with it. */
+#define BLOCK_ELEMS ((int64_t)1 << 20)
+static int64_t block_elems(void)
+{
+    const char *e = getenv("ZINF_CKPT_BLOCK");
+    long long v;
+    return e && sscanf(e, "%lld", &v) == 1 && v > 0 ? (int64_t)v : BLOCK_ELEMS;
+}
+
+static const char *const state_group[3] = {"/master", "/optim/m", "/optim/v"};
+
+/* ---------------------------------------------------------------- the open checkpoint ------ */
+typedef struct ck {
+    char path[4096];
+    hid_t f;
+    zinf_model m; /* the unit layout (no memory, no backend) from the shape attributes */
+    int64_t format, step, opt_steps, train_batch_size, saved_world_size;
+    int64_t ls_hysteresis, ls_iter, ls_last_overflow;
+    uint64_t seed;
+    double loss_scale;
+    char version[64];
+} ck;
+
+/* a fixed-length string attribute, cut to cap */
+static int get_str(hid_t obj, const char *name, char *out, size_t cap)
+{
+    out[0] = 0;
+    if (H5Aexists(obj, name) <= 0) return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
+    int rc = -1;
+    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft)) {
+        size_t n = H5Tget_size(ft);
+        char *s = calloc(n + 1, 1);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, n);
+        if (s && H5Aread(a, mt, s) >= 0) {
+            snprintf(out, cap, "%s", s);
+            rc = 0;
+        }
+        H5Tclose(mt);
+        free(s);
+    }
+    if (ft >= 0) H5Tclose(ft);
+    if (a >= 0) H5Aclose(a);
+    return rc;
+}
+
+static void ck_close(ck *c)
+{
+    if (c->f >= 0) H5Fclose(c->f);
+    c->f = -1;
+    zinf_model_free(&c->m);
+}
+
+/* Resolve spec (a file, or a directory and its `latest`), open the file and read its scalars and
+ * model shape. */
+static int ck_open(ck *c, const char *spec)
+{
+    memset(c, 0, sizeof *c);
+    c->f = -1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors become one message, not HDF5's stack dump */
+    struct stat st;
+    if (stat(spec, &st)) return zinf_errc(-errno, "%s: %s", spec, strerror(errno));
+    /* zinf_ckpt_resolve reads "auto" as --resume's keyword: a path of that name is ./auto */
+    char spec2[4096];
+    snprintf(spec2, sizeof spec2, "%s%s", strcmp(spec, "auto") ? "" : "./", spec);
+    int rr = zinf_ckpt_resolve(spec2, NULL, c->path, sizeof c->path);
+    if (rr < 0 || !c->path[0]) {
+        if (S_ISDIR(st.st_mode))
+            return zinf_errc(ZINF_EINVAL, "%s: no checkpoint in this directory (no latest file, no checkpoint-STEP.h5)", spec);
+        return zinf_errc(ZINF_EIO, "%s: cannot read it: %s", spec, rr < 0 && rr > -1000 ? strerror(-rr) : "not a file");
+    }
+    if (H5Fis_hdf5(c->path) <= 0 || (c->f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+        return zinf_errc(ZINF_EIO, "%s: not a readable HDF5 file (truncated or not a checkpoint)", c->path);
+    c->format = -1;
+    if (zinf_h5_get_num(c->f, "format_version", H5T_NATIVE_INT64, &c->format))
+        return zinf_errc(ZINF_EINVAL, "%s: no format_version attribute: not a zinf checkpoint", c->path);
+    if (c->format != ZINF_CKPT_FORMAT)
+        return zinf_errc(ZINF_EINVAL, "%s: checkpoint format %lld, this zinf reads format %d", c->path,
+                         (long long)c->format, ZINF_CKPT_FORMAT);
+    get_str(c->f, "zinf_version", c->version, sizeof c->version);
+    struct { const char *name; hid_t t; void *p; } sc[] = {
+        {"step", H5T_NATIVE_INT64, &c->step}, {"opt_steps", H5T_NATIVE_INT64, &c->opt_steps},
+        {"seed", H5T_NATIVE_UINT64, &c->seed}, {"train_batch_size", H5T_NATIVE_INT64, &c->train_batch_size},
+        {"loss_scale", H5T_NATIVE_DOUBLE, &c->loss_scale},
+        {"loss_scale_hysteresis", H5T_NATIVE_INT64, &c->ls_hysteresis},
+        {"loss_scale_iter", H5T_NATIVE_INT64, &c->ls_iter},
+        {"loss_scale_last_overflow_iter", H5T_NATIVE_INT64, &c->ls_last_overflow},
+        {"saved_world_size", H5T_NATIVE_INT64, &c->saved_world_size}};
+    for (size_t i = 0; i < sizeof sc / sizeof *sc; i++)
+        if (zinf_h5_get_num(c->f, sc[i].name, sc[i].t, sc[i].p))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, sc[i].name);
+    /* the model: its layout names and shapes every dataset the file must hold */
+    const char *names[6] = {"n_layer", "n_embd", "n_head", "vocab_size", "padded_vocab", "n_positions"};
+    int64_t v[6];
+    for (int i = 0; i < 6; i++) {
+        if (zinf_h5_get_num(c->f, names[i], H5T_NATIVE_INT64, &v[i]))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, names[i]);
+        if (v[i] < 1 || v[i] > (1 << 30))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %lld", c->path, names[i], (long long)v[i]);
+    }
+    zinf_model_cfg mc = {.n_layer = (int)v[0], .n_embd = (int)v[1], .n_head = (int)v[2], .vocab_size = (int)v[3],
+                         .padded_vocab = (int)v[4], .n_positions = (int)v[5]};
+    snprintf(mc.name, sizeof mc.name, "checkpoint");
+    if (mc.n_layer > (1 << 16) || mc.n_embd % mc.n_head || mc.padded_vocab != (mc.vocab_size + 127) / 128 * 128)
+        return zinf_errc(ZINF_EINVAL, "%s: the model attributes disagree (n_embd %d, n_head %d, vocab_size %d, "
+                                      "padded_vocab %d)", c->path, mc.n_embd, mc.n_head, mc.vocab_size, mc.padded_vocab);
+    return zinf_model_init(&c->m, &mc, NULL);
+}
+
+/* The stored config (a string dataset), to free(); NULL when absent. */
+static char *read_config(const ck *c)
+{
+    if (H5Lexists(c->f, "/meta", H5P_DEFAULT) <= 0 || H5Lexists(c->f, "/meta/config", H5P_DEFAULT) <= 0) return NULL;
+    hid_t d = H5Dopen2(c->f, "/meta/config", H5P_DEFAULT);
+    if (d < 0) return NULL;
+    hid_t ft = H5Dget_type(d);
+    char *s = NULL;
+    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        if (H5Tis_variable_str(ft)) {
+            char *p = NULL;
+            H5Tset_size(mt, H5T_VARIABLE);
+            if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p) >= 0 && p) {
+                s = strdup(p);
+                H5free_memory(p);
+            }
+        } else {
+            size_t n = H5Tget_size(ft);
+            H5Tset_size(mt, n);
+            s = calloc(n + 1, 1);
+            if (s && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, s) < 0) {
+                free(s);
+                s = NULL;
+            }
+        }
+        H5Tclose(mt);
+    }
+    if (ft >= 0) H5Tclose(ft);
+    H5Dclose(d);
+    return s;
+}
+
+/* ---------------------------------------------------------------- tensors ------------------ */
+/* Open group/name: it must exist, be fp32 and have the model's shape for it. */
+static int open_tensor(const ck *c, int k, const zinf_tensor_view *tv, hid_t *out, char *name, size_t cap)
+{
+    snprintf(name, cap, "%s/%s", state_group[k], tv->name);
+    *out = -1;
+    if (H5Lexists(c->f, state_group[k], H5P_DEFAULT) <= 0 || H5Lexists(c->f, name, H5P_DEFAULT) <= 0)
+        return zinf_errc(ZINF_EINVAL, "%s: dataset %s is missing", c->path, name);
+    hid_t d = H5Dopen2(c->f, name, H5P_DEFAULT);
+    if (d < 0) return zinf_errc(ZINF_EINVAL, "%s: %s is not a readable dataset", c->path, name);
+    hid_t fs = H5Dget_space(d), ft = H5Dget_type(d);
+    hsize_t dims[2] = {0, 0};
+    int nd = fs >= 0 ? H5Sget_simple_extent_ndims(fs) : -1;
+    if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(fs, dims, NULL);
+    bool f32 = ft >= 0 && H5Tget_class(ft) == H5T_FLOAT && H5Tget_size(ft) == 4;
+    bool shape_ok = nd == (tv->shape[1] ? 2 : 1) && dims[0] == (hsize_t)tv->shape[0] &&
+                    (nd == 1 || dims[1] == (hsize_t)tv->shape[1]);
+    if (fs >= 0) H5Sclose(fs);
+    if (ft >= 0) H5Tclose(ft);
+    int rc = 0;
+    if (!f32) rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is not float32", c->path, name);
+    else if (!shape_ok && tv->shape[1])
+        rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is not %lld x %lld, the shape the model attributes give it",
+                       c->path, name, (long long)tv->shape[0], (long long)tv->shape[1]);
+    else if (!shape_ok)
+        rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is not a vector of %lld, the shape the model attributes give it",
+                       c->path, name, (long long)tv->shape[0]);
+    if (rc) H5Dclose(d);
+    else *out = d;
+    return rc;
+}
+
+/* rows [r0, r0+nr) x columns [c0, c0+nc) of a tensor into buf (nr x nc, row-major); a vector's
+ * "rows" are its elements and nc is 1 */
+static int read_block(hid_t d, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf)
+{
+    hid_t fs = H5Dget_space(d);
+    hsize_t st[2] = {(hsize_t)r0, (hsize_t)c0}, cnt[2] = {(hsize_t)nr, (hsize_t)nc};
+    hsize_t mdim = (hsize_t)(nr * nc);
+    hid_t ms = H5Screate_simple(1, &mdim, NULL);
+    int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, st, NULL, cnt, NULL) < 0 ||
+                     H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0
+                 ? -1
+                 : 0;
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return rc;
+}
+
+static int checksum_attr(const ck *c, hid_t d, const char *name, uint64_t *want)
+{
+    if (zinf_h5_get_num(d, "checksum", H5T_NATIVE_UINT64, want))
+        return zinf_errc(ZINF_EINVAL, "%s: dataset %s has no checksum (an incomplete save?)", c->path, name);
+    return 0;
+}
+
+static int mismatch(const ck *c, const char *name)
+{
+    return zinf_errc(ZINF_EINVAL, "%s: dataset %s: checksum mismatch (the file is corrupted)", c->path, name);
+}
+
+static int64_t cols_of(const zinf_tensor_view *tv) { return tv->shape[1] ? tv->shape[1] : 1; }
+
+/* Read a whole tensor in blocks of whole rows, checking its checksum; `each` (may be NULL) sees
+ * every block: rows [r0, r0+nr) in buf. */
+typedef int (*block_fn)(void *ctx, const zinf_tensor_view *tv, int64_t r0, int64_t nr, const float *buf);
+static int scan_rows(const ck *c, hid_t d, const char *name, const zinf_tensor_view *tv, float *buf, block_fn each,
+                     void *ctx)
+{
+    uint64_t want, sum = 0;
+    ZINF_TRY(checksum_attr(c, d, name, &want));
+    int64_t C = cols_of(tv), R = tv->shape[0];
+    int64_t h = block_elems() / C > 0 ? block_elems() / C : 1;
+    for (int64_t r0 = 0; r0 < R; r0 += h) {
+        int64_t nr = R - r0 < h ? R - r0 : h;
+        if (read_block(d, r0, nr, 0, C, buf))
+            return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", c->path, name);
+        sum += zinf_ckpt_checksum(buf, r0 * C, nr * C);
+        if (each) ZINF_TRY(each(ctx, tv, r0, nr, buf));
+    }
+    return sum == want ? 0 : mismatch(c, name);
+}
+
+static int count_tensors(const zinf_model *m)
+{
+    int n = 0;
+    for (int u = 0; u < m->nunits; u++) n += m->units[u].ntensors;
+    return n;
+}
+
+/* Elements in the largest block: a block's worth, or one row or one column of a tensor where
+ * that is longer. */
+static int64_t block_cap(const zinf_model *m)
+{
+    int64_t n = block_elems();
+    for (int u = 0; u < m->nunits; u++)
+        for (int t = 0; t < m->units[u].ntensors; t++) {
+            const zinf_tensor_view *tv = &m->units[u].t[t];
+            n = cols_of(tv) > n ? cols_of(tv) : n;
+            n = tv->shape[0] > n ? tv->shape[0] : n;
+        }
+    return n;
+}
+
+static float *block_buf(const zinf_model *m) { return malloc((size_t)block_cap(m) * 4); }
+
+/* ---------------------------------------------------------------- info --------------------- */
+static void fmt_bytes(char *b, size_t cap, double x)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (x >= 1024 && i < 4) x /= 1024, i++;
+    snprintf(b, cap, i ? "%.1f %s" : "%.0f %s", x, u[i]);
+}
+
+int zinf_ckpt_info(const char *spec, FILE *out)
+{
+    ck c;
+    int rc = ck_open(&c, spec);
+    if (rc) {
+        ck_close(&c);
+        return rc;
+    }
+    const zinf_model_cfg *mc = &c.m.c;
+    fprintf(out, "checkpoint       %s\n", c.path);
+    fprintf(out, "format           %lld (written by zinf %s)\n", (long long)c.format, c.version[0] ? c.version : "?");
+    fprintf(out, "step             %lld\n", (long long)c.step);
+    fprintf(out, "optimizer steps  %lld\n", (long long)c.opt_steps);
+    fprintf(out, "loss scale       %.17g (hysteresis %lld, iteration %lld, last overflow at %lld)\n", c.loss_scale,
+            (long long)c.ls_hysteresis, (long long)c.ls_iter, (long long)c.ls_last_overflow);
+    fprintf(out, "seed             %llu\n", (unsigned long long)c.seed);
+    fprintf(out, "batch size       %lld sequences per step\n", (long long)c.train_batch_size);
+    fprintf(out, "saved by         %lld rank%s\n", (long long)c.saved_world_size, c.saved_world_size == 1 ? "" : "s");
+    fprintf(out, "model            n_layer %d, n_embd %d, n_head %d, vocab_size %d (padded to %d), n_positions %d\n",
+            mc->n_layer, mc->n_embd, mc->n_head, mc->vocab_size, mc->padded_vocab, mc->n_positions);
+    char *cfg = read_config(&c);
+    fprintf(out, "config:\n%s", cfg ? cfg : "(none stored)\n");
+    if (cfg && cfg[0] && cfg[strlen(cfg) - 1] != '\n') fputc('\n', out);
+    free(cfg);
+    fprintf(out, "tensors (/master; /optim/m and /optim/v hold the same shapes):\n");
+    fprintf(out, "  %-34s %-16s %-8s %14s\n", "name", "shape", "dtype", "bytes");
+    int64_t params = 0, bytes = 0;
+    for (int u = 0; u < c.m.nunits && !rc; u++)
+        for (int t = 0; t < c.m.units[u].ntensors && !rc; t++) {
+            const zinf_tensor_view *tv = &c.m.units[u].t[t];
+            hid_t d;
+            char name[128], shape[48];
+            rc = open_tensor(&c, 0, tv, &d, name, sizeof name);
+            if (rc) break;
+            H5Dclose(d);
+            if (tv->shape[1]) snprintf(shape, sizeof shape, "%lld x %lld", (long long)tv->shape[0], (long long)tv->shape[1]);
+            else snprintf(shape, sizeof shape, "%lld", (long long)tv->shape[0]);
+            fprintf(out, "  %-34s %-16s %-8s %14lld\n", tv->name, shape, "float32", (long long)tv->numel * 4);
+            params += tv->numel;
+            bytes += tv->numel * 4;
+        }
+    if (!rc) {
+        struct stat st;
+        char hb[32], fb[32];
+        int64_t pad = (int64_t)(mc->padded_vocab - mc->vocab_size) * mc->n_embd;
+        fmt_bytes(hb, sizeof hb, (double)bytes);
+        fprintf(out, "parameters       %lld", (long long)params);
+        if (pad) fprintf(out, " (%lld of them in the %d padded vocabulary rows)", (long long)pad, mc->padded_vocab - mc->vocab_size);
+        fprintf(out, ", %s of fp32 in each of /master, /optim/m, /optim/v\n", hb);
+        if (stat(c.path, &st)) rc = zinf_errc(-errno, "%s: %s", c.path, strerror(errno));
+        else {
+            fmt_bytes(fb, sizeof fb, (double)st.st_size);
+            fprintf(out, "file bytes       %lld (%s)\n", (long long)st.st_size, fb);
+        }
+    }
+    ck_close(&c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- verify ------------------- */
+/* H5Literate callback: a link of a state group that is no tensor of the model */
+typedef struct { const zinf_model *m; char extra[128]; } extra_ctx;
+static herr_t find_extra(hid_t g, const char *name, const H5L_info_t *info, void *p)
+{
+    (void)g, (void)info;
+    extra_ctx *x = p;
+    for (int u = 0; u < x->m->nunits; u++)
+        for (int t = 0; t < x->m->units[u].ntensors; t++)
+            if (!strcmp(x->m->units[u].t[t].name, name)) return 0;
+    snprintf(x->extra, sizeof x->extra, "%s", name);
+    return 1; /* stop: one is enough to name */
+}
+
+int zinf_ckpt_verify(const char *spec, FILE *out)
+{
+    ck c;
+    int rc = ck_open(&c, spec);
+    float *buf = rc ? NULL : block_buf(&c.m);
+    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int n = 0;
+    for (int k = 0; k < 3 && !rc; k++) {
+        for (int u = 0; u < c.m.nunits && !rc; u++)
+            for (int t = 0; t < c.m.units[u].ntensors && !rc; t++, n++) {
+                hid_t d;
+                char name[128];
+                rc = open_tensor(&c, k, &c.m.units[u].t[t], &d, name, sizeof name);
+                if (rc) break;
+                rc = scan_rows(&c, d, name, &c.m.units[u].t[t], buf, NULL, NULL);
+                H5Dclose(d);
+            }
+        /* every link of the group is one of the model's tensors */
+        extra_ctx x = {.m = &c.m};
+        hid_t g = rc ? -1 : H5Gopen2(c.f, state_group[k], H5P_DEFAULT);
+        if (g >= 0) {
+            hsize_t idx = 0;
+            H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, find_extra, &x);
+            H5Gclose(g);
+            if (x.extra[0])
+                rc = zinf_errc(ZINF_EINVAL, "%s: %s/%s is not a tensor of the model the attributes describe", c.path,
+                               state_group[k], x.extra);
+        }
+    }
+    if (!rc) fprintf(out, "%s: %d datasets, checksums match\n", c.path, n);
+    free(buf);
+    ck_close(&c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- export: output files ----- */
+static int mkdir_p(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s && *s != '/') continue;
+        char keep = *s;
+        *s = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) return zinf_errc(-errno, "--out %s: cannot create %s: %s", dir, p, strerror(errno));
+        *s = keep;
+        if (!keep) break;
+    }
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return zinf_errc(ZINF_EINVAL, "--out %s: not a directory", dir);
+    return 0;
+}
+
+/* values in the output dtype, little-endian, into o; returns the bytes */
+static size_t put_vals(unsigned char *o, const float *x, int64_t n, zinf_dtype dt)
+{
+    if (dt == ZINF_F32) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            o[4 * i] = (unsigned char)u, o[4 * i + 1] = (unsigned char)(u >> 8);
+            o[4 * i + 2] = (unsigned char)(u >> 16), o[4 * i + 3] = (unsigned char)(u >> 24);
+        }
+        return (size_t)n * 4;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = dt == ZINF_BF16 ? zinf_f32_to_bf16(x[i]) : zinf_f32_to_f16(x[i]);
+        o[2 * i] = (unsigned char)h, o[2 * i + 1] = (unsigned char)(h >> 8);
+    }
+    return (size_t)n * 2;
+}
+
+/* ---------------------------------------------------------------- export: safetensors ------ */
+static const char *st_dtype(zinf_dtype dt) { return dt == ZINF_BF16 ? "BF16" : dt == ZINF_F16 ? "F16" : "F32"; }
+
+/* The header: every tensor in the model's order, packed back to back from offset 0 (safetensors
+ * wants the data fully covered, without holes), then padded with spaces to a multiple of 8 so the
+ * data starts aligned. */
+static char *st_header(const ck *c, zinf_dtype dt, size_t *len)
+{
+    json_t *h = json_object(), *meta = json_object();
+    json_object_set_new(meta, "format", json_string("pt")); /* transformers checks it */
+    char step[32];
+    snprintf(step, sizeof step, "%lld", (long long)c->step);
+    json_object_set_new(meta, "zinf_step", json_string(step));
+    json_object_set_new(meta, "zinf_version", json_string(PACKAGE_VERSION));
+    json_object_set_new(h, "__metadata__", meta);
+    int64_t off = 0, es = dt == ZINF_F32 ? 4 : 2;
+    for (int u = 0; u < c->m.nunits; u++)
+        for (int t = 0; t < c->m.units[u].ntensors; t++) {
+            char name[128];
+            int64_t shape[2];
+            bool tr;
+            zinf_hf_tensor(&c->m, u, t, name, sizeof name, shape, &tr);
+            int64_t numel = shape[0] * (shape[1] ? shape[1] : 1);
+            json_t *e = json_object(), *sh = json_array(), *of = json_array();
+            json_array_append_new(sh, json_integer(shape[0]));
+            if (shape[1]) json_array_append_new(sh, json_integer(shape[1]));
+            json_array_append_new(of, json_integer(off));
+            json_array_append_new(of, json_integer(off + numel * es));
+            json_object_set_new(e, "dtype", json_string(st_dtype(dt)));
+            json_object_set_new(e, "shape", sh);
+            json_object_set_new(e, "data_offsets", of);
+            json_object_set_new(h, name, e);
+            off += numel * es;
+        }
+    char *s = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(h);
+    if (!s) return NULL;
+    size_t n = strlen(s), padded = (n + 7) / 8 * 8;
+    char *p = realloc(s, padded + 1);
+    if (!p) {
+        free(s);
+        return NULL;
+    }
+    memset(p + n, ' ', padded - n);
+    p[padded] = 0;
+    *len = padded;
+    return p;
+}
+
+typedef struct st_out {
+    FILE *fp;
+    const char *path;
+    zinf_dtype dt;
+    int64_t out_rows; /* rows written: wte's real vocabulary; every row of the others */
+    unsigned char *bytes;
+    float *tbuf;      /* a transposed block */
+} st_out;
+
+static int st_write(st_out *o, const float *x, int64_t n)
+{
+    size_t b = put_vals(o->bytes, x, n, o->dt);
+    if (fwrite(o->bytes, 1, b, o->fp) != b) return zinf_errc(ZINF_EIO, "%s: write failed (disk full?)", o->path);
+    return 0;
+}
+
+/* a row block of an untransposed tensor: the rows HF has */
+static int st_rows(void *ctx, const zinf_tensor_view *tv, int64_t r0, int64_t nr, const float *buf)
+{
+    st_out *o = ctx;
+    int64_t keep = o->out_rows - r0 < nr ? o->out_rows - r0 : nr;
+    return keep > 0 ? st_write(o, buf, keep * cols_of(tv)) : 0;
+}
+
+/* A Conv1D weight: HF's row j is zinf's column j. Columns [j0, j0+w) are read for all rows, the
+ * checksum taken over each row's piece (contiguous logical indices), then written transposed. */
+static int st_transposed(const ck *c, hid_t d, const char *name, const zinf_tensor_view *tv, float *buf, st_out *o)
+{
+    uint64_t want, sum = 0;
+    ZINF_TRY(checksum_attr(c, d, name, &want));
+    int64_t R = tv->shape[0], C = tv->shape[1];
+    int64_t w = block_elems() / R > 0 ? block_elems() / R : 1;
+    for (int64_t j0 = 0; j0 < C; j0 += w) {
+        int64_t nc = C - j0 < w ? C - j0 : w;
+        if (read_block(d, 0, R, j0, nc, buf))
+            return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", c->path, name);
+        for (int64_t r = 0; r < R; r++) sum += zinf_ckpt_checksum(buf + r * nc, r * C + j0, nc);
+        for (int64_t j = 0; j < nc; j++)
+            for (int64_t r = 0; r < R; r++) o->tbuf[j * R + r] = buf[r * nc + j];
+        ZINF_TRY(st_write(o, o->tbuf, nc * R));
+    }
+    return sum == want ? 0 : mismatch(c, name);
+}
+
+static int write_text_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) return zinf_errc(-errno, "%s: %s", path, strerror(errno));
+    bool ok = fputs(text, fp) >= 0 && fputc('\n', fp) != EOF;
+    ok = !fflush(fp) && ok && !fsync(fileno(fp));
+    if (fclose(fp) || !ok) return zinf_errc(ZINF_EIO, "%s: cannot write (disk full?)", path);
+    return 0;
+}
+
+static int export_safetensors(const ck *c, const char *dir, zinf_dtype dt, float *buf, char (*tmp)[4200], int *ntmp)
+{
+    /* both files as .tmp first: the renames come after everything is written */
+    snprintf(tmp[0], sizeof tmp[0], "%s/config.json.tmp", dir);
+    snprintf(tmp[1], sizeof tmp[1], "%s/model.safetensors.tmp", dir);
+    *ntmp = 2;
+    char *cfg = zinf_hf_config_text(&c->m.c, dt);
+    if (!cfg) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int rc = write_text_file(tmp[0], cfg);
+    free(cfg);
+    if (rc) return rc;
+    size_t hlen;
+    char *hdr = st_header(c, dt, &hlen);
+    if (!hdr) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    st_out o = {.path = tmp[1], .dt = dt};
+    o.fp = fopen(tmp[1], "wb");
+    int64_t cap = block_cap(&c->m);
+    o.bytes = malloc((size_t)cap * 4);
+    o.tbuf = malloc((size_t)cap * 4);
+    if (!o.fp) rc = zinf_errc(-errno, "%s: %s", tmp[1], strerror(errno));
+    else if (!o.bytes || !o.tbuf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    if (!rc && (fwrite(len8, 1, 8, o.fp) != 8 || fwrite(hdr, 1, hlen, o.fp) != hlen))
+        rc = zinf_errc(ZINF_EIO, "%s: write failed (disk full?)", tmp[1]);
+    free(hdr);
+    /* the tensors in the header's order */
+    for (int u = 0; u < c->m.nunits && !rc; u++)
+        for (int t = 0; t < c->m.units[u].ntensors && !rc; t++) {
+            const zinf_tensor_view *tv = &c->m.units[u].t[t];
+            char hname[128], name[128];
+            int64_t shape[2];
+            bool tr;
+            zinf_hf_tensor(&c->m, u, t, hname, sizeof hname, shape, &tr);
+            hid_t d;
+            rc = open_tensor(c, 0, tv, &d, name, sizeof name);
+            if (rc) break;
+            o.out_rows = shape[0];
+            rc = tr ? st_transposed(c, d, name, tv, buf, &o) : scan_rows(c, d, name, tv, buf, st_rows, &o);
+            H5Dclose(d);
+        }
+    if (o.fp) {
+        bool ok = !fflush(o.fp) && !fsync(fileno(o.fp));
+        if (fclose(o.fp) || !ok) rc = rc ? rc : zinf_errc(ZINF_EIO, "%s: cannot complete the file (disk full?)", tmp[1]);
+    }
+    free(o.bytes);
+    free(o.tbuf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- export: HDF5 ------------- */
+/* IEEE binary16 as an HDF5 type: HDF5 has none predefined; h5py reads this one as float16 */
+static hid_t half_type(void)
+{
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0) return -1;
+    if (H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 || H5Tset_ebias(t, 15) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
+
+typedef struct h5_out {
+    hid_t d, mt;
+    zinf_dtype dt;
+    const char *path, *name;
+    uint16_t *h16;
+} h5_out;
+
+static int h5_rows(void *ctx, const zinf_tensor_view *tv, int64_t r0, int64_t nr, const float *buf)
+{
+    h5_out *o = ctx;
+    int64_t C = cols_of(tv), n = nr * C;
+    const void *src = buf;
+    if (o->dt != ZINF_F32) {
+        for (int64_t i = 0; i < n; i++) o->h16[i] = o->dt == ZINF_BF16 ? zinf_f32_to_bf16(buf[i]) : zinf_f32_to_f16(buf[i]);
+        src = o->h16;
+    }
+    hid_t fs = H5Dget_space(o->d);
+    hsize_t st[2] = {(hsize_t)r0, 0}, cnt[2] = {(hsize_t)nr, (hsize_t)C}, mdim = (hsize_t)n;
+    hid_t ms = H5Screate_simple(1, &mdim, NULL);
+    int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, st, NULL, cnt, NULL) < 0 ||
+                     H5Dwrite(o->d, o->mt, ms, fs, H5P_DEFAULT, src) < 0
+                 ? zinf_errc(ZINF_EIO, "%s: cannot write dataset %s (disk full?)", o->path, o->name)
+                 : 0;
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return rc;
+}
+
+static int export_hdf5(const ck *c, const char *dir, zinf_dtype dt, float *buf, char (*tmp)[4200], int *ntmp)
+{
+    snprintf(tmp[0], sizeof tmp[0], "%s/weights.h5.tmp", dir);
+    *ntmp = 1;
+    const char *dname = dt == ZINF_BF16 ? "bf16" : dt == ZINF_F16 ? "fp16" : "fp32";
+    hid_t f = H5Fcreate(tmp[0], H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) return zinf_errc(ZINF_EIO, "%s: cannot create the file (is the directory writable?)", tmp[0]);
+    /* file and memory types: the 16-bit values are made by zinf's rounding and written as bits */
+    hid_t ft = dt == ZINF_F32 ? H5Tcopy(H5T_IEEE_F32LE) : dt == ZINF_BF16 ? H5Tcopy(H5T_STD_U16LE) : half_type();
+    hid_t mt = dt == ZINF_F32 ? H5Tcopy(H5T_NATIVE_FLOAT) : dt == ZINF_BF16 ? H5Tcopy(H5T_NATIVE_UINT16) : half_type();
+    uint16_t *h16 = malloc((size_t)block_cap(&c->m) * 2);
+    const zinf_model_cfg *mc = &c->m.c;
+    int rc = 0;
+    if (ft < 0 || mt < 0) rc = zinf_errc(ZINF_EIO, "%s: cannot make the %s HDF5 type", tmp[0], dname);
+    else if (!h16) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    else if (zinf_h5_attr_str(f, "format", "zinf-weights") | zinf_h5_attr_i64(f, "format_version", 1) | zinf_h5_attr_str(f, "dtype", dname) |
+             zinf_h5_attr_str(f, "source", c->path) | zinf_h5_attr_i64(f, "step", c->step) | zinf_h5_attr_str(f, "zinf_version", PACKAGE_VERSION) |
+             zinf_h5_attr_i64(f, "n_layer", mc->n_layer) | zinf_h5_attr_i64(f, "n_embd", mc->n_embd) | zinf_h5_attr_i64(f, "n_head", mc->n_head) |
+             zinf_h5_attr_i64(f, "vocab_size", mc->vocab_size) | zinf_h5_attr_i64(f, "padded_vocab", mc->padded_vocab) |
+             zinf_h5_attr_i64(f, "n_positions", mc->n_positions))
+        rc = zinf_errc(ZINF_EIO, "%s: cannot write the file's attributes", tmp[0]);
+    for (int u = 0; u < c->m.nunits && !rc; u++)
+        for (int t = 0; t < c->m.units[u].ntensors && !rc; t++) {
+            const zinf_tensor_view *tv = &c->m.units[u].t[t];
+            char name[128];
+            hid_t d;
+            rc = open_tensor(c, 0, tv, &d, name, sizeof name);
+            if (rc) break;
+            hsize_t dims[2] = {(hsize_t)tv->shape[0], (hsize_t)tv->shape[1]};
+            hid_t fs = H5Screate_simple(tv->shape[1] ? 2 : 1, dims, NULL);
+            h5_out o = {.mt = mt, .dt = dt, .path = tmp[0], .name = tv->name, .h16 = h16};
+            o.d = H5Dcreate2(f, tv->name, ft, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            if (o.d < 0 || zinf_h5_attr_str(o.d, "dtype", dname) | zinf_h5_attr_i64(o.d, "unit_index", u) | zinf_h5_attr_i64(o.d, "unit_offset", tv->offset))
+                rc = zinf_errc(ZINF_EIO, "%s: cannot create dataset %s (disk full?)", tmp[0], tv->name);
+            if (!rc) rc = scan_rows(c, d, name, tv, buf, h5_rows, &o);
+            if (o.d >= 0) H5Dclose(o.d);
+            H5Sclose(fs);
+            H5Dclose(d);
+        }
+    free(h16);
+    if (ft >= 0) H5Tclose(ft);
+    if (mt >= 0) H5Tclose(mt);
+    if (H5Fclose(f) < 0 && !rc) rc = zinf_errc(ZINF_EIO, "%s: cannot complete the file (disk full?)", tmp[0]);
+    if (!rc) rc = zinf_fsync_path(tmp[0], false);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- export ------------------- */
+int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out)
+{
+    ck c;
+    int rc = ck_open(&c, spec);
+    if (!rc) rc = mkdir_p(dir);
+    float *buf = rc ? NULL : block_buf(&c.m);
+    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    char tmp[2][4200];
+    int ntmp = 0;
+    if (!rc)
+        rc = fmt == ZINF_EXPORT_HDF5 ? export_hdf5(&c, dir, dt, buf, tmp, &ntmp)
+                                     : export_safetensors(&c, dir, dt, buf, tmp, &ntmp);
+    /* every file is complete: each .tmp takes its name */
+    for (int i = 0; i < ntmp && !rc; i++) {
+        char final[4200];
+        snprintf(final, sizeof final, "%.*s", (int)(strlen(tmp[i]) - 4), tmp[i]);
+        if (rename(tmp[i], final)) rc = zinf_errc(-errno, "rename %s: %s", tmp[i], strerror(errno));
+    }
+    if (!rc && ntmp) rc = zinf_fsync_path(dir, true);
+    if (rc)
+        for (int i = 0; i < ntmp; i++) unlink(tmp[i]); /* nothing half-written stays */
+    if (!rc) {
+        const char *dn = dt == ZINF_BF16 ? "bf16" : dt == ZINF_F16 ? "fp16" : "fp32";
+        if (fmt == ZINF_EXPORT_HDF5)
+            fprintf(out, "%s (step %lld): wrote %s/weights.h5 (%d tensors, %s)\n", c.path, (long long)c.step, dir,
+                    count_tensors(&c.m), dn);
+        else
+            fprintf(out, "%s (step %lld): wrote %s/config.json and %s/model.safetensors (%d tensors, %s)\n", c.path,
+                    (long long)c.step, dir, dir, count_tensors(&c.m), dn);
+    }
+    free(buf);
+    ck_close(&c);
+    return rc;
+}

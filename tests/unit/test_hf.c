@@ -1,0 +1,340 @@
+/* zinf_hf_import (`zinf train --init_from`): an engine saved to a checkpoint and exported to
+ * safetensors by `zinf ckpt export`, imported into a second engine initialised from another seed,
+ * holds the first engine's parameters bit for bit (fp32), or their bf16/fp16 roundings, with
+ * Adam's moments zero and the padded vocabulary rows zero; names without the "transformer."
+ * prefix are read too; a config field, a missing tensor, a shape or a dtype that do not fit are
+ * refused naming the field or the tensor. (tests/mpi/hf_check.py checks the export itself against
+ * transformers.) Runs on any world size: `mpirun -np 2 test_hf 3` splits every unit between two
+ * ranks. Argument: the ZeRO stage (default 3). */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ckpt.h"
+#include "ckpt_tool.h"
+#include "comm.h"
+#include "config.h"
+#include "err.h"
+#include "hf.h"
+#include "kernels.h"
+#include "model.h"
+#include "zero.h"
+
+static zinf_comm comm;
+static zinf_backend be;
+static zinf_model model;
+static zinf_config cfg;
+static char dir[256];
+
+static zinf_zero *engine(uint64_t seed)
+{
+    zinf_zero *z = NULL;
+    if (zinf_zero_init(&z, &model, &cfg, &comm, &be, seed)) {
+        fprintf(stderr, "zinf_zero_init: %s\n", zinf_errmsg());
+        exit(1);
+    }
+    return z;
+}
+
+/* every unit's full parameters (gathered), concatenated */
+static float *params_of(zinf_zero *z)
+{
+    float *p = malloc((size_t)model.num_params * 4), *q = p;
+    for (int u = 0; u < model.nunits; u++) {
+        if (zinf_zero_get_params(z, u, q)) {
+            fprintf(stderr, "zinf_zero_get_params: %s\n", zinf_errmsg());
+            exit(1);
+        }
+        q += model.units[u].numel;
+    }
+    return p;
+}
+
+/* the largest of this rank's parts of Adam's m and v, in absolute value */
+static float max_moment(zinf_zero *z)
+{
+    float mx = 0, *buf = malloc((size_t)model.num_params * 4);
+    for (int u = 0; u < model.nunits; u++)
+        for (int k = ZINF_CKPT_ADAM_M; k <= ZINF_CKPT_ADAM_V; k++) {
+            int64_t lo, len;
+            zinf_zero_ckpt_range(z, u, false, &lo, &len);
+            zinf_zero_ckpt_get(z, u, (zinf_ckpt_state)k, buf);
+            for (int64_t i = 0; i < len; i++) mx = fabsf(buf[i]) > mx ? fabsf(buf[i]) : mx;
+        }
+    free(buf);
+    return mx;
+}
+
+/* make Adam's moments non-zero, so the import has something to clear */
+static void dirty_moments(zinf_zero *z)
+{
+    float *buf = malloc((size_t)model.num_params * 4);
+    for (int64_t i = 0; i < model.num_params; i++) buf[i] = 0.5f;
+    for (int u = 0; u < model.nunits; u++) {
+        zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, buf);
+        zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_V, buf);
+    }
+    free(buf);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st, (void)flag, (void)f;
+    return remove(p);
+}
+
+static void put_file(const char *path, const void *data, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(data, 1, n, fp) != n || fclose(fp)) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+/* a safetensors file from a header object and data bytes (the header padded to 8 bytes) */
+static void put_safetensors(const char *path, json_t *hdr, const void *data, size_t n)
+{
+    char *h = json_dumps(hdr, JSON_COMPACT);
+    size_t hl = strlen(h), pl = (hl + 7) / 8 * 8;
+    unsigned char *b = calloc(8 + pl + n + 1, 1);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)pl >> (8 * i));
+    memcpy(b + 8, h, hl);
+    memset(b + 8 + hl, ' ', pl - hl);
+    if (n) memcpy(b + 8 + pl, data, n);
+    put_file(path, b, 8 + pl + n);
+    free(b);
+    free(h);
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    *n = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc(*n + 1);
+    if (fread(b, 1, *n, fp) != *n) *n = 0;
+    fclose(fp);
+    return b;
+}
+
+/* dir/NAME/ with config.json from the model (optionally one field changed) */
+static void make_dir(const char *name, const char *field, int value, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+    if (comm.rank) {
+        MPI_Barrier(comm.world);
+        return;
+    }
+    mkdir(out, 0755);
+    char *txt = zinf_hf_config_text(&model.c, ZINF_F32);
+    json_t *o = json_loads(txt, 0, NULL);
+    if (field) json_object_set_new(o, field, json_integer(value));
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", out);
+    json_dump_file(o, p, 0);
+    json_decref(o);
+    free(txt);
+    MPI_Barrier(comm.world);
+}
+
+static int import_into(zinf_zero *z, const char *d)
+{
+    zinf_err_clear();
+    return zinf_hf_import(d, &comm, &model, z);
+}
+
+static bool msg_has(const char *s) { return strstr(zinf_errmsg(), s) != NULL; }
+
+int main(int argc, char **argv)
+{
+    if (zinf_comm_init(&comm, &argc, &argv)) {
+        fprintf(stderr, "%s\n", zinf_errmsg());
+        return 1;
+    }
+    int stage = argc > 1 ? atoi(argv[1]) : 3, W = comm.size;
+    if (comm.rank == 0) {
+        snprintf(dir, sizeof dir, "%s/zinf-test-hf.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(dir)) return 1;
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, comm.world);
+
+    char js[256];
+    snprintf(js, sizeof js,
+             "{\"train_batch_size\": %d, \"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
+             "\"AdamW\", \"params\": {\"lr\": 0.001}}, \"zero_optimization\": {\"stage\": %d}}", W, stage);
+    zinf_flags fl;
+    zinf_flags_defaults(&fl);
+    zinf_model_cfg mc;
+    if (zinf_config_parse(&cfg, js, strlen(js), "test", &fl, W, NULL) || zinf_config_finalize_steps(&cfg, 10, &fl) ||
+        zinf_backend_cpu_init(&be) || zinf_model_cfg_load(&mc, "test-tiny") || zinf_model_init(&model, &mc, &be)) {
+        fprintf(stderr, "setup: %s\n", zinf_errmsg());
+        return 1;
+    }
+    /* test-tiny has vocab_size 256 = padded_vocab: pad it so the padded rows are tested */
+    mc.vocab_size = 200;
+    mc.padded_vocab = 256;
+    zinf_model_free(&model);
+    zinf_model_init(&model, &mc, &be);
+
+    /* engine A: saved, then exported by rank 0 as the ckpt tool does */
+    zinf_zero *a = engine(11);
+    zinf_ckpt_meta meta = {.step = 1, .opt_steps = 1, .seed = 11, .train_batch_size = W, .ls = {.cur_scale = 1}};
+    CHECK(zinf_ckpt_save(dir, &comm, &model, a, "{}", &meta, 0) == 0, "save: %s", zinf_errmsg());
+    float *pa = params_of(a);
+    char ck[512], d32[512], d16[512], dbf[512];
+    snprintf(ck, sizeof ck, "%s/checkpoint-1.h5", dir);
+    snprintf(d32, sizeof d32, "%s/fp32", dir);
+    snprintf(dbf, sizeof dbf, "%s/bf16", dir);
+    snprintf(d16, sizeof d16, "%s/fp16", dir);
+    int rc = 0;
+    if (comm.rank == 0) {
+        FILE *dn = fopen("/dev/null", "w");
+        rc = zinf_ckpt_export(ck, d32, ZINF_EXPORT_SAFETENSORS, ZINF_F32, dn) ||
+             zinf_ckpt_export(ck, dbf, ZINF_EXPORT_SAFETENSORS, ZINF_BF16, dn) ||
+             zinf_ckpt_export(ck, d16, ZINF_EXPORT_SAFETENSORS, ZINF_F16, dn);
+        fclose(dn);
+        CHECK(rc == 0, "export: %s", zinf_errmsg());
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, comm.world);
+    if (rc) return check_done("test_hf");
+
+    /* engine B from another seed, its moments made non-zero: after the import it is A */
+    zinf_zero *b = engine(12);
+    dirty_moments(b);
+    CHECK(import_into(b, d32) == 0, "import fp32: %s", zinf_errmsg());
+    float *pb = params_of(b);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    CHECK(diff == 0, "fp32 import: %lld of %lld parameters differ from the exported engine's", (long long)diff,
+          (long long)model.num_params);
+    CHECK(max_moment(b) == 0.0f, "Adam moments after the import: max |m|,|v| = %g", max_moment(b));
+    int64_t C = model.c.n_embd, pad_nonzero = 0;
+    for (int64_t i = (int64_t)model.c.vocab_size * C; i < (int64_t)model.c.padded_vocab * C; i++) pad_nonzero += pb[i] != 0;
+    CHECK(pad_nonzero == 0, "%lld padded vocabulary values are not zero", (long long)pad_nonzero);
+    free(pb);
+
+    /* bf16 and fp16 files: the parameters are the roundings of A's */
+    for (int k = 0; k < 2; k++) {
+        dirty_moments(b);
+        CHECK(import_into(b, k ? d16 : dbf) == 0, "import %s: %s", k ? "fp16" : "bf16", zinf_errmsg());
+        pb = params_of(b);
+        diff = 0;
+        for (int64_t i = 0; i < model.num_params; i++) {
+            float want = k ? zinf_f16_to_f32(zinf_f32_to_f16(pa[i])) : zinf_bf16_to_f32(zinf_f32_to_bf16(pa[i]));
+            diff += want != pb[i];
+        }
+        CHECK(diff == 0, "%s import: %lld parameters are not the roundings of the exported ones", k ? "fp16" : "bf16",
+              (long long)diff);
+        CHECK(max_moment(b) == 0.0f, "Adam moments after the %s import are not zero", k ? "fp16" : "bf16");
+        free(pb);
+    }
+
+    /* names as GPT2Model saves them (no "transformer." prefix) */
+    char dnp[512], p[600];
+    make_dir("noprefix", NULL, 0, dnp, sizeof dnp);
+    if (comm.rank == 0) {
+        size_t n = 0;
+        snprintf(p, sizeof p, "%s/model.safetensors", d32);
+        char *f = slurp(p, &n);
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | (unsigned char)f[i];
+        json_t *h = json_loadb(f + 8, hl, 0, NULL), *h2 = json_object(), *v;
+        const char *key;
+        json_object_foreach(h, key, v) json_object_set(h2, strncmp(key, "transformer.", 12) ? key : key + 12, v);
+        snprintf(p, sizeof p, "%s/model.safetensors", dnp);
+        put_safetensors(p, h2, f + 8 + hl, n - 8 - hl);
+        json_decref(h);
+        json_decref(h2);
+        free(f);
+    }
+    MPI_Barrier(comm.world);
+    dirty_moments(b);
+    CHECK(import_into(b, dnp) == 0, "import without the prefix: %s", zinf_errmsg());
+    pb = params_of(b);
+    diff = 0;
+    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    CHECK(diff == 0, "import without the prefix: %lld parameters differ", (long long)diff);
+    free(pb);
+
+    /* refusals, each naming the field or the tensor */
+    char bad[512];
+    make_dir("layers", "n_layer", model.c.n_layer + 1, bad, sizeof bad);
+    CHECK(import_into(b, bad) < 0 && msg_has("config.json: n_layer is 3, this run's model has 2"), "n_layer: '%s'",
+          zinf_errmsg());
+    make_dir("vocab", "vocab_size", model.c.padded_vocab, bad, sizeof bad);
+    CHECK(import_into(b, bad) < 0 && msg_has("vocab_size is 256, this run's model has 200"), "vocab: '%s'", zinf_errmsg());
+    make_dir("missing", NULL, 0, bad, sizeof bad);
+    float wte[200 * 32] = {0};
+    if (comm.rank == 0) {
+        json_t *h = json_pack("{s:{s:s, s:[i,i], s:[i,i]}}", "transformer.wte.weight", "dtype", "F32", "shape", 200, 32,
+                              "data_offsets", 0, (int)sizeof wte);
+        snprintf(p, sizeof p, "%s/model.safetensors", bad);
+        put_safetensors(p, h, wte, sizeof wte);
+        json_decref(h);
+    }
+    MPI_Barrier(comm.world);
+    CHECK(import_into(b, bad) < 0 && msg_has("model.safetensors: tensor transformer.wpe.weight is missing"),
+          "missing tensor: '%s'", zinf_errmsg());
+    make_dir("shape", NULL, 0, bad, sizeof bad);
+    if (comm.rank == 0) {
+        json_t *h = json_pack("{s:{s:s, s:[i,i], s:[i,i]}}", "transformer.wte.weight", "dtype", "F32", "shape", 32, 200,
+                              "data_offsets", 0, (int)sizeof wte);
+        snprintf(p, sizeof p, "%s/model.safetensors", bad);
+        put_safetensors(p, h, wte, sizeof wte);
+        json_decref(h);
+    }
+    MPI_Barrier(comm.world);
+    CHECK(import_into(b, bad) < 0 && msg_has("tensor transformer.wte.weight has shape [32,200], this model needs [200,32]"),
+          "shape: '%s'", zinf_errmsg());
+    make_dir("dtype", NULL, 0, bad, sizeof bad);
+    if (comm.rank == 0) {
+        json_t *h = json_pack("{s:{s:s, s:[i,i], s:[i,i]}}", "transformer.wte.weight", "dtype", "I32", "shape", 200, 32,
+                              "data_offsets", 0, (int)sizeof wte);
+        snprintf(p, sizeof p, "%s/model.safetensors", bad);
+        put_safetensors(p, h, wte, sizeof wte);
+        json_decref(h);
+    }
+    MPI_Barrier(comm.world);
+    CHECK(import_into(b, bad) < 0 && msg_has("transformer.wte.weight has dtype I32"), "dtype: '%s'", zinf_errmsg());
+    make_dir("short", NULL, 0, bad, sizeof bad);
+    if (comm.rank == 0) { /* the data cut short: offsets past the end */
+        json_t *h = json_pack("{s:{s:s, s:[i,i], s:[i,i]}}", "transformer.wte.weight", "dtype", "F32", "shape", 200, 32,
+                              "data_offsets", 0, (int)sizeof wte);
+        snprintf(p, sizeof p, "%s/model.safetensors", bad);
+        put_safetensors(p, h, wte, sizeof wte / 2);
+        json_decref(h);
+    }
+    MPI_Barrier(comm.world);
+    CHECK(import_into(b, bad) < 0 && msg_has("transformer.wte.weight: data_offsets do not hold"), "truncated: '%s'",
+          zinf_errmsg());
+    snprintf(bad, sizeof bad, "%s/none", dir);
+    CHECK(import_into(b, bad) < 0 && msg_has("config.json: No such file"), "no directory: '%s'", zinf_errmsg());
+    /* a refused import leaves the engine as it was */
+    pb = params_of(b);
+    diff = 0;
+    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    CHECK(diff == 0, "the refused imports changed %lld parameters", (long long)diff);
+    free(pb);
+
+    free(pa);
+    zinf_zero_free(a);
+    zinf_zero_free(b);
+    MPI_Barrier(comm.world);
+    if (comm.rank == 0) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    int fails = check_failures_;
+    MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, comm.world);
+    check_failures_ = fails;
+    int ret = comm.rank == 0 ? check_done("test_hf") : (fails ? 1 : 0);
+    zinf_comm_finalize(&comm);
+    return ret;
+}
