@@ -73,6 +73,16 @@ for to in "w3 3" "w1 1"; do
     [ "$ok" = 1 ] && pass || fail "resumed as $1: losses $got, the uninterrupted run's $want"
 done
 
+# another placement: the checkpoint of the run with optimizer and parameters on NVMe continues
+# with everything on the device (same world size and stage: the same bits)
+rm -rf "$TMP/xp"; mkdir -p "$TMP/xp"; cp "$TMP/r23nvme.part/checkpoint-3.h5" "$TMP/xp/"
+cfg xp 2 3 ""
+trn xp 2 xp 6 --save_steps 0 --resume auto
+expect_ok "NVMe placement resumed on the device"
+H=$(hash_of)
+trn r23nvme 2 xpref 6 --save_steps 0
+[ -n "$H" ] && [ "$(hash_of)" = "$H" ] && pass || fail "NVMe checkpoint resumed without offload: parameters differ"
+
 # --- 3. a rank killed during a save: the previous checkpoint stays, and is resumed from ----------
 cfg k2 2 3 ""
 ZINF_CKPT_FAULT="rank=1,step=4,after=7" trn k2 2 k 6 --save_steps 2
