@@ -215,6 +215,9 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         return 0;
     }
     if (o.comm_timeout < 0) return zinf_comm_agree(comm, zinf_err("train: --comm_timeout must be >= 0"));
+    if (fl->save_steps < 0) return zinf_comm_agree(comm, zinf_err("train: --save_steps must be >= 0 (0: no periodic saves)"));
+    if (o.save_total_limit < 0)
+        return zinf_comm_agree(comm, zinf_err("train: --save_total_limit must be >= 0 (0: keep every checkpoint)"));
     if (o.comm_timeout_set) comm->timeout_s = o.comm_timeout; /* 0: no limit */
     return zinf_train_run(comm, &o);
 }
@@ -261,7 +264,7 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
      * needs the data) and the notices for the backend */
     if (f.max_steps_set && f.max_steps > 0)
         ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&cfg, f.max_steps, &f)));
-    ZINF_TRY(zinf_comm_agree(comm, zinf_config_notices(&cfg, device, f.save_steps_set,
+    ZINF_TRY(zinf_comm_agree(comm, zinf_config_notices(&cfg, device,
                                                        comm->rank == 0 ? stderr : NULL)));
     if (comm->rank == 0) zinf_config_print(&cfg, stdout);
     return 0;

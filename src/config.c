@@ -1461,7 +1461,7 @@ static void note(zinf_config *cfg, FILE *out, bool warning, const char *fmt, ...
     va_end(ap);
 }
 
-int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, FILE *out)
+int zinf_config_notices(zinf_config *cfg, const char *backend, FILE *out)
 {
     const zinf_config *c = cfg;
     bool cpu = strcmp(backend, "cpu") == 0;
@@ -1499,7 +1499,6 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, 
         if (c->ac_profile) note(cfg, out, true, "activation_checkpointing.profile: not implemented");
     }
     if (c->sparse_gradients) note(cfg, out, true, "sparse_gradients: not implemented; gradients are dense");
-    (void)save_steps;
     return 0;
 }
 

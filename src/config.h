@@ -181,7 +181,7 @@ enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP
 /* What a run of this config on `backend` ("cpu", "cuda") does differently from DeepSpeed, said
  * as warnings (counted in n_warnings) and notes on `out` (NULL: only counted); an error where the
  * run cannot go on. `zinf train` and `zinf config show` both call it, so they say the same. */
-int zinf_config_notices(zinf_config *cfg, const char *backend, bool save_steps, FILE *out);
+int zinf_config_notices(zinf_config *cfg, const char *backend, FILE *out);
 
 /* Parse JSON text (comments allowed) into cfg with every default applied, fill "auto" and absent
  * values from flags, apply the batch rule for world_size, and validate. Warnings (unknown keys

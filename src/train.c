@@ -502,7 +502,7 @@ static int setup(run *r)
     if (o->swap_engine && strcmp(o->swap_engine, "io_uring") && strcmp(o->swap_engine, "psync"))
         return zinf_comm_agree(comm, zinf_err("--swap_engine %s: expected io_uring or psync", o->swap_engine));
     snprintf(r->cfg.swap_engine, sizeof r->cfg.swap_engine, "%s", o->swap_engine ? o->swap_engine : "io_uring");
-    rc = zinf_config_notices(&r->cfg, r->be.name, o->flags.save_steps_set, comm->rank == 0 ? stderr : NULL);
+    rc = zinf_config_notices(&r->cfg, r->be.name, comm->rank == 0 ? stderr : NULL);
     r->ac = r->cfg.activation_checkpointing || (o->gradient_checkpointing_set && o->gradient_checkpointing);
     if (!rc && o->gradient_checkpointing_set && !o->gradient_checkpointing && r->cfg.activation_checkpointing)
         rc = zinf_err("--gradient_checkpointing false: the config's activation_checkpointing block asks for "

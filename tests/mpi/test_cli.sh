@@ -54,6 +54,12 @@ run data --random 1 --out "$TMP/x"
 expect_err "data: --random 1" "at least 2 tokens"
 run train --model test-mini --data "$TMP/rnd_train_*.bin" --comm_timeout -1
 expect_err "negative --comm_timeout" "--comm_timeout must be >= 0"
+run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_steps -1
+expect_err "negative --save_steps" "--save_steps must be >= 0"
+run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_total_limit -2
+expect_err "negative --save_total_limit" "--save_total_limit must be >= 0"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --init_from "$TMP/no-such-hf-dir" --max_steps 1 --out "$TMP/if"
+expect_err "--init_from a missing directory" "$TMP/no-such-hf-dir"
 OUTPUT=$(ZINF_COMM_TIMEOUT=10s "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
 expect_err "ZINF_COMM_TIMEOUT not a number" "ZINF_COMM_TIMEOUT=10s: expected a number of seconds >= 0"
 OUTPUT=$(ZINF_COMM_TIMEOUT=-5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?

@@ -827,6 +827,11 @@ static void test_deepspeed_rules(void)
     rc = parse(&c, "{\"train_batch_size\": 8, \"zinf_optimizer_host_bytes\": 1073741824}", 1);
     CHECK_OK(rc);
     CHECK(c.zinf_optimizer_host_bytes == 1073741824 && c.n_warnings == 0, "host budget read, no warning");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zinf_overlap_host_step\": \"yes\"}", 1);
+    CHECK_ERR(rc, "zinf_overlap_host_step");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zinf_overlap_host_step\": false}", 1);
+    CHECK_OK(rc);
+    CHECK(!c.zinf_overlap_host_step && c.n_warnings == 0, "zinf_overlap_host_step false read, no warning");
     rc = parse(&c, "{\"train_batch_size\": 8, \"communication_data_type\": \"fp8\"}", 1);
     CHECK_ERR(rc, "communication_data_type", "fp16, bf16, fp32");
     rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, \"offload_param\": "
