@@ -97,6 +97,18 @@ trn k2 2 kfull 6 --save_steps 0
     fail "resuming from checkpoint-2.h5 does not reproduce the uninterrupted run"
 
 # --- 4. SIGUSR1: finish the step, save, exit 75; --resume auto continues -------------------------
+# resumes_exactly WHAT CFG NP OUT MORE: the run stopped in OUT resumes for MORE steps past its
+# checkpoint and ends with the parameters of the uninterrupted run of as many steps
+resumes_exactly() {
+    local S
+    S=$(sed -n 's/^checkpoint-\([0-9]*\)\.h5$/\1/p' "$TMP/$4/latest")
+    [ -n "$S" ] || { fail "$1: no checkpoint named by latest"; return; }
+    trn "$2" "$3" "$4" $((S + $5)) --save_steps 0 --resume auto
+    expect_ok "resume after $1"
+    H=$(hash_of)
+    trn "$2" "$3" "$4.full" $((S + $5)) --save_steps 0
+    [ -n "$H" ] && [ "$(hash_of)" = "$H" ] && pass || fail "$1 at step $S: the resumed parameters differ from the uninterrupted run's"
+}
 cfg s2 2 2 ""
 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" --max_length 32 --max_steps 3000 \
     --logging_steps 1 --config "$TMP/s2.json" --out "$TMP/sig" --seed 5 --save_steps 0 > "$TMP/sig.log" 2>&1 &
@@ -109,16 +121,7 @@ wait $bg
 echo $? > "$TMP/sig.rc"
 [ "$(cat "$TMP/sig.rc")" = 75 ] && pass || { fail "SIGUSR1: exit $(cat "$TMP/sig.rc"), want 75"; tail -5 "$TMP/sig.log" >&2; }
 grep -q "stopped by signal" "$TMP/sig.log" && pass || fail "SIGUSR1: no 'stopped by signal' line"
-S=$(sed -n 's/^checkpoint-\([0-9]*\)\.h5$/\1/p' "$TMP/sig/latest")
-if [ -n "$S" ]; then
-    trn s2 2 sig $((S + 2)) --save_steps 0 --resume auto
-    expect_ok "resume after SIGUSR1"
-    H=$(hash_of)
-    trn s2 2 sigfull $((S + 2)) --save_steps 0
-    [ "$(hash_of)" = "$H" ] && pass || fail "stopped at step $S and resumed: parameters differ from the uninterrupted run"
-else
-    fail "SIGUSR1: no checkpoint named by latest"
-fi
+resumes_exactly SIGUSR1 s2 2 sig 2
 
 # SIGTERM twice on a singleton run (no mpirun): the second signal, during the save, changes nothing
 cfg t1 1 3 ""
@@ -134,16 +137,7 @@ kill -TERM $bg 2>/dev/null
 wait $bg
 rc=$?
 [ "$rc" = 75 ] && pass || { fail "SIGTERM twice: exit $rc, want 75"; tail -5 "$TMP/term.log" >&2; }
-S=$(sed -n 's/^checkpoint-\([0-9]*\)\.h5$/\1/p' "$TMP/term/latest")
-if [ -n "$S" ]; then
-    trn t1 1 term $((S + 1)) --save_steps 0 --resume auto
-    expect_ok "resume after SIGTERM twice"
-    H=$(hash_of)
-    trn t1 1 termfull $((S + 1)) --save_steps 0
-    [ "$(hash_of)" = "$H" ] && pass || fail "SIGTERM twice at step $S: the resumed parameters differ"
-else
-    fail "SIGTERM: no checkpoint named by latest"
-fi
+resumes_exactly "SIGTERM twice" t1 1 term 1
 
 # --- 5. damaged and mismatched checkpoints are refused with their cause --------------------------
 C="$TMP/r22.part/checkpoint-3.h5"
