@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt_tool.h"
 #include "config.h" /* zinf_config */
@@ -12,6 +13,7 @@
 #include "err.h"
 #include "estimate.h"
 #include "iobench.h"
+#include "launch.h"
 #include "model.h"
 #include "train.h"
 
@@ -91,13 +93,20 @@ static int parse_value(const char *cmd, const flag *f, const char *v)
     return 0;
 }
 
-/* Parse argv[first..] against the table; positional arguments go to pos (up to maxpos). */
-static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, int first,
-                       const char **pos, int maxpos, int *npos)
+/* Parse argv[first..] against the table; positional arguments go to pos (up to maxpos). With rest
+ * not NULL, the first positional argument or "--" ends the flags instead: *rest is the index of
+ * what follows (argc when nothing does), for a command that runs another with its own flags. */
+static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **argv, int first,
+                             const char **pos, int maxpos, int *npos, int *rest)
 {
     *npos = 0;
+    if (rest) *rest = argc;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
+        if (rest && (strncmp(a, "--", 2) != 0 || !a[2])) {
+            *rest = i + !strcmp(a, "--");
+            return 0;
+        }
         if (strncmp(a, "--", 2) != 0 || !a[2]) {
             if (*npos >= maxpos) return zinf_err("%s: unexpected argument '%s'", cmd, a);
             pos[(*npos)++] = a;
@@ -120,7 +129,8 @@ static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, 
                 if (d < bd) { bd = d; best = t; }
             }
             if (best && bd <= 3) return zinf_err("%s: unknown flag --%s (did you mean --%s?)", cmd, name, best->name);
-            return zinf_err("%s: unknown flag --%s (see zinf %s --help)", cmd, name, cmd);
+            return zinf_err("%s: unknown flag --%s (see %s%s --help)", cmd, name,
+                            strncmp(cmd, "zinf-", 5) ? "zinf " : "", cmd);
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v && f->type == F_BOOL) {
@@ -137,6 +147,12 @@ static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, 
         ZINF_TRY(parse_value(cmd, f, v));
     }
     return 0;
+}
+
+static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, int first,
+                       const char **pos, int maxpos, int *npos)
+{
+    return parse_flags_until(cmd, tab, argc, argv, first, pos, maxpos, npos, NULL);
 }
 
 static void print_flags(FILE *out, const flag *tab)
@@ -399,6 +415,115 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
     return zinf_ckpt_export(pos[1], out, fmt, dt, stdout);
 }
 
+/* ---------------------------------------------------------------- zinf-launch -------------- */
+/* DeepSpeed's short spellings of the launcher's flags */
+static const char *launch_short(const char *a)
+{
+    return !strcmp(a, "-H") ? "--hostfile" : !strcmp(a, "-i") ? "--include" : !strcmp(a, "-e") ? "--exclude" : NULL;
+}
+
+int zinf_launch_cli_main(int argc, char **argv)
+{
+    zinf_launch_opts o;
+    zinf_launch_opts_defaults(&o);
+    bool h = false, dry = false;
+    const flag tab[] = {
+        {"hostfile", F_STR, &o.hostfile, NULL, "DeepSpeed hostfile of 'HOST slots=N' lines (-H; default /job/hostfile when it exists, else this node)"},
+        {"include", F_STR, &o.include, NULL, "only these hosts and slots: HOST[:SLOT,...][@HOST...] (-i)"},
+        {"exclude", F_STR, &o.exclude, NULL, "all but these hosts and slots, same syntax (-e)"},
+        {"num_nodes", F_INT, &o.num_nodes, NULL, "run on the first N hosts"},
+        {"num_gpus", F_INT, &o.num_gpus, NULL, "ranks per host: its first N slots (without a GPU: N CPU ranks here)"},
+        {"master_addr", F_STR, &o.master_addr, NULL, "accepted for DeepSpeed's command lines; MPI does the rendezvous"},
+        {"master_port", F_INT, &o.master_port, NULL, "accepted for DeepSpeed's command lines; MPI does the rendezvous"},
+        {"launcher", F_STR, &o.launcher, NULL, "openmpi (the only one; under Slurm use srun, see jobs/slurm/)"},
+        {"launcher_args", F_STR, &o.launcher_args, NULL, "more mpirun arguments, split at blanks (quotes group)"},
+        {"ssh_port", F_INT, &o.ssh_port, NULL, "ssh port of the hosts (mpirun --mca plm_rsh_args '-p N')"},
+        {"enable_each_rank_log", F_STR, &o.each_rank_log, NULL, "each rank's output to a file under DIR (mpirun --output-filename)"},
+        {"dry_run", F_BOOL, &dry, NULL, "print the mpirun command and stop"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    /* -H/-i/-e before PROGRAM become their long names */
+    for (int i = 1; i < argc; i++) {
+        const char *l = launch_short(argv[i]);
+        if (l) { argv[i] = (char *)l; i++; continue; }
+        if (strncmp(argv[i], "--", 2) != 0 || !argv[i][2]) break;
+        if (strchr(argv[i], '=') || !strcmp(argv[i], "--dry-run") || !strcmp(argv[i], "--dry_run") ||
+            !strcmp(argv[i], "--help"))
+            continue;
+        i++; /* the flag's value */
+    }
+    int npos, rest;
+    int rc = parse_flags_until("zinf-launch", tab, argc, argv, 1, NULL, 0, &npos, &rest);
+    if (!rc && h) {
+        printf("usage: zinf-launch [--hostfile FILE] [--include SPEC | --exclude SPEC] [--num_nodes N]\n"
+               "                   [--num_gpus N] [--launcher_args ARGS] [--dry-run] PROGRAM [ARGS...]\n\n"
+               "Run PROGRAM (usually: zinf train ...) with one rank per GPU slot through OpenMPI's mpirun,\n"
+               "from DeepSpeed's launcher options. SPEC is HOST[:SLOT[,SLOT...]][@HOST...]. NCCL_*, ZINF_*,\n"
+               "UCX_*, OMP_*, PATH and LD_LIBRARY_PATH, and the lines of .deepspeed_env (DS_ENV_FILE, ./ or ~/),\n"
+               "reach every rank. The command is printed before it runs.\n\nflags:\n");
+        print_flags(stdout, tab);
+        return 0;
+    }
+    if (rc) {
+        const char *m = zinf_errmsg();
+        fprintf(stderr, "zinf-launch: error: %s\n", strncmp(m, "zinf-launch: ", 13) ? m : m + 13);
+        return 2;
+    }
+    if (rest >= argc) {
+        fprintf(stderr, "zinf-launch: error: no program to launch (zinf-launch [flags] PROGRAM [ARGS...]; "
+                        "see zinf-launch --help)\n");
+        return 2;
+    }
+    o.prog = argv + rest;
+    if (!o.hostfile && access("/job/hostfile", R_OK) == 0) {
+        o.hostfile = "/job/hostfile"; /* DeepSpeed's default */
+        fprintf(stderr, "zinf-launch: using /job/hostfile\n");
+    }
+    const char *mpirun = getenv("MPIRUN");
+    if (mpirun && *mpirun) o.mpirun = mpirun;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) { *slash = 0; o.self_dir = self; }
+    }
+    o.local_gpus = zinf_launch_count_gpus();
+    o.cuda_visible = getenv("CUDA_VISIBLE_DEVICES");
+    /* DeepSpeed's environment file: DS_ENV_FILE, else .deepspeed_env here, else in $HOME */
+    char envf[4096] = "";
+    const char *dsenv = getenv("DS_ENV_FILE"), *home = getenv("HOME");
+    if (dsenv && *dsenv) snprintf(envf, sizeof envf, "%s", dsenv);
+    else if (access(".deepspeed_env", R_OK) == 0) snprintf(envf, sizeof envf, ".deepspeed_env");
+    else if (home && snprintf(envf, sizeof envf, "%s/.deepspeed_env", home) > 0 && access(envf, R_OK) != 0) envf[0] = 0;
+    if (envf[0]) o.env_file = envf;
+    extern char **environ;
+    o.environ = environ;
+    char **cmd;
+    int nranks;
+    if (zinf_launch_plan(&o, &cmd, &nranks, stderr)) {
+        fprintf(stderr, "zinf-launch: error: %s\n", zinf_errmsg());
+        return 2;
+    }
+    char *line = zinf_launch_cmdline(cmd);
+    fprintf(stderr, "zinf-launch: %s\n", line ? line : cmd[0]);
+    free(line);
+    if (dry) {
+        zinf_launch_argv_free(cmd);
+        return 0;
+    }
+    fflush(NULL);
+    /* the slots of a hostfile are GPU indices: a CUDA_VISIBLE_DEVICES here must not renumber
+     * them for the ranks that mpirun starts on this node */
+    if (o.hostfile) unsetenv("CUDA_VISIBLE_DEVICES");
+    /* mpirun takes our place: signals (Slurm's warning, a Ctrl-C) reach it, its status is ours */
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "zinf-launch: error: cannot run %s: %s\n", cmd[0], strerror(errno));
+    zinf_launch_argv_free(cmd);
+    return 127;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -416,7 +541,7 @@ static void usage(FILE *out)
             "  --help         this text\n"
             "  --version      the version\n\n"
             "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1),\n"
-            "zinf-io-bench(1), zinf-ckpt(1).\n");
+            "zinf-io-bench(1), zinf-ckpt(1), zinf-launch(1) (the launcher: zinf-launch --help).\n");
 }
 
 int zinf_cli_main(int argc, char **argv)

@@ -12,4 +12,7 @@
  * subcommands that need it. */
 int zinf_cli_main(int argc, char **argv);
 
+/* zinf-launch: DeepSpeed's launcher options turned into an mpirun command, printed and run. */
+int zinf_launch_cli_main(int argc, char **argv);
+
 #endif

@@ -1,0 +1,75 @@
+/* launch: zinf-launch, DeepSpeed's launcher options turned into one OpenMPI mpirun command.
+ *
+ * The resource pool is a DeepSpeed hostfile ("HOST slots=N" lines; blank lines and lines starting
+ * with '#' are skipped, a host may appear once) or, without one, this node with its GPUs. Each
+ * host's slots are the GPU indices 0..N-1. --include / --exclude ("HOST[:SLOT[,SLOT...]][@HOST...]")
+ * pick slots, --num_nodes keeps the first hosts, --num_gpus the first slots of each. One rank runs
+ * per chosen slot, ranks numbered host by host in the hostfile's order. A rank picks its GPU by its
+ * local rank on the node (comm.c), so a host whose chosen slots are not 0..k-1 gets a
+ * CUDA_VISIBLE_DEVICES that lists them, and then every host gets its own mpirun app context.
+ *
+ * Nothing here prints or runs anything: zinf_launch_plan returns the argv, notes go to the FILE*
+ * it is given, and the caller (cli.c) prints and execs. */
+#ifndef ZINF_LAUNCH_H
+#define ZINF_LAUNCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    char *name;
+    int nslots; /* slots the pool gives the host */
+    int *slot;  /* the chosen slots, in order */
+    int n;      /* how many are chosen; 0 drops the host */
+} zinf_launch_host;
+
+typedef struct {
+    zinf_launch_host *h;
+    int n;
+} zinf_launch_pool;
+
+/* Parse hostfile text; fname names it in errors ("FILE:LINE: ..."). Every host starts with all
+ * of its slots chosen. Text after "slots=N" other than a comment is named in a note. */
+int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_pool *pool, FILE *notes);
+/* Apply an --include or --exclude filter (at most one of them non-NULL), in DeepSpeed's syntax. */
+int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *exclude);
+/* Keep the first num_nodes hosts (< 0: all) and the first num_gpus slots of each (< 0: all).
+ * Asking for more than the pool has is an error. */
+int zinf_launch_limit(zinf_launch_pool *pool, int64_t num_nodes, int64_t num_gpus);
+void zinf_launch_pool_free(zinf_launch_pool *pool);
+
+typedef struct {
+    const char *hostfile;           /* NULL: this node only */
+    const char *include, *exclude;  /* NULL: none */
+    int64_t num_nodes, num_gpus;    /* < 0: not given */
+    const char *master_addr;        /* accepted with a note: MPI does the rendezvous */
+    int64_t master_port;            /* < 0: not given */
+    const char *launcher;           /* NULL or "openmpi" */
+    const char *launcher_args;      /* more mpirun arguments, split at blanks ('..' and ".." quote) */
+    int64_t ssh_port;               /* < 0: not given */
+    const char *each_rank_log;      /* DIR: mpirun --output-filename DIR */
+    const char *mpirun;             /* the mpirun to run (default "mpirun") */
+    const char *self_dir;           /* the launcher's directory: PROGRAM "zinf" is the zinf there */
+    int local_gpus;                 /* GPUs of this node, for a run without a hostfile */
+    const char *cuda_visible;       /* CUDA_VISIBLE_DEVICES where the launcher runs, or NULL */
+    const char *env_file;           /* DeepSpeed's .deepspeed_env (VAR=VALUE lines) or NULL */
+    char *const *environ;           /* the environment whose NCCL_*, ZINF_*... are exported */
+    char *const *prog;              /* PROGRAM ARGS..., NULL-terminated */
+} zinf_launch_opts;
+
+void zinf_launch_opts_defaults(zinf_launch_opts *o);
+
+/* Build the mpirun command (a NULL-terminated argv, free with zinf_launch_argv_free). *nranks gets
+ * the number of ranks. Notes for the user (flags that have no effect, the pool chosen) go to notes
+ * when it is not NULL. */
+int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE *notes);
+void zinf_launch_argv_free(char **argv);
+
+/* The command as one line a shell would run the same way (arguments quoted where needed). */
+char *zinf_launch_cmdline(char *const *argv);
+
+/* GPUs of this node as the NVIDIA driver lists them (/proc/driver/nvidia/gpus); 0 when none. */
+int zinf_launch_count_gpus(void);
+
+#endif

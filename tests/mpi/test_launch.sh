@@ -1,0 +1,133 @@
+#!/bin/sh
+# zinf-launch on this node: a run it launches equals the same run under plain mpirun; the command
+# it prints is the one it runs and a shell runs it the same way; each rank gets the GPU its slot
+# names and the variables it exports; a Slurm-style SIGUSR1 to the launcher stops the job with a
+# checkpoint and status 75; bad hostfiles, filters and counts are one line each, and --dry-run
+# runs nothing. (tests/mpi/test_multihost.sh launches across hosts.)
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+LAUNCH=${ZINF_LAUNCH:-$(dirname "$ZINF")/zinf-launch}
+[ -x "$LAUNCH" ] || { echo "SKIP: $LAUNCH not built"; exit 77; }
+export MPIRUN
+# launch args...: zinf-launch with output in $OUTPUT, status in $RC
+launch() { OUTPUT=$("$LAUNCH" "$@" 2>&1); RC=$?; }
+# the mpirun line zinf-launch printed
+printed() { printf '%s\n' "$OUTPUT" | sed -n 's/^zinf-launch: \(.*mpirun .*\)$/\1/p' | head -1; }
+
+make_text "$TMP/add.txt" 2000
+run data --input "$TMP/add.txt" --out "$TMP/add"
+expect_ok "zinf data"
+D="$TMP/add_train_*.bin"
+printf '{"train_batch_size": 8, "gradient_clipping": 1.0, "optimizer": {"type": "AdamW", "params": {"lr": 0.003}},
+ "zero_optimization": {"stage": 3}}\n' > "$TMP/z3.json"
+TRAIN="train --model test-mini --data $D --max_length 32 --logging_steps 1 --config $TMP/z3.json --seed 3"
+hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
+
+# --- 1. the same run as plain mpirun ------------------------------------------------------------
+# shellcheck disable=SC2086
+mpi 2 $TRAIN --max_steps 4 --out "$TMP/ref"
+expect_ok "reference under mpirun"
+REF=$(hash_of)
+# "zinf" is the zinf beside the launcher, the way an installed pair finds each other
+# shellcheck disable=SC2086
+launch --num_gpus 2 zinf $TRAIN --max_steps 4 --out "$TMP/l1"
+expect_ok "zinf-launch --num_gpus 2"
+expect_has "launched" "zinf-launch: 2 ranks on 1 host: localhost:0,1" "--host localhost:2" "$(dirname "$ZINF")/zinf train"
+[ -n "$REF" ] && [ "$(hash_of)" = "$REF" ] && pass || fail "launched run's parameters $(hash_of), mpirun's $REF"
+[ "$(metric "$TMP/l1/metrics.jsonl" loss | tr '\n' ' ')" = "$(metric "$TMP/ref/metrics.jsonl" loss | tr '\n' ' ')" ] &&
+    pass || fail "launched run's losses differ from mpirun's"
+
+# a hostfile naming this node, DeepSpeed's -H spelling, a comment and a blank line
+printf '# this node\n\nlocalhost slots=3   # three GPUs\n' > "$TMP/hosts"
+# shellcheck disable=SC2086
+launch -H "$TMP/hosts" --num_gpus 2 zinf $TRAIN --max_steps 4 --out "$TMP/l2"
+expect_ok "zinf-launch -H hosts --num_gpus 2"
+[ "$(hash_of)" = "$REF" ] && pass || fail "hostfile run's parameters $(hash_of), mpirun's $REF"
+
+# --- 2. what each rank gets: its GPUs, the exported variables, DeepSpeed's env file --------------
+cat > "$TMP/show.sh" <<'EOF'
+#!/bin/sh
+echo "rank=$OMPI_COMM_WORLD_RANK local=$OMPI_COMM_WORLD_LOCAL_RANK cvd=${CUDA_VISIBLE_DEVICES:-unset} nccl=${NCCL_SOCKET_IFNAME:-unset} zinf=${ZINF_COMM_TIMEOUT:-unset} ds=${DS_FROM_FILE:-unset}"
+EOF
+chmod +x "$TMP/show.sh"
+printf 'DS_FROM_FILE=a b=c\n' > "$TMP/ds_env"
+OUTPUT=$(cd "$TMP" && NCCL_SOCKET_IFNAME=eth9 ZINF_COMM_TIMEOUT=77 DS_ENV_FILE="$TMP/ds_env" \
+    "$LAUNCH" -H "$TMP/hosts" -i localhost:2,0 "$TMP/show.sh" 2>&1); RC=$?
+expect_ok "include localhost:2,0"
+# slot order is rank order: rank 0 on GPU 2, rank 1 on GPU 0, each picking by its local rank
+expect_has "include" "rank=0 local=0 cvd=2,0 nccl=eth9 zinf=77 ds=a b=c" "rank=1 local=1 cvd=2,0 nccl=eth9 zinf=77 ds=a b=c"
+expect_has "include" "-x NCCL_SOCKET_IFNAME" "-x ZINF_COMM_TIMEOUT" "-x 'DS_FROM_FILE=a b=c'"
+# the printed line is a command: a shell running it gets the same ranks
+LINE=$(printed)
+OUT2=$(cd "$TMP" && export NCCL_SOCKET_IFNAME=eth9 ZINF_COMM_TIMEOUT=77 && eval "$LINE" 2>&1 | grep '^rank=' | sort)
+[ -n "$OUT2" ] && [ "$OUT2" = "$(printf '%s\n' "$OUTPUT" | grep '^rank=' | sort)" ] && pass ||
+    fail "the printed command, run by sh, gives '$OUT2'"
+launch -H "$TMP/hosts" -e localhost:1 "$TMP/show.sh"
+expect_has "exclude localhost:1" "rank=1 local=1 cvd=0,2"
+# without a hostfile the slots are the entries of CUDA_VISIBLE_DEVICES
+OUTPUT=$(CUDA_VISIBLE_DEVICES=GPU-a,GPU-b,GPU-c "$LAUNCH" --include localhost:1,2 "$TMP/show.sh" 2>&1); RC=$?
+expect_has "CUDA_VISIBLE_DEVICES entries" "rank=0 local=0 cvd=GPU-b,GPU-c" "rank=1 local=1 cvd=GPU-b,GPU-c"
+# a program's status comes back
+launch --num_gpus 2 sh -c 'exit 3'
+[ "$RC" = 3 ] && pass || fail "a rank's exit 3 came back as $RC"
+
+# --- 3. Slurm's warning signal to the launcher: checkpoint, exit 75, resume ----------------------
+# shellcheck disable=SC2086
+"$LAUNCH" --num_gpus 2 zinf $TRAIN --max_steps 3000 --save_steps 0 --out "$TMP/sig" > "$TMP/sig.log" 2>&1 &
+bg=$!
+i=0
+while [ ! -s "$TMP/sig/metrics.jsonl" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 1
+kill -USR1 $bg # the launcher is mpirun by now (exec), which passes the signal to the ranks
+wait $bg
+rc=$?
+[ "$rc" = 75 ] && pass || { fail "SIGUSR1 to zinf-launch: exit $rc, want 75"; tail -5 "$TMP/sig.log" >&2; }
+S=$(sed -n 's/^checkpoint-\([0-9]*\)\.h5$/\1/p' "$TMP/sig/latest" 2>/dev/null)
+if [ -n "$S" ]; then
+    # shellcheck disable=SC2086
+    launch --num_gpus 2 zinf $TRAIN --max_steps $((S + 2)) --save_steps 0 --out "$TMP/sig" --resume auto
+    expect_has "resume after SIGUSR1" "resumed from $TMP/sig/checkpoint-$S.h5 after step $S"
+    H=$(hash_of)
+    # shellcheck disable=SC2086
+    mpi 2 $TRAIN --max_steps $((S + 2)) --save_steps 0 --out "$TMP/sigref"
+    [ -n "$H" ] && [ "$(hash_of)" = "$H" ] && pass || fail "resumed after SIGUSR1 at step $S: parameters differ from the uninterrupted run"
+else
+    fail "SIGUSR1: no checkpoint named by $TMP/sig/latest"
+fi
+
+# --- 4. errors: one line naming the cause, status 2, nothing run ----------------------------------
+# bad NAME TEXT ARGS...: zinf-launch ARGS fails with one line containing TEXT
+bad() {
+    local what=$1 text=$2; shift 2
+    launch "$@"
+    CHECKS=$((CHECKS + 1))
+    [ "$RC" = 2 ] || fail "$what: exit $RC, want 2"
+    case "$OUTPUT" in *"zinf-launch: error: $text"*) ;; *) fail "$what: output lacks '$text'"; printf '%s\n' "$OUTPUT" >&2 ;; esac
+    [ "$(printf '%s\n' "$OUTPUT" | grep -c .)" -le 2 ] || fail "$what: more than one line (and a note): $OUTPUT"
+}
+printf 'a slots=2\nb slots=2\na slots=1\n' > "$TMP/dup"
+printf 'a slots=2\nb   # no slots\n' > "$TMP/noslots"
+printf '# nothing\n\n' > "$TMP/empty"
+printf 'a slots=2\nb slots=1\n' > "$TMP/ab"
+bad "duplicate host" "$TMP/dup:3: host a is listed twice (first on line 1)" -H "$TMP/dup" true
+bad "bad line" "$TMP/noslots:2: expected 'HOST slots=N', got 'b   # no slots'" -H "$TMP/noslots" true
+bad "empty hostfile" "$TMP/empty: names no hosts" -H "$TMP/empty" true
+bad "missing hostfile" "hostfile $TMP/none: No such file or directory" -H "$TMP/none" true
+bad "unknown host" "--include: host 'c' is not among the hosts (a, b)" -H "$TMP/ab" -i c true
+bad "bad slot" "--exclude: host b has slots 0-0, not 1" -H "$TMP/ab" -e b:1 true
+bad "bad syntax" "--include: host a: slot 'x' is not a whole number" -H "$TMP/ab" --include a:x true
+bad "too many slots" "--num_gpus 3: host a has 2 slots" -H "$TMP/ab" --num_gpus 3 true
+bad "too many nodes" "--num_nodes 3: only 2 hosts to run on" -H "$TMP/ab" --num_nodes 3 true
+bad "nodes without hostfile" "--num_nodes 2 needs a --hostfile" --num_nodes 2 --num_gpus 1 true
+bad "include with num_gpus" "--num_nodes and --num_gpus cannot be combined with --include" -H "$TMP/ab" -i a --num_gpus 1 true
+bad "pdsh" "--launcher pdsh: zinf-launch runs OpenMPI's mpirun" --launcher pdsh --num_gpus 1 true
+bad "no program" "no program to launch" --num_gpus 2
+bad "unknown flag" "unknown flag --num_gpu (did you mean --num_gpus?)" --num_gpu 2 true
+bad "bad number" "--num_gpus expects an integer, got 'two'" --num_gpus two true
+# the master address is taken for DeepSpeed's command lines and said to be unused
+launch --dry-run --num_gpus 2 --master_addr 10.0.0.1 --master_port 29500 touch "$TMP/ran"
+expect_ok "dry run"
+expect_has "dry run" "--master_addr and --master_port are not used: MPI does the rendezvous" "mpirun -np 2"
+[ ! -e "$TMP/ran" ] && pass || fail "--dry-run ran the program"
+
+echo "test_launch: $CHECKS checks, $FAILS failed"
+[ "$FAILS" -eq 0 ]

@@ -1,0 +1,261 @@
+/* zinf-launch's resource pool and mpirun command against DeepSpeed's documented launcher
+ * behaviour: the hostfile grammar of its runner, the include/exclude examples of its docstring
+ * ("worker-0@worker-1:0,2" keeps all of worker-0 and slots 0 and 2 of worker-1; excluding
+ * "worker-1:0" keeps the rest), --num_nodes / --num_gpus taking the first hosts and slots, and
+ * include/exclude being refused beside them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/err.h"
+#include "../../src/launch.h"
+#include "check.h"
+
+static const char *const HOSTFILE = "# two workers\n"
+                                    "worker-0 slots=4\n"
+                                    "\n"
+                                    "   worker-1   slots=4   # the second\n"
+                                    "worker-2 slots=2\n";
+
+/* the chosen slots of host i as "0,1,2" */
+static const char *slots_of(const zinf_launch_pool *p, int i)
+{
+    static char buf[256];
+    size_t o = 0;
+    buf[0] = 0;
+    for (int s = 0; s < p->h[i].n; s++) o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%d", s ? "," : "", p->h[i].slot[s]);
+    return buf;
+}
+
+static int parse(zinf_launch_pool *p, const char *text) { return zinf_launch_parse_hostfile(text, "hf", p, NULL); }
+
+static void expect_err(int rc, const char *want, const char *what)
+{
+    CHECK(rc != 0, "%s: expected an error", what);
+    CHECK(rc == 0 || strstr(zinf_errmsg(), want), "%s: message '%s' lacks '%s'", what, zinf_errmsg(), want);
+}
+
+static void test_hostfile(void)
+{
+    zinf_launch_pool p;
+    CHECK(parse(&p, HOSTFILE) == 0, "%s", zinf_errmsg());
+    CHECK(p.n == 3, "hosts %d", p.n);
+    CHECK(!strcmp(p.h[0].name, "worker-0") && !strcmp(p.h[1].name, "worker-1") && !strcmp(p.h[2].name, "worker-2"),
+          "names");
+    CHECK(p.h[0].nslots == 4 && p.h[1].nslots == 4 && p.h[2].nslots == 2, "slots");
+    CHECK(!strcmp(slots_of(&p, 2), "0,1"), "all slots chosen: %s", slots_of(&p, 2));
+    zinf_launch_pool_free(&p);
+    /* no newline at the end, CRLF lines */
+    CHECK(parse(&p, "a slots=1\r\nb slots=2") == 0 && p.n == 2 && p.h[1].nslots == 2, "CRLF / no final newline");
+    zinf_launch_pool_free(&p);
+
+    expect_err(parse(&p, "a slots=2\nb slots=1\na slots=3\n"), "hf:3: host a is listed twice (first on line 1)", "dup");
+    expect_err(parse(&p, "a slots=2\nb\n"), "hf:2: expected 'HOST slots=N', got 'b'", "no slots");
+    expect_err(parse(&p, "a slot=2\n"), "hf:1: expected 'HOST slots=N'", "slot=");
+    expect_err(parse(&p, "a slots=x\n"), "hf:1: slots=x", "slots=x");
+    expect_err(parse(&p, "a slots=0\n"), "hf:1: slots=0", "slots=0");
+    expect_err(parse(&p, "a slots=-1\n"), "slots=-1", "slots=-1");
+    expect_err(parse(&p, "a slots=99999999999\n"), "slots=99999999999", "huge slots");
+    expect_err(parse(&p, "# nothing\n\n   \n"), "hf: names no hosts", "empty");
+    expect_err(parse(&p, ""), "names no hosts", "empty text");
+}
+
+static void test_filter(void)
+{
+    zinf_launch_pool p;
+    /* DeepSpeed's docstring example */
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_filter(&p, "worker-0@worker-1:0,2", NULL) == 0, "%s", zinf_errmsg());
+    CHECK(!strcmp(slots_of(&p, 0), "0,1,2,3"), "include worker-0: %s", slots_of(&p, 0));
+    CHECK(!strcmp(slots_of(&p, 1), "0,2"), "include worker-1:0,2: %s", slots_of(&p, 1));
+    CHECK(p.h[2].n == 0, "worker-2 not included");
+    zinf_launch_pool_free(&p);
+
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_filter(&p, NULL, "worker-1:0") == 0, "%s", zinf_errmsg());
+    CHECK(!strcmp(slots_of(&p, 0), "0,1,2,3") && !strcmp(slots_of(&p, 1), "1,2,3") && !strcmp(slots_of(&p, 2), "0,1"),
+          "exclude worker-1:0: %s", slots_of(&p, 1));
+    zinf_launch_pool_free(&p);
+
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_filter(&p, NULL, "worker-0@worker-2:1") == 0, "%s", zinf_errmsg());
+    CHECK(p.h[0].n == 0 && p.h[1].n == 4 && !strcmp(slots_of(&p, 2), "0"), "exclude a host and a slot");
+    zinf_launch_pool_free(&p);
+
+    /* slots keep the order written, a repeated one counts once */
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_filter(&p, "worker-1:3,1,3", NULL) == 0 && !strcmp(slots_of(&p, 1), "3,1"), "order: %s",
+          slots_of(&p, 1));
+    zinf_launch_pool_free(&p);
+
+    const struct { const char *inc, *exc, *want; } bad[] = {
+        {"worker-9", NULL, "--include: host 'worker-9' is not among the hosts (worker-0, worker-1, worker-2)"},
+        {"worker-2:2", NULL, "--include: host worker-2 has slots 0-1, not 2"},
+        {"worker-1:a", NULL, "slot 'a' is not a whole number"},
+        {"worker-1:", NULL, "host worker-1: no slot after ':'"},
+        {"worker-1:0,", NULL, "an empty slot after ','"},
+        {"worker-1@", NULL, "an empty host name after '@'"},
+        {"@worker-1", NULL, "an empty host name"},
+        {"", NULL, "--include: empty"},
+        {"worker-1:0@worker-1:1", NULL, "host worker-1 is named twice"},
+        {NULL, "worker-0@worker-1@worker-2", "--exclude 'worker-0@worker-1@worker-2' leaves no slots"},
+        {"worker-0", "worker-1", "--include and --exclude exclude each other"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        parse(&p, HOSTFILE);
+        expect_err(zinf_launch_filter(&p, bad[i].inc, bad[i].exc), bad[i].want, bad[i].want);
+        zinf_launch_pool_free(&p);
+    }
+}
+
+static void test_limit(void)
+{
+    zinf_launch_pool p;
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_limit(&p, 2, 2) == 0, "%s", zinf_errmsg());
+    CHECK(!strcmp(slots_of(&p, 0), "0,1") && !strcmp(slots_of(&p, 1), "0,1") && p.h[2].n == 0, "first 2 hosts x 2");
+    zinf_launch_pool_free(&p);
+    parse(&p, HOSTFILE);
+    expect_err(zinf_launch_limit(&p, 4, -1), "--num_nodes 4: only 3 hosts", "too many nodes");
+    zinf_launch_pool_free(&p);
+    parse(&p, HOSTFILE);
+    expect_err(zinf_launch_limit(&p, -1, 3), "--num_gpus 3: host worker-2 has 2 slots", "too many gpus");
+    zinf_launch_pool_free(&p);
+    parse(&p, HOSTFILE);
+    expect_err(zinf_launch_limit(&p, 0, -1), "--num_nodes must be at least 1", "0 nodes");
+    zinf_launch_pool_free(&p);
+}
+
+/* the argv as one string, for comparisons */
+static char *joined(char **argv)
+{
+    size_t n = 1;
+    for (char **p = argv; *p; p++) n += strlen(*p) + 1;
+    char *s = calloc(n, 1);
+    for (char **p = argv; *p; p++) {
+        if (p != argv) strcat(s, " ");
+        strcat(s, *p);
+    }
+    return s;
+}
+
+static void test_plan(const char *dir)
+{
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%s/hostfile", dir);
+    FILE *f = fopen(hf, "w");
+    fputs(HOSTFILE, f);
+    fclose(f);
+    char *prog[] = {"zinf", "train", "--max_steps", "3", NULL};
+    char *env[] = {"PATH=/bin", "NCCL_DEBUG=INFO", "ZINF_COMM_TIMEOUT=60", "HOME=/root", "NCCLX=1", "OMP_NUM_THREADS=4",
+                   "CUDA_VISIBLE_DEVICES=5,6", NULL};
+    zinf_launch_opts o;
+    zinf_launch_opts_defaults(&o);
+    o.hostfile = hf;
+    o.prog = prog;
+    o.environ = env;
+    char **argv;
+    int n;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    char *s = joined(argv);
+    /* every host whole: one app context, hosts in file order; exports sorted, HOME and NCCLX not */
+    CHECK(n == 10, "ranks %d", n);
+    CHECK(!strcmp(s, "mpirun -np 10 --host worker-0:4,worker-1:4,worker-2:2 --map-by slot --bind-to none "
+                     "-x NCCL_DEBUG -x OMP_NUM_THREADS -x PATH -x ZINF_COMM_TIMEOUT zinf train --max_steps 3"),
+          "%s", s);
+    free(s);
+    zinf_launch_argv_free(argv);
+
+    /* slots other than 0..k-1: one context per host, CUDA_VISIBLE_DEVICES where needed */
+    o.include = "worker-0:2,3@worker-2";
+    o.launcher_args = "--mca btl_tcp_if_include 'eth0 x' -v";
+    char envf[4096];
+    snprintf(envf, sizeof envf, "%s/ds_env", dir);
+    f = fopen(envf, "w");
+    fputs("# exported as given\nNCCL_IB_DISABLE=1\n\nFOO=a=b c\n", f);
+    fclose(f);
+    o.env_file = envf;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    s = joined(argv);
+    CHECK(n == 4, "ranks %d", n);
+    CHECK(!strcmp(s, "mpirun --map-by slot --bind-to none -x NCCL_IB_DISABLE=1 -x FOO=a=b c -x NCCL_DEBUG "
+                     "-x OMP_NUM_THREADS -x PATH -x ZINF_COMM_TIMEOUT --mca btl_tcp_if_include eth0 x -v "
+                     "-np 2 --host worker-0:2 env CUDA_VISIBLE_DEVICES=2,3 zinf train --max_steps 3 : "
+                     "-np 2 --host worker-2:2 zinf train --max_steps 3"),
+          "%s", s);
+    free(s);
+    zinf_launch_argv_free(argv);
+
+    f = fopen(envf, "w");
+    fputs("OK=1\nnot an assignment\n", f);
+    fclose(f);
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "ds_env:2: expected NAME=VALUE, got 'not an assignment'",
+               "env file");
+    o.env_file = NULL;
+    o.launcher_args = "--mca x 'y";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--launcher_args: an unterminated ' quote", "quote");
+    o.launcher_args = NULL;
+    o.num_gpus = 2;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "cannot be combined with --include", "num + include");
+    o.include = NULL;
+    o.launcher = "slurm";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--launcher slurm: zinf-launch runs OpenMPI's mpirun", "launcher");
+    o.launcher = "OpenMPI";
+    o.ssh_port = 2222;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    s = joined(argv);
+    CHECK(strstr(s, "--mca plm_rsh_args -p 2222") && n == 6, "ssh port, 3 hosts x 2: %s", s);
+    free(s);
+    zinf_launch_argv_free(argv);
+
+    /* this node: its GPUs, renumbered through CUDA_VISIBLE_DEVICES as DeepSpeed's --include does */
+    zinf_launch_opts_defaults(&o);
+    o.prog = prog;
+    o.local_gpus = 8;
+    o.cuda_visible = "GPU-aa,GPU-bb,GPU-cc";
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 3, "CVD entries are the slots: %s", zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.include = "localhost:2,0";
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    s = joined(argv);
+    CHECK(strstr(s, "-np 2 --host localhost:2 env CUDA_VISIBLE_DEVICES=GPU-cc,GPU-aa zinf") != NULL, "%s", s);
+    free(s);
+    zinf_launch_argv_free(argv);
+    o.include = NULL;
+    o.cuda_visible = NULL;
+    o.local_gpus = 0;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "no GPU found on this node: --num_gpus N", "no gpus");
+    o.num_gpus = 3;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 3, "CPU ranks");
+    zinf_launch_argv_free(argv);
+    o.num_nodes = 2;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--num_nodes 2 needs a --hostfile", "nodes without hostfile");
+    o.num_nodes = -1;
+    o.local_gpus = 2;
+    o.num_gpus = 3;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--num_gpus 3: host localhost has 2 slots", "more than the GPUs");
+    o.hostfile = "/nonexistent/hostfile";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "hostfile /nonexistent/hostfile: No such file", "missing");
+}
+
+static void test_cmdline(void)
+{
+    char *argv[] = {"mpirun", "-x", "A=b c", "it's", "", "plain-1.0:/x,y@z%+", NULL};
+    char *s = zinf_launch_cmdline(argv);
+    CHECK(!strcmp(s, "mpirun -x 'A=b c' 'it'\\''s' '' plain-1.0:/x,y@z%+"), "%s", s);
+    free(s);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/zinf-launch-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    test_hostfile();
+    test_filter();
+    test_limit();
+    test_plan(dir);
+    test_cmdline();
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_done("test_launch");
+}
