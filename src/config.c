@@ -149,7 +149,7 @@ enum {
 enum { K_DEF = 1 << 0, K_DEFNULL = 1 << 1 };
 
 /* how "auto" is filled */
-enum { A_NONE, A_FLAG, A_DERIVE, A_HH, A_HH09, A_10H, A_ZERO, A_STEPS, A_WARMUP, A_STAGE };
+enum { A_NONE, A_FLAG, A_DERIVE, A_HH, A_HH09, A_10H, A_ZERO, A_STEPS, A_WARMUP, A_STAGE, A_RUNTIME };
 
 /* scheduler types as bits, for which scheduler takes which params */
 #define S_(t) (1u << (t))
@@ -419,6 +419,8 @@ static const keydef KEYS_AC[] = {
     {"synchronize_checkpoint_boundary", T_BOOL, 0, CO(ac_synchronize_checkpoint_boundary),
      .def = 0},
     {"profile", T_BOOL, 0, CO(ac_profile), .def = 0},
+    /* zinf: how many blocks to recompute, or "auto": decided from the device memory at run time */
+    {"zinf_recompute_blocks", T_INT, F_AUTO | F_NULL, CO(zinf_recompute_blocks), .idef = -1, .autok = A_RUNTIME},
 };
 
 static const keydef KEYS_CKPT[] = {
@@ -717,6 +719,7 @@ static int fill_auto(const ctx *c, const keydef *k, void *slot, const char *path
         return 0;
     case A_DERIVE: slot_set(slot, k, 0, 0); return 0; /* the batch rule fills it */
     case A_ZERO: slot_set(slot, k, 0, 0); return 0;
+    case A_RUNTIME: slot_set(slot, k, ZINF_RECOMPUTE_AUTO, 0); return 0;
     case A_STEPS: slot_set(slot, k, -1, 0); return 0; /* zinf_config_finalize_steps */
     case A_WARMUP: {
         bool steps = c->fl->warmup_steps_set && c->fl->warmup_steps > 0;
@@ -1491,8 +1494,8 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, FILE *out)
             note(cfg, out, true, "activation_checkpointing.contiguous_memory_optimization: no effect "
                  "(zinf already carves activations from one allocation)");
         if (c->ac_number_checkpoints > 0)
-            note(cfg, out, true, "activation_checkpointing.number_checkpoints: not implemented; every "
-                 "block is checkpointed");
+            note(cfg, out, true, "activation_checkpointing.number_checkpoints: no effect (DeepSpeed sizes a "
+                 "buffer with it); zinf_recompute_blocks chooses how many blocks are recomputed");
         if (c->ac_synchronize_checkpoint_boundary)
             note(cfg, out, true, "activation_checkpointing.synchronize_checkpoint_boundary: no effect on "
                  "%s", backend);
@@ -1520,7 +1523,9 @@ static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
         case T_BOOL: v = json_boolean(*(const bool *)slot); break;
         case T_INT: {
             int64_t x = k->flags & F_I32 ? *(const int *)slot : *(const int64_t *)slot;
-            v = (k->flags & F_NULL) && x < 0 ? json_null() : json_integer(x);
+            v = k->autok == A_RUNTIME && x == ZINF_RECOMPUTE_AUTO ? json_string("auto")
+                : (k->flags & F_NULL) && x < 0                     ? json_null()
+                                                                   : json_integer(x);
             break;
         }
         case T_NUM: v = json_real(*(const double *)slot); break;

@@ -143,6 +143,9 @@ typedef struct zinf_config {
     bool activation_checkpointing;
     bool ac_partition_activations, ac_cpu_checkpointing, ac_contiguous_memory_optimization;
     bool ac_synchronize_checkpoint_boundary, ac_profile;
+    /* zinf: blocks recomputed (the first N); -1 every block, ZINF_RECOMPUTE_AUTO: as few as the
+     * device memory left after the ZeRO states needs (train.c) */
+    int64_t zinf_recompute_blocks;
     int64_t ac_number_checkpoints; /* -1 = null */
 
     /* checkpoint block */
@@ -202,5 +205,7 @@ int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_siz
 int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags);
 /* Print the resolved config as DeepSpeed JSON (every key zinf knows, with its resolved value). */
 void zinf_config_print(const zinf_config *cfg, FILE *out);
+
+#define ZINF_RECOMPUTE_AUTO (-2)
 
 #endif

@@ -234,7 +234,7 @@ static void carve_acts(zinf_model *m, carver *cv, size_t es)
     size_t N = (size_t)m->B * m->T, C = m->c.n_embd, NH = m->c.n_head, L = m->c.n_layer;
     for (size_t l = 0; l <= L; l++) m->res[l] = carve(cv, N * C * es);
     for (size_t l = 0; l < L; l++) {
-        if (m->recompute == ZINF_RECOMPUTE_NONE || l == 0) {
+        if (m->recompute == ZINF_RECOMPUTE_NONE || l == 0 || l >= (size_t)m->recompute_blocks) {
             carve_layer(cv, &m->layers[l], N, C, NH, es);
             continue;
         }
@@ -263,19 +263,35 @@ static void carve_grads(zinf_model *m, carver *cv, size_t es)
     m->d_fch = carve(cv, N * 4 * C * es); /* d(fch): matmul_dgelu_bwd writes it directly */
 }
 
+static int recompute_count(const zinf_model_cfg *c, zinf_recompute recompute, int blocks)
+{
+    if (recompute == ZINF_RECOMPUTE_NONE) return 0;
+    if (blocks < 0 || blocks > c->n_layer)
+        return zinf_err("%d blocks to recompute: the model has %d", blocks, c->n_layer);
+    return blocks;
+}
+
 int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
+{
+    return zinf_model_alloc_acts_n(m, B, T, recompute, m->c.n_layer);
+}
+
+int zinf_model_alloc_acts_n(zinf_model *m, int B, int T, zinf_recompute recompute, int blocks)
 {
     if (T > m->c.n_positions)
         return zinf_err("sequence length %d exceeds the model's n_positions %d", T, m->c.n_positions);
+    int nrc = recompute_count(&m->c, recompute, blocks);
+    ZINF_TRY(nrc);
     m->B = B;
     m->T = T;
-    m->recompute = recompute;
+    m->recompute = nrc ? recompute : ZINF_RECOMPUTE_NONE;
+    m->recompute_blocks = nrc;
     size_t es = zinf_dtype_size(m->be->cdt);
     m->res = calloc((size_t)m->c.n_layer + 1, sizeof *m->res);
     m->layers = calloc((size_t)m->c.n_layer, sizeof *m->layers);
     m->host_losses = calloc((size_t)B * T, sizeof(float));
     if (!m->res || !m->layers || !m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    ZINF_TRY(zinf_model_act_bytes(&m->c, B, T, es, recompute, &m->act_bytes, &m->grad_bytes));
+    ZINF_TRY(zinf_model_act_bytes_n(&m->c, B, T, es, recompute, nrc, &m->act_bytes, &m->grad_bytes));
     m->act_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->act_bytes);
     m->grad_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->grad_bytes);
     if (!m->act_mem || !m->grad_mem)
@@ -290,7 +306,16 @@ int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
 int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                          size_t *acts, size_t *grads)
 {
-    zinf_model m = {.c = *c, .B = B, .T = T, .recompute = recompute};
+    return zinf_model_act_bytes_n(c, B, T, es, recompute, c->n_layer, acts, grads);
+}
+
+int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                           int blocks, size_t *acts, size_t *grads)
+{
+    int nrc = recompute_count(c, recompute, blocks);
+    ZINF_TRY(nrc);
+    zinf_model m = {.c = *c, .B = B, .T = T, .recompute = nrc ? recompute : ZINF_RECOMPUTE_NONE,
+                    .recompute_blocks = nrc};
     m.res = calloc((size_t)c->n_layer + 1, sizeof *m.res);
     m.layers = calloc((size_t)c->n_layer, sizeof *m.layers);
     if (!m.res || !m.layers) {
@@ -304,6 +329,24 @@ int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_
     *grads = cg.off;
     free(m.res), free(m.layers);
     return 0;
+}
+
+int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                             size_t budget, int *blocks)
+{
+    size_t a = 0, g = 0;
+    if (recompute == ZINF_RECOMPUTE_NONE) return zinf_err("internal: no recompute policy to fit");
+    /* each block kept instead of recomputed adds the same bytes, so the first count that fits is
+     * the answer; n_layer is small enough to try them in turn */
+    for (int n = 0; n <= c->n_layer; n++) {
+        ZINF_TRY(zinf_model_act_bytes_n(c, B, T, es, recompute, n, &a, &g));
+        if (a + g <= budget) {
+            *blocks = n;
+            return 0;
+        }
+    }
+    return zinf_err("activations need %.2f GiB with every block recomputed, more than the %.2f GiB free for them",
+                    (double)(a + g) / 1073741824.0, (double)budget / 1073741824.0);
 }
 
 void zinf_model_free(zinf_model *m)
@@ -425,7 +468,7 @@ static void block_backward(zinf_model *m, int l)
     int64_t N = (int64_t)B * T;
     int u = 1 + l;
     void **P = m->params, **G = m->grads;
-    if (m->recompute != ZINF_RECOMPUTE_NONE) block_forward(m, l, true); /* from the kept input */
+    if (l < m->recompute_blocks) block_forward(m, l, true); /* from the kept input */
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation. The input
      * gradients of the products and of attention overwrite their buffers: nothing is zeroed. */
     /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM

@@ -70,6 +70,9 @@ typedef struct zinf_unit_hooks {
  * skips attention, the one product that runs far below the GEMMs' rate. All three give the same
  * bits: the kernels are deterministic. */
 typedef enum { ZINF_RECOMPUTE_NONE, ZINF_RECOMPUTE_FULL, ZINF_RECOMPUTE_KEEP_ATTN } zinf_recompute;
+/* Under FULL or KEEP_ATTN only the first `blocks` blocks may be recomputed; the later ones keep
+ * every activation (their own set each), so a memory budget between none and all is met by
+ * recomputing as few blocks as it needs. The bits are the same for every count. */
 
 typedef struct zinf_model {
     zinf_model_cfg c;
@@ -83,6 +86,7 @@ typedef struct zinf_model {
     /* activations for B x T */
     int B, T;
     zinf_recompute recompute; /* activation checkpointing policy (below) */
+    int recompute_blocks;     /* blocks 0..recompute_blocks-1 are recomputed (NONE: 0) */
     void *act_mem, *grad_mem; size_t act_bytes, grad_bytes;
     void *encoded;       /* residual stream entries: res[l] is block l's input, res[L] the last */
     void **res;
@@ -101,14 +105,23 @@ typedef struct zinf_model {
 
 /* Build the unit layout (no parameter memory: the owner allocates params[u]/grads[u]). */
 int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be);
-/* Allocate activations for micro-batch B and sequence length T. */
+/* Allocate activations for micro-batch B and sequence length T, every block recomputed under
+ * FULL or KEEP_ATTN; the _n form recomputes the first `blocks` (0..n_layer) only. */
 int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute);
+int zinf_model_alloc_acts_n(zinf_model *m, int B, int T, zinf_recompute recompute, int blocks);
 void zinf_model_free(zinf_model *m);
 /* The bytes zinf_model_alloc_acts allocates for activations and for their gradient scratch, for
  * a model of config c, micro-batch B, sequence length T and es-byte compute elements, without a
  * backend (zinf estimate). */
 int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                          size_t *acts, size_t *grads);
+int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                           int blocks, size_t *acts, size_t *grads);
+/* The fewest blocks to recompute under `recompute` (FULL or KEEP_ATTN) for the activations and
+ * their gradient scratch to fit in `budget` bytes: *blocks in 0..n_layer. When even recomputing
+ * every block does not fit, an error that says how much they need. */
+int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                             size_t budget, int *blocks);
 
 /* Fill `out` (numel elements of unit u, fp32 host memory) with the deterministic initial values
  * of elements [first, first+count) of the unit: normal(0, 0.02) weights, 0.02/sqrt(2L) for the

@@ -460,6 +460,51 @@ out:
 }
 
 /* ---------------------------------------------------------------- the run ------------------ */
+/* How many blocks to recompute: every one, the count the config gives, or for "auto" the fewest
+ * for which the activations fit in the device memory the ZeRO states left, less a reserve for
+ * what is allocated later (GEMM workspaces, NCCL's buffers, the allocator's slack). The ranks
+ * take the largest count any of them needs, so that their steps stay in step. */
+static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc)
+{
+    const zinf_model_cfg *mc = &r->m.c;
+    int64_t v = r->cfg.zinf_recompute_blocks;
+    int rc = 0;
+    *nrc = 0;
+    if (rp == ZINF_RECOMPUTE_NONE) return 0;
+    if (v == -1) *nrc = mc->n_layer;
+    else if (v >= 0 && v > mc->n_layer)
+        rc = zinf_err("activation_checkpointing.zinf_recompute_blocks %lld: the model has %d blocks", (long long)v,
+                      mc->n_layer);
+    else if (v >= 0) *nrc = (int)v;
+    else if (!r->be.mem_info) {
+        zinf_info("activation checkpointing: zinf_recompute_blocks \"auto\" on the %s backend, which has no "
+                  "device memory to fit: no block is recomputed", r->be.name);
+    } else {
+        size_t used = 0, total = 0, es = zinf_dtype_size(r->be.cdt);
+        rc = r->be.mem_info(&r->be, &used, &total);
+        size_t freeb = total > used ? total - used : 0, reserve = total / 20;
+        if (reserve < ((size_t)1 << 30)) reserve = (size_t)1 << 30;
+        size_t budget = freeb > reserve ? freeb - reserve : 0;
+        if (!rc)
+            rc = zinf_model_recompute_fit(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, budget, nrc);
+        if (rc) rc = zinf_err_prefix(rc, "activation_checkpointing.zinf_recompute_blocks \"auto\"");
+        else {
+            size_t a = 0, g = 0;
+            zinf_model_act_bytes_n(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, *nrc, &a, &g);
+            zinf_info("activation checkpointing (auto): %.2f GiB of activations for %d recomputed block%s fit "
+                      "the %.2f GiB free after the ZeRO states, less %.2f GiB kept in reserve",
+                      (double)(a + g) / 1073741824.0, *nrc, *nrc == 1 ? "" : "s", (double)freeb / 1073741824.0,
+                      (double)reserve / 1073741824.0);
+        }
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    MPI_Allreduce(MPI_IN_PLACE, nrc, 1, MPI_INT, MPI_MAX, comm->world);
+    if (*nrc < mc->n_layer)
+        zinf_info("activation checkpointing: recomputing %d of %d blocks (the first ones); the others keep their "
+                  "activations", *nrc, mc->n_layer);
+    return 0;
+}
+
 static int setup(run *r)
 {
     const zinf_train_opts *o = r->o;
@@ -538,8 +583,11 @@ static int setup(run *r)
     zinf_recompute rp = !r->ac ? ZINF_RECOMPUTE_NONE
                         : o->ac_keep_attention ? ZINF_RECOMPUTE_KEEP_ATTN : ZINF_RECOMPUTE_FULL;
     rc = zinf_model_init(&r->m, &mc, &r->be);
-    if (!rc) rc = zinf_model_alloc_acts(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp);
+    /* the activations come after the ZeRO states, so that "auto" sees what memory is left */
     if (!rc) rc = zinf_zero_init(&r->z, &r->m, &r->cfg, comm, &r->be, o->seed);
+    int nrc = 0;
+    if (!rc) rc = recompute_blocks(r, rp, comm, &nrc);
+    if (!rc) rc = zinf_model_alloc_acts_n(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp, nrc);
     size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T;
     r->inp = malloc(N * 4);
     r->tgt = malloc(N * 4);

@@ -81,6 +81,48 @@ train 1 g5 --config "$TMP/ac.json" --gradient_checkpointing false
 expect_err "--gradient_checkpointing false with an activation_checkpointing block" \
     "--gradient_checkpointing false: the config's activation_checkpointing block asks for recomputation"
 
+# zinf_recompute_blocks: recomputing only the first K of 4 blocks changes no bit either, and the
+# activations shrink by one block's stored set for each block recomputed beyond the first (the
+# recomputed blocks share one set): test-mini's width (C=64, 4 heads) with 4 layers, N = 8 x 32
+printf '{"n_layer": 4, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 32}\n' > "$TMP/m4.json"
+M4="--model $TMP/m4.json --data $D --max_length 32 --max_steps 4 --learning_rate 3e-3 --logging_steps 1 --seed 7 --per_device_train_batch_size 8"
+# shellcheck disable=SC2086
+mpi 1 train $M4 --out "$TMP/rb"
+expect_ok "4 layers, no recompute"
+act_of() { grep '"mem_act"' "$TMP/$1/metrics.jsonl" | tail -1 | sed 's/.*"mem_act": \([0-9]*\).*/\1/'; }
+A0=$(act_of rb)
+# one layer's stored set, every buffer rounded up to 256 bytes (the layout test_estimate_run.sh spells out)
+SET=$(awk 'function r(x) { return int((x + 255) / 256) * 256 }
+    BEGIN { N = 256; C = 64; NH = 4; print 4 * r(N * C * 4) + r(3 * N * C * 4) + 2 * r(4 * N * C * 4) + 4 * r(N * 4) + r(N * NH * 4) }')
+for k in 0 1 2 3 4; do
+    printf '{"train_micro_batch_size_per_gpu": 8, "activation_checkpointing": {"zinf_recompute_blocks": %d}}\n' "$k" > "$TMP/rb$k.json"
+    # shellcheck disable=SC2086
+    mpi 1 train $M4 --out "$TMP/rb$k" --config "$TMP/rb$k.json"
+    expect_ok "zinf_recompute_blocks $k"
+    [ "$(metric "$TMP/rb/metrics.jsonl" loss)" = "$(metric "$TMP/rb$k/metrics.jsonl" loss)" ] && pass ||
+        fail "recomputing $k of 4 blocks changed the losses"
+    saved=$(( k > 1 ? k - 1 : 0 ))
+    [ "$(act_of "rb$k")" = $((A0 - saved * SET)) ] && pass ||
+        fail "recomputing $k of 4 blocks: activations $(act_of "rb$k") bytes, want $A0 - $saved x $SET"
+    [ "$k" -lt 4 ] && expect_has "partial recompute banner" "recomputing $k of 4 blocks"
+done
+printf '{"activation_checkpointing": {"zinf_recompute_blocks": 5}}\n' > "$TMP/rb5.json"
+# shellcheck disable=SC2086
+mpi 1 train $M4 --out "$TMP/rb5" --config "$TMP/rb5.json"
+expect_err "more blocks than the model has" "activation_checkpointing.zinf_recompute_blocks 5: the model has 4 blocks"
+printf '{"activation_checkpointing": {"zinf_recompute_blocks": -3}}\n' > "$TMP/rbn.json"
+run config show "$TMP/rbn.json"
+expect_err "a negative count" "zinf_recompute_blocks"
+# "auto" fits the device memory; the CPU backend has none to fit, so nothing is recomputed
+printf '{"train_micro_batch_size_per_gpu": 8, "activation_checkpointing": {"zinf_recompute_blocks": "auto"}}\n' > "$TMP/rba.json"
+run config show "$TMP/rba.json"
+expect_has "auto in the resolved config" '"zinf_recompute_blocks": "auto"'
+# shellcheck disable=SC2086
+mpi 1 train $M4 --out "$TMP/rba" --config "$TMP/rba.json"
+expect_ok "zinf_recompute_blocks auto on the CPU"
+expect_has "auto on the CPU" 'zinf_recompute_blocks "auto" on the cpu backend, which has no device memory to fit: no block is recomputed'
+[ "$(act_of rba)" = "$A0" ] && pass || fail "auto on the CPU: activations $(act_of rba), want $A0 (nothing recomputed)"
+
 # WarmupLR, linear (DeepSpeed): the constructor sets warmup_min_lr for update 0 and the scheduler
 # steps after each update, so update k >= 1 runs at min + (max - min) * min(1, (k - 1) / warmup)
 cat > "$TMP/sched.json" <<'JSON'

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/err.h"
 #include "check.h"
 #include "kernels.h"
 #include "model.h"
@@ -61,11 +62,15 @@ int main(void)
     }
     memcpy(P, p0, np * 4);
 
-    for (int recompute = ZINF_RECOMPUTE_NONE; recompute <= ZINF_RECOMPUTE_KEEP_ATTN; recompute++) {
-        if (recompute) {
+    /* modes: stored, recompute, recompute keeping attention, and recompute of the first half of
+     * the blocks only (the rest stored) */
+    for (int mi = 0; mi <= 3; mi++) {
+        int recompute = mi == 3 ? ZINF_RECOMPUTE_FULL : mi;
+        if (mi) {
             zinf_model_free(&m);
             CHECK(zinf_model_init(&m, &mc, &be) == 0, "model init");
-            CHECK(zinf_model_alloc_acts(&m, B, T, (zinf_recompute)recompute) == 0, "acts");
+            int blocks = mi == 3 ? (mc.n_layer + 1) / 2 : mc.n_layer;
+            CHECK(zinf_model_alloc_acts_n(&m, B, T, (zinf_recompute)recompute, blocks) == 0, "acts");
             off = 0;
             for (int u = 0; u < m.nunits; u++) {
                 m.params[u] = P + off;
@@ -74,8 +79,9 @@ int main(void)
             }
             memcpy(P, p0, np * 4);
         }
-        const char *mode = recompute == ZINF_RECOMPUTE_KEEP_ATTN ? "recompute, attention kept"
-                           : recompute ? "recompute" : "stored";
+        const char *mode = mi == 3 ? "first half recomputed" : recompute == ZINF_RECOMPUTE_KEEP_ATTN
+                                                                   ? "recompute, attention kept"
+                                                               : recompute ? "recompute" : "stored";
         /* forward: logits first (no targets), then the loss */
         CHECK(zinf_model_forward(&m, tok, NULL, NULL, NULL) == 0, "forward");
         double maxd = 0;
@@ -161,5 +167,26 @@ int main(void)
     printf("golden: PyTorch loss %.6f, after %d AdamW steps %.6f\n", lossref, steps, lossesref[steps - 1]);
     zinf_model_free(&m);
     zinf_backend_cpu_free(&be);
+    /* fitting a budget: nothing recomputed when everything fits; one byte less and the fewest
+     * blocks that save anything, two (a single recomputed block keeps the one set it shares);
+     * less than every block recomputed needs, an error that says so */
+    {
+        zinf_model_cfg c4 = mc;
+        c4.n_layer = 4;
+        size_t a0, g0, a4, g4;
+        int blocks = -1;
+        zinf_model_act_bytes_n(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, 0, &a0, &g0);
+        zinf_model_act_bytes_n(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, 4, &a4, &g4);
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a0 + g0, &blocks) == 0 && blocks == 0,
+              "fit: all fits, got %d", blocks);
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a0 + g0 - 1, &blocks) == 0 && blocks == 2,
+              "fit: one byte short, got %d", blocks);
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a4 + g4, &blocks) == 0 && blocks == 4,
+              "fit: only all recomputed fits, got %d", blocks);
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a4 + g4 - 1, &blocks) != 0 &&
+                  strstr(zinf_errmsg(), "with every block recomputed"),
+              "fit: nothing fits: %s", zinf_errmsg());
+        CHECK(zinf_model_act_bytes_n(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, 5, &a0, &g0) != 0, "5 of 4 blocks");
+    }
     return check_done("test_gpt2_golden");
 }
