@@ -548,7 +548,11 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
         push(&a, "--output-filename");
         push(&a, o->each_rank_log);
     }
-    if (!rc) rc = env_exports(o, &a);
+    /* OpenMPI applies -x to the app context it stands in, so with one context per host every
+     * context repeats the list */
+    argv_b x = {0};
+    if (!rc) rc = env_exports(o, &x);
+    for (int k = 0; k < x.n && !rc && !per_host; k++) push(&a, x.v[k]);
     if (!rc && o->launcher_args) rc = split_args(o->launcher_args, &a);
     /* PROGRAM "zinf" is the zinf installed beside the launcher */
     char self_zinf[4096] = "";
@@ -565,6 +569,7 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
             pushf(&a, "%d", H->n);
             push(&a, "--host");
             pushf(&a, "%s:%d", H->name, H->n);
+            for (int k = 0; k < x.n; k++) push(&a, x.v[k]);
             bool identity = true;
             for (int s = 0; s < H->n; s++) identity &= H->slot[s] == s;
             if (!identity) {
@@ -599,6 +604,7 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
     }
     for (int i = 0; i < ncvd; i++) free(cvd[i]);
     free(cvd);
+    zinf_launch_argv_free(x.v);
     zinf_launch_pool_free(&pool);
     if (rc) {
         zinf_launch_argv_free(a.v);
