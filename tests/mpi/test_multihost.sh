@@ -288,6 +288,12 @@ placement() {
 }
 placement A 4 1 1 2 2
 placement B 3 1 2 3
+# C: a slot other than 0 on host 1 gives each host its own app context, and OpenMPI applies -x
+# to its context only: every context must carry the exports (ZINF_TEST_RUN, OMP_NUM_THREADS)
+launch C "$TMP/hosts.A" --exclude "$(addr 1):0" "$WHERE" true
+expect_ok "C: --exclude $(addr 1):0"
+expect_has "C: zinf-launch's plan" "zinf-launch: 3 ranks on 2 hosts: $(addr 1):1 $(addr 2):0,1"
+placement C 3 1 2 2
 
 # btls RUN HOST...: every "Using X btl for send to [[J,1],R]" line of RUN's ranks says tcp when
 # rank R is on another host than the sender and vader when on the same, and every host sent over
@@ -338,7 +344,8 @@ veth B 3 6 1 1 1
 
 # the agent was asked once for each host of each run, for an orted, and each orted went away
 # with its job (OpenMPI may ask for the hosts of a run in any order)
-want=$(printf '%s orted\n' "$(addr 1)" "$(addr 2)" "$(addr 1)" "$(addr 2)" "$(addr 3)" | sort | tr '\n' ' ')
+want=$(printf '%s orted\n' "$(addr 1)" "$(addr 2)" "$(addr 1)" "$(addr 2)" "$(addr 3)" "$(addr 1)" "$(addr 2)" |
+    sort | tr '\n' ' ')
 got=$(awk '{ print $1, ($2 ~ /orted$/ ? "orted" : $2) }' "$TMP/agent.log" | sort | tr '\n' ' ')
 [ "$got" = "$want" ] && pass || fail "the agent was asked for: $got; want $want"
 for i in 1 2 3 4 5 6 7 8 9 10; do
