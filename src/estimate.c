@@ -33,8 +33,9 @@
  *         2 x min(Psi', max(L', min(stage3_max_live_parameters, L' + P + L'))) when P > 0,
  *         2 x L' when P = 0 (nothing is prefetched)
  *       where Psi' and L' are the total and the largest of the units that are gathered (not
- *       persistent); persistent units (numel < stage3_param_persistence_threshold; zinf decides
- *       per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
+ *       persistent); persistent units (numel <= stage3_param_persistence_threshold, taken in
+ *       model order while their total stays within stage3_model_persistence_threshold; zinf
+ *       decides per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
  *       the full 16-bit gradient of the unit being differentiated before it is reduce-scattered:
  *       2 x L (L = the largest unit).
  *   - fp32 gradient tile for the optimizer step (DeepSpeed's fp32 gradient partition):
@@ -130,6 +131,7 @@
 #define DS_PREFETCH 50000000.0
 #define DS_MAX_LIVE 1000000000.0
 #define DS_PERSISTENCE 100000.0
+#define DS_MODEL_PERSISTENCE 9223372036854775807.0 /* sys.maxsize */
 #define DS_OPT_BUFFER_COUNT 4.0
 #define DS_PARAM_BUFFER_COUNT 5.0
 #define DS_PARAM_BUFFER_SIZE 100000000.0
@@ -361,16 +363,18 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     gbuf += esz * dmin(rbs, psi); /* gradient reduction bucket */
     if (stage == 1 || stage == 2) gbuf += esz * dmin(abs_, psi); /* post-step all-gather bucket */
     if (stage == 3) {
-        double emb, block, lnf;
-        unit_sizes(m, &emb, &block, &lnf);
-        const double sizes[3] = {emb, block, lnf}, counts[3] = {1, m->n_layer, 1};
+        /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model
+         * order, a unit of at most stage3_param_persistence_threshold elements persists while the
+         * persistent units, it included, hold at most stage3_model_persistence_threshold */
+        const double model_persist = cfg ? (double)cfg->stage3_model_persistence_threshold : DS_MODEL_PERSISTENCE;
         double pers = 0, gath_total = 0, gath_max = 0;
-        for (int i = 0; i < 3; i++) {
-            if (sizes[i] < persist) pers += sizes[i] * counts[i];
-            else { gath_total += sizes[i] * counts[i]; gath_max = dmax(gath_max, sizes[i]); }
+        for (int u = 0; u < m->n_layer + 2; u++) {
+            const double n = (double)unit_numel(m, u);
+            if (n <= persist && pers + n <= model_persist) pers += n;
+            else { gath_total += n; gath_max = dmax(gath_max, n); }
         }
         /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
-        if (gath_max > 0 && L >= persist) gath_max = dmax(gath_max, dmin(L, gath_total));
+        if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
         double live = 0;
         if (gath_total > 0)
             /* prefetch goes on while less than the bucket is in flight: up to one unit more */

@@ -185,6 +185,24 @@ static void check_config_buffers(void)
     want = 2 * 5e8 + 2 * L /* only the embedding is gathered */ + 2 * pers + 2 * L +
            4 * fmin(1e9, psi / N);
     CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with persistent blocks");
+    /* a unit of exactly the threshold persists (zero.c's <=, DeepSpeed's ds_numel <= threshold) */
+    char buf[320];
+    snprintf(buf, sizeof buf, "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+             " \"stage3_param_persistence_threshold\": %.0f}}", block);
+    CHECK(parse_cfg(&cfg, buf, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3, threshold equal to a block");
+    /* stage3_model_persistence_threshold caps the persistent total, units taken in model order
+     * and skipped when they do not fit: 10 blocks and the LayerNorm fit, the other 38 blocks are
+     * gathered with the embedding, prefetch adds up to one unit beyond the 5e7 bucket */
+    snprintf(buf, sizeof buf, "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+             " \"stage3_param_persistence_threshold\": 4e7, \"stage3_model_persistence_threshold\": %.0f}}",
+             10 * block + 2 * C + 5);
+    CHECK(parse_cfg(&cfg, buf, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    const double gathered = L + 38 * block, live = fmin(gathered, 2 * L + 5e7);
+    want = 2 * 5e8 + 2 * live + 2 * (10 * block + 2 * C) + 2 * L + 4 * fmin(1e9, psi / N);
+    CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with a model persistence threshold");
 
     /* stage 2 with the auto buckets (hidden^2) */
     j = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2,"
