@@ -644,131 +644,67 @@ int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, 
     return 0;
 }
 
-/* ------------------------------------------------------------------ command line ----------- */
-static void usage(FILE *out)
+/* ------------------------------------------------------------------ options --------------- */
+void zinf_estimate_opts_defaults(zinf_estimate_opts *o)
 {
-    fprintf(out,
-            "usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
-            "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
-            "                     [--micro-batch B [--seq-len T] [--recompute R]]\n\n"
-            "Print per-GPU and per-node memory for the model states (16-bit params and grads,\n"
-            "fp32 master + Adam m/v; or with --precision fp32, fp32 params and grads + Adam m/v)\n"
-            "and ZeRO's buffers, for every stage and offload choice, or only for the stage and\n"
-            "offload devices of the DeepSpeed config C, or only for stage S without offload.\n\n"
-            "flags:\n"
-            "  --model M            a preset (%s) or a GPT-2 config.json\n"
-            "  --config C           a DeepSpeed JSON config: its buffer sizes and its row only\n"
-            "  --nodes N            number of nodes (default 1)\n"
-            "  --gpus-per-node G    GPUs (ranks) per node (default 1; also --gpus_per_node)\n"
-            "  --precision P        mixed (default: the ZeRO paper's 2+2+12 bytes per parameter)\n"
-            "                       or fp32 (zinf's CPU backend: 4+4+8, the master is the params;\n"
-            "                       per-unit padding counted exactly)\n"
-            "  --stage S            only stage S (0-3) without offload (not with --config)\n"
-            "  --micro-batch B      also print the activation memory per GPU for micro-batch B\n"
-            "  --seq-len T          ... and sequence length T (default: the model's n_positions)\n"
-            "  --recompute R        ... with activation checkpointing R: none, full, or\n"
-            "                       keep-attention (zinf train --ac_keep_attention); default none,\n"
-            "                       or full when C has an activation_checkpointing block\n"
-            "  --print-bytes        instead of the table, one line of exact bytes per rank at rest:\n"
-            "                       param= param_shard= grad= grad_acc= master= adam= comm= total=\n"
-            "                       (the mem_* categories of a run's metrics.jsonl); for stage S,\n"
-            "                       the config's stage, or every stage (lines start stage=S);\n"
-            "                       with --micro-batch, then a line act=A act_grad=G\n"
-            "  --help               this text\n\n"
-            "See zinf-estimate(1).\n",
-            zinf_model_presets());
+    memset(o, 0, sizeof *o);
+    o->nodes = 1;
+    o->gpus_per_node = 1;
+    o->precision = "mixed";
 }
 
-static int parse_count(const char *flag, const char *s, int *out)
+/* the counts the flags give: whole numbers from 1 to 1000000 */
+static int check_count(const char *flag, int64_t v)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < 1 || v > 1000000)
-        return zinf_err("estimate: %s %s: expected a whole number from 1 to 1000000", flag, s);
-    *out = (int)v;
+    if (v < 1 || v > 1000000)
+        return zinf_err("estimate: %s %" PRId64 ": expected a whole number from 1 to 1000000", flag, v);
     return 0;
 }
 
-static int run(int argc, char **argv, bool *help)
+int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
 {
-    const char *model = NULL, *config = NULL;
-    int nodes = 1, gpus = 1, precision = ZINF_EST_MIXED, stage = -1, micro = 0, seq = 0, recompute = -1;
-    bool print_bytes = false;
-    int i = 1;
-    if (i < argc && argv[i] && strcmp(argv[i], "estimate") == 0) i++;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; continue; }
-        if (!strcmp(a, "--print-bytes") || !strcmp(a, "--print_bytes")) {
-            print_bytes = true;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            return zinf_err("estimate: unexpected argument '%s' (see zinf estimate --help)", a);
-        char name[64];
-        const char *val = NULL;
-        const char *eq = strchr(a + 2, '=');
-        size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
-        if (n >= sizeof name)
-            return zinf_err("estimate: unknown flag %s (see zinf estimate --help)", a);
-        memcpy(name, a + 2, n);
-        name[n] = 0;
-        if (!strcmp(name, "print-bytes") || !strcmp(name, "print_bytes"))
-            return zinf_err("estimate: --%s takes no value", name);
-        bool known = !strcmp(name, "model") || !strcmp(name, "config") || !strcmp(name, "nodes") ||
-                     !strcmp(name, "gpus-per-node") || !strcmp(name, "gpus_per_node") ||
-                     !strcmp(name, "precision") || !strcmp(name, "stage") ||
-                     !strcmp(name, "micro-batch") || !strcmp(name, "micro_batch") ||
-                     !strcmp(name, "seq-len") || !strcmp(name, "seq_len") || !strcmp(name, "recompute");
-        if (!known) return zinf_err("estimate: unknown flag --%s (see zinf estimate --help)", name);
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else return zinf_err("estimate: --%s needs a value", name);
-        if (!*val) return zinf_err("estimate: --%s needs a value", name);
-        if (!strcmp(name, "model")) model = val;
-        else if (!strcmp(name, "config")) config = val;
-        else if (!strcmp(name, "nodes")) ZINF_TRY(parse_count("--nodes", val, &nodes));
-        else if (!strcmp(name, "micro-batch") || !strcmp(name, "micro_batch"))
-            ZINF_TRY(parse_count("--micro-batch", val, &micro));
-        else if (!strcmp(name, "seq-len") || !strcmp(name, "seq_len")) ZINF_TRY(parse_count("--seq-len", val, &seq));
-        else if (!strcmp(name, "recompute")) {
-            for (int k = 0; k < 3; k++)
-                if (!strcmp(val, RECOMPUTE[k])) recompute = k;
-            if (recompute < 0)
-                return zinf_err("estimate: --recompute %s: expected none, full or keep-attention", val);
-        }
-        else if (!strcmp(name, "precision")) {
-            if (!strcmp(val, "mixed")) precision = ZINF_EST_MIXED;
-            else if (!strcmp(val, "fp32")) precision = ZINF_EST_FP32;
-            else return zinf_err("estimate: --precision %s: expected mixed or fp32", val);
-        } else if (!strcmp(name, "stage")) {
-            if (strlen(val) != 1 || val[0] < '0' || val[0] > '3')
-                return zinf_err("estimate: --stage %s: expected 0, 1, 2 or 3", val);
-            stage = val[0] - '0';
-        } else ZINF_TRY(parse_count("--gpus-per-node", val, &gpus));
-    }
-    if (*help) { usage(stdout); return 0; }
-    if (!model) return zinf_err("estimate: --model is required (see zinf estimate --help)");
+    if (!o->model || !*o->model) return zinf_err("estimate: --model is required (see zinf estimate --help)");
+    ZINF_TRY(check_count("--nodes", o->nodes));
+    ZINF_TRY(check_count("--gpus-per-node", o->gpus_per_node));
+    const int nodes = (int)o->nodes, gpus = (int)o->gpus_per_node;
     if ((long long)nodes * gpus > INT_MAX / 2)
         return zinf_err("estimate: %d nodes x %d GPUs per node is too many", nodes, gpus);
-    if (config && stage >= 0)
+    int precision;
+    if (!o->precision || !strcmp(o->precision, "mixed")) precision = ZINF_EST_MIXED;
+    else if (!strcmp(o->precision, "fp32")) precision = ZINF_EST_FP32;
+    else return zinf_err("estimate: --precision %s: expected mixed or fp32", o->precision);
+    int stage = -1;
+    if (o->stage_set) {
+        if (o->stage < 0 || o->stage > 3)
+            return zinf_err("estimate: --stage %" PRId64 ": expected 0, 1, 2 or 3", o->stage);
+        stage = (int)o->stage;
+    }
+    if (o->config && stage >= 0)
         return zinf_err("estimate: --stage and --config both choose the row; give one of them");
-
-    if (!micro && (seq || recompute >= 0))
+    int recompute = -1;
+    if (o->recompute) {
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(o->recompute, RECOMPUTE[k])) recompute = k;
+        if (recompute < 0)
+            return zinf_err("estimate: --recompute %s: expected none, full or keep-attention", o->recompute);
+    }
+    if (o->micro_batch_set) ZINF_TRY(check_count("--micro-batch", o->micro_batch));
+    if (o->seq_len_set) ZINF_TRY(check_count("--seq-len", o->seq_len));
+    if (!o->micro_batch_set && (o->seq_len_set || o->recompute))
         return zinf_err("estimate: --seq-len and --recompute describe activations; give --micro-batch too");
     zinf_model_cfg m;
-    ZINF_TRY(zinf_model_cfg_load(&m, model));
-    if (seq > m.n_positions)
-        return zinf_err("estimate: --seq-len %d exceeds the model's n_positions %d", seq, m.n_positions);
+    ZINF_TRY(zinf_model_cfg_load(&m, o->model));
+    if (o->seq_len_set && o->seq_len > m.n_positions)
+        return zinf_err("estimate: --seq-len %" PRId64 " exceeds the model's n_positions %d", o->seq_len,
+                        m.n_positions);
     int rc = 0;
     zinf_config *cfg = NULL;
-    if (!config) {
-        if (!print_bytes) rc = zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
-        else if (stage >= 0) rc = zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0, NULL);
+    if (!o->config) {
+        if (!o->print_bytes) rc = zinf_estimate_print_prec(out, &m, NULL, nodes, gpus, precision, stage);
+        else if (stage >= 0) rc = zinf_estimate_print_bytes(out, &m, precision, stage, nodes * gpus, 0, NULL);
         else
             for (int s = 0; s < 4 && !rc; s++)
-                rc = zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1, NULL);
+                rc = zinf_estimate_print_bytes(out, &m, precision, s, nodes * gpus, 1, NULL);
     } else {
         zinf_flags f;
         zinf_flags_defaults(&f);
@@ -776,29 +712,18 @@ static int run(int argc, char **argv, bool *help)
         f.per_device_train_batch_size_set = false;
         cfg = malloc(sizeof *cfg);
         if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
-        rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
-        if (!rc && print_bytes)
-            rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0, cfg);
+        rc = zinf_config_load(cfg, o->config, &f, nodes * gpus, notes);
+        if (!rc && o->print_bytes)
+            rc = zinf_estimate_print_bytes(out, &m, precision, cfg->zero_stage, nodes * gpus, 0, cfg);
         else if (!rc)
-            rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
+            rc = zinf_estimate_print_prec(out, &m, cfg, nodes, gpus, precision, -1);
     }
     /* a config's activation_checkpointing block means full recomputation unless --recompute says */
-    if (!rc && micro)
-        rc = zinf_estimate_print_acts(stdout, &m, precision, micro, seq ? seq : m.n_positions,
+    if (!rc && o->micro_batch_set)
+        rc = zinf_estimate_print_acts(out, &m, precision, (int)o->micro_batch,
+                                      o->seq_len_set ? (int)o->seq_len : m.n_positions,
                                       recompute >= 0 ? recompute : cfg && cfg->activation_checkpointing ? 1 : 0,
-                                      print_bytes);
+                                      o->print_bytes);
     free(cfg);
     return rc;
-}
-
-int zinf_estimate_main(int argc, char **argv)
-{
-    bool help = false;
-    zinf_err_clear();
-    int rc = run(argc, argv, &help);
-    if (rc) {
-        fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
-        return 1;
-    }
-    return 0;
 }
