@@ -268,6 +268,8 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
         }
         return 0;
     }
+    /* config show runs the same collectives as train's setup, under the same time limit */
+    ZINF_TRY(zinf_comm_agree(comm, zinf_comm_check_env()));
     if (hidden > 0) f.hidden_size = hidden;
     if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
         return zinf_comm_agree(comm, zinf_err("config: --device %s: expected cpu or cuda", device));
