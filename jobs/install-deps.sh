@@ -2,7 +2,9 @@
 # Install the Debian 12 packages zinf builds and tests with, when any is missing. As root it runs
 # apt-get; otherwise it names what to install and fails.
 set -eu
-PKGS="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev liburing-dev libhdf5-openmpi-dev libjansson-dev libopenblas-dev iproute2"
+# iproute2: tests/mpi/test_multihost.sh builds hosts from network namespaces
+# man-db and groff-base: tests/mpi/test_docs.sh renders every man page and fails on a warning
+PKGS="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev liburing-dev libhdf5-openmpi-dev libjansson-dev libopenblas-dev man-db groff-base iproute2"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -93,6 +93,15 @@ static int parse_value(const char *cmd, const flag *f, const char *v)
     return 0;
 }
 
+/* A table may spell a flag with dashes or underscores (each as its page documents it); the user
+ * may write either, so names are compared with '-' and '_' the same. */
+static bool flag_name_eq(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '-' || *a == '_') && (*b == '-' || *b == '_'))) return false;
+    return *a == *b;
+}
+
 /* Parse argv[first..] against the table; positional arguments go to pos (up to maxpos). With rest
  * not NULL, the first positional argument or "--" ends the flags instead: *rest is the index of
  * what follows (argc when nothing does), for a command that runs another with its own flags. */
@@ -103,6 +112,7 @@ static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **
     if (rest) *rest = argc;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "-h")) a = "--help"; /* the one short flag, as `zinf -h` has it */
         if (rest && (strncmp(a, "--", 2) != 0 || !a[2])) {
             *rest = i + !strcmp(a, "--");
             return 0;
@@ -120,12 +130,15 @@ static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **
         name[nl] = 0;
         for (char *p = name; *p; p++) if (*p == '-') *p = '_'; /* --max-steps == --max_steps */
         const flag *f = NULL;
-        for (const flag *t = tab; t->name; t++) if (!strcmp(t->name, name)) { f = t; break; }
+        for (const flag *t = tab; t->name; t++) if (flag_name_eq(t->name, name)) { f = t; break; }
         if (!f) {
             const flag *best = NULL;
             int bd = 99;
             for (const flag *t = tab; t->name; t++) {
-                int d = edit_distance(name, t->name);
+                char tn[sizeof name];
+                snprintf(tn, sizeof tn, "%s", t->name);
+                for (char *p = tn; *p; p++) if (*p == '-') *p = '_';
+                int d = edit_distance(name, tn);
                 if (d < bd) { bd = d; best = t; }
             }
             if (best && bd <= 3) return zinf_err("%s: unknown flag --%s (did you mean --%s?)", cmd, name, best->name);
@@ -271,6 +284,8 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
         }
         return 0;
     }
+    /* config show runs the same collectives as train's setup, under the same time limit */
+    ZINF_TRY(zinf_comm_agree(comm, zinf_comm_check_env()));
     if (hidden > 0) f.hidden_size = hidden;
     if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
         return zinf_comm_agree(comm, zinf_err("config: --device %s: expected cpu or cuda", device));
@@ -323,6 +338,50 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     }
     if (!input) return zinf_err("data: --input (or --random) is required");
     return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
+}
+
+/* ---------------------------------------------------------------- estimate ----------------- */
+static int cmd_estimate(int argc, char **argv, int first, bool *help)
+{
+    zinf_estimate_opts o;
+    zinf_estimate_opts_defaults(&o);
+    bool h = false;
+    /* spelt with dashes, as zinf-estimate(1) and the README have always written them */
+    const flag tab[] = {
+        {"model", F_STR, &o.model, NULL, "preset or GPT-2 config.json (required)"},
+        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config: only its row, with its buffer sizes"},
+        {"nodes", F_INT, &o.nodes, NULL, "number of nodes (default 1)"},
+        {"gpus-per-node", F_INT, &o.gpus_per_node, NULL, "GPUs, that is ranks, per node (default 1)"},
+        {"precision", F_STR, &o.precision, NULL, "mixed (default: the ZeRO paper's 2+2+12 bytes per parameter) or fp32 "
+         "(the CPU backend's 4+4+8, per unit with the padding)"},
+        {"stage", F_INT, &o.stage, &o.stage_set, "only the row of this stage (0-3), without offload; not with --config"},
+        {"print-bytes", F_BOOL, &o.print_bytes, NULL, "instead of the table, one line of exact bytes per rank at rest "
+         "(param= ... total=, a run's mem_* figures); with --config also device= host= nvme="},
+        {"micro-batch", F_INT, &o.micro_batch, &o.micro_batch_set, "also print the activation memory per GPU for "
+         "micro-batches of N sequences"},
+        {"seq-len", F_INT, &o.seq_len, &o.seq_len_set, "with --micro-batch: tokens per sequence (default: the model's "
+         "n_positions)"},
+        {"recompute", F_STR, &o.recompute, NULL, "with --micro-batch: none, full or keep-attention (default none; full "
+         "when the config has an activation_checkpointing block)"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    int npos;
+    ZINF_TRY(parse_flags("estimate", tab, argc, argv, first, NULL, 0, &npos));
+    if (h) {
+        *help = true;
+        printf("usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
+               "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
+               "                     [--micro-batch B [--seq-len T] [--recompute none|full|keep-attention]]\n\n"
+               "Print per-GPU and per-node memory for the model states and ZeRO's buffers, for every stage and\n"
+               "offload choice, or only for the stage and offload devices of the DeepSpeed config C, or only\n"
+               "for stage S without offload. Needs no MPI.\nPresets: %s.\n\nflags:\n",
+               zinf_model_presets());
+        print_flags(stdout, tab);
+        printf("\nSee zinf-estimate(1).\n");
+        return 0;
+    }
+    return zinf_estimate_run(&o, stdout, stderr);
 }
 
 /* ---------------------------------------------------------------- io-bench ----------------- */
@@ -554,20 +613,12 @@ int zinf_cli_main(int argc, char **argv)
         return 0;
     }
     bool help = false;
-    if (!strcmp(cmd, "estimate")) return zinf_estimate_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "data")) {
-        int rc = cmd_data(argc, argv, 2, &help);
-        if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
-        return 0;
-    }
-    if (!strcmp(cmd, "io-bench")) {
-        int rc = cmd_io_bench(argc, argv, 2, &help);
-        if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
-        return 0;
-    }
-    if (!strcmp(cmd, "ckpt")) { /* reads files on one process: no MPI */
-        int rc = cmd_ckpt(argc, argv, 2, &help);
-        if (rc) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
+    /* the commands that need no MPI (ckpt reads files on one process): their error is printed here */
+    static const struct { const char *name; int (*run)(int, char **, int, bool *); } serial[] = {
+        {"estimate", cmd_estimate}, {"data", cmd_data}, {"io-bench", cmd_io_bench}, {"ckpt", cmd_ckpt}};
+    for (size_t i = 0; i < sizeof serial / sizeof serial[0]; i++) {
+        if (strcmp(cmd, serial[i].name)) continue;
+        if (serial[i].run(argc, argv, 2, &help)) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
         return 0;
     }
     if (strcmp(cmd, "train") && strcmp(cmd, "config")) {

@@ -38,7 +38,7 @@ int zinf_comm_init(zinf_comm *c, int *argc, char ***argv)
     MPI_Comm_rank(local, &c->local_rank);
     MPI_Comm_size(local, &c->local_size);
     MPI_Comm_free(&local);
-    c->timeout_s = 600; /* a bad ZINF_COMM_TIMEOUT keeps it; zinf train reports the value */
+    c->timeout_s = 600; /* a bad ZINF_COMM_TIMEOUT keeps it; zinf_comm_check_env reports the value */
     const char *to = getenv("ZINF_COMM_TIMEOUT");
     if (to && *to) zinf_comm_timeout_parse(to, &c->timeout_s);
     int leader = c->local_rank == 0;
@@ -53,6 +53,15 @@ int zinf_comm_timeout_parse(const char *s, double *out)
     double v = strtod(s, &end);
     if (end == s || *end || errno || !(v >= 0) || isinf(v)) return -1;
     *out = v;
+    return 0;
+}
+
+int zinf_comm_check_env(void)
+{
+    const char *s = getenv("ZINF_COMM_TIMEOUT");
+    double t;
+    if (s && *s && zinf_comm_timeout_parse(s, &t))
+        return zinf_err("ZINF_COMM_TIMEOUT=%s: expected a number of seconds >= 0 (0 waits forever)", s);
     return 0;
 }
 
@@ -461,18 +470,19 @@ int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n)
     return allreduce(c, buf, n, MPI_DOUBLE, 8, MPI_MAX, "all-reduce (max, fp64)");
 }
 
+/* Nonblocking plus a wait, as allreduce: the config's bytes go out during the setup, where a rank
+ * that died or hangs must end the job within the time limit, not hold the others forever. */
 int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root)
 {
+    char what[64];
+    snprintf(what, sizeof what, "a broadcast from rank %d", root);
     for (size_t off = 0; off < bytes; off += (size_t)CHUNK) {
         int cnt = (int)(bytes - off < (size_t)CHUNK ? bytes - off : (size_t)CHUNK);
-        int rc = MPI_Bcast((char *)buf + off, cnt, MPI_BYTE, root, c->world);
+        zinf_req q;
+        start(c, &q, what, ZINF_COLL_BCAST, cnt);
+        int rc = MPI_Ibcast((char *)buf + off, cnt, MPI_BYTE, root, c->world, &q.r);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+        ZINF_TRY(zinf_comm_wait(c, &q));
     }
     return 0;
-}
-
-int zinf_comm_barrier(zinf_comm *c)
-{
-    int rc = MPI_Barrier(c->world);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "barrier");
 }

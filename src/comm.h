@@ -46,6 +46,9 @@ typedef struct zinf_req {
 int zinf_comm_init(zinf_comm *c, int *argc, char ***argv);
 /* ZINF_COMM_TIMEOUT's value: seconds >= 0 into *out and 0, or -1 when s is not such a number. */
 int zinf_comm_timeout_parse(const char *s, double *out);
+/* 0 when ZINF_COMM_TIMEOUT is unset or such a number, else an error naming its value (zinf_comm_init
+ * then kept 600 s). Every command that starts MPI checks it, so that a typo never means the default. */
+int zinf_comm_check_env(void);
 void zinf_comm_finalize(zinf_comm *c);
 /* Print "zinf: error: <msg>" (with "rank R: " on multi-rank jobs) and MPI_Abort. */
 _Noreturn void zinf_comm_abort(zinf_comm *c, const char *msg);
@@ -57,6 +60,7 @@ int zinf_comm_agree(zinf_comm *c, int rc);
 int zinf_comm_allreduce_sum_f32(zinf_comm *c, float *buf, int64_t n);
 int zinf_comm_allreduce_sum_f64(zinf_comm *c, double *buf, int64_t n);
 int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n);
+/* root's bytes to every rank; like the sums, nonblocking plus a wait with the collective timeout */
 int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root);
 
 /* Use the backend's device collectives (NCCL) for buffer collectives when it has them: rank 0
@@ -84,6 +88,5 @@ int zinf_comm_wait(zinf_comm *c, zinf_req *q);
 int zinf_comm_drain(zinf_comm *c);
 /* Progress and poll: 1 when done (and the request is finished), 0 when still running. */
 int zinf_comm_test(zinf_comm *c, zinf_req *q);
-int zinf_comm_barrier(zinf_comm *c);
 
 #endif

@@ -1,6 +1,9 @@
 /* err: error status codes and the per-thread error message.
  * Functions return 0 or a negative ZINF_E* / -errno and record what went wrong with zinf_err();
- * only main() prints the message and exits. */
+ * main (cli.c) prints the message and exits. The exceptions, where returning cannot work, are in
+ * comm.c and train.c: zinf_comm_abort and the collective watchdog print before ending the job,
+ * zinf_comm_agree prints an agreed error once on the failing rank, zinf_train_run a single rank's
+ * unagreed one; main then prints nothing more (DESIGN.md section 5). */
 #ifndef ZINF_ERR_H
 #define ZINF_ERR_H
 

@@ -33,8 +33,9 @@
  *         2 x min(Psi', max(L', min(stage3_max_live_parameters, L' + P + L'))) when P > 0,
  *         2 x L' when P = 0 (nothing is prefetched)
  *       where Psi' and L' are the total and the largest of the units that are gathered (not
- *       persistent); persistent units (numel < stage3_param_persistence_threshold; zinf decides
- *       per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
+ *       persistent); persistent units (numel <= stage3_param_persistence_threshold, taken in
+ *       model order while their total stays within stage3_model_persistence_threshold; zinf
+ *       decides per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
  *       the full 16-bit gradient of the unit being differentiated before it is reduce-scattered:
  *       2 x L (L = the largest unit).
  *   - fp32 gradient tile for the optimizer step (DeepSpeed's fp32 gradient partition):
@@ -130,6 +131,7 @@
 #define DS_PREFETCH 50000000.0
 #define DS_MAX_LIVE 1000000000.0
 #define DS_PERSISTENCE 100000.0
+#define DS_MODEL_PERSISTENCE 9223372036854775807.0 /* sys.maxsize */
 #define DS_OPT_BUFFER_COUNT 4.0
 #define DS_PARAM_BUFFER_COUNT 5.0
 #define DS_PARAM_BUFFER_SIZE 100000000.0
@@ -361,16 +363,18 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     gbuf += esz * dmin(rbs, psi); /* gradient reduction bucket */
     if (stage == 1 || stage == 2) gbuf += esz * dmin(abs_, psi); /* post-step all-gather bucket */
     if (stage == 3) {
-        double emb, block, lnf;
-        unit_sizes(m, &emb, &block, &lnf);
-        const double sizes[3] = {emb, block, lnf}, counts[3] = {1, m->n_layer, 1};
+        /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model
+         * order, a unit of at most stage3_param_persistence_threshold elements persists while the
+         * persistent units, it included, hold at most stage3_model_persistence_threshold */
+        const double model_persist = cfg ? (double)cfg->stage3_model_persistence_threshold : DS_MODEL_PERSISTENCE;
         double pers = 0, gath_total = 0, gath_max = 0;
-        for (int i = 0; i < 3; i++) {
-            if (sizes[i] < persist) pers += sizes[i] * counts[i];
-            else { gath_total += sizes[i] * counts[i]; gath_max = dmax(gath_max, sizes[i]); }
+        for (int u = 0; u < m->n_layer + 2; u++) {
+            const double n = (double)unit_numel(m, u);
+            if (n <= persist && pers + n <= model_persist) pers += n;
+            else { gath_total += n; gath_max = dmax(gath_max, n); }
         }
         /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
-        if (gath_max > 0 && L >= persist) gath_max = dmax(gath_max, dmin(L, gath_total));
+        if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
         double live = 0;
         if (gath_total > 0)
             /* prefetch goes on while less than the bucket is in flight: up to one unit more */
@@ -640,131 +644,67 @@ int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, 
     return 0;
 }
 
-/* ------------------------------------------------------------------ command line ----------- */
-static void usage(FILE *out)
+/* ------------------------------------------------------------------ options --------------- */
+void zinf_estimate_opts_defaults(zinf_estimate_opts *o)
 {
-    fprintf(out,
-            "usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
-            "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
-            "                     [--micro-batch B [--seq-len T] [--recompute R]]\n\n"
-            "Print per-GPU and per-node memory for the model states (16-bit params and grads,\n"
-            "fp32 master + Adam m/v; or with --precision fp32, fp32 params and grads + Adam m/v)\n"
-            "and ZeRO's buffers, for every stage and offload choice, or only for the stage and\n"
-            "offload devices of the DeepSpeed config C, or only for stage S without offload.\n\n"
-            "flags:\n"
-            "  --model M            a preset (%s) or a GPT-2 config.json\n"
-            "  --config C           a DeepSpeed JSON config: its buffer sizes and its row only\n"
-            "  --nodes N            number of nodes (default 1)\n"
-            "  --gpus-per-node G    GPUs (ranks) per node (default 1; also --gpus_per_node)\n"
-            "  --precision P        mixed (default: the ZeRO paper's 2+2+12 bytes per parameter)\n"
-            "                       or fp32 (zinf's CPU backend: 4+4+8, the master is the params;\n"
-            "                       per-unit padding counted exactly)\n"
-            "  --stage S            only stage S (0-3) without offload (not with --config)\n"
-            "  --micro-batch B      also print the activation memory per GPU for micro-batch B\n"
-            "  --seq-len T          ... and sequence length T (default: the model's n_positions)\n"
-            "  --recompute R        ... with activation checkpointing R: none, full, or\n"
-            "                       keep-attention (zinf train --ac_keep_attention); default none,\n"
-            "                       or full when C has an activation_checkpointing block\n"
-            "  --print-bytes        instead of the table, one line of exact bytes per rank at rest:\n"
-            "                       param= param_shard= grad= grad_acc= master= adam= comm= total=\n"
-            "                       (the mem_* categories of a run's metrics.jsonl); for stage S,\n"
-            "                       the config's stage, or every stage (lines start stage=S);\n"
-            "                       with --micro-batch, then a line act=A act_grad=G\n"
-            "  --help               this text\n\n"
-            "See zinf-estimate(1).\n",
-            zinf_model_presets());
+    memset(o, 0, sizeof *o);
+    o->nodes = 1;
+    o->gpus_per_node = 1;
+    o->precision = "mixed";
 }
 
-static int parse_count(const char *flag, const char *s, int *out)
+/* the counts the flags give: whole numbers from 1 to 1000000 */
+static int check_count(const char *flag, int64_t v)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < 1 || v > 1000000)
-        return zinf_err("estimate: %s %s: expected a whole number from 1 to 1000000", flag, s);
-    *out = (int)v;
+    if (v < 1 || v > 1000000)
+        return zinf_err("estimate: %s %" PRId64 ": expected a whole number from 1 to 1000000", flag, v);
     return 0;
 }
 
-static int run(int argc, char **argv, bool *help)
+int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
 {
-    const char *model = NULL, *config = NULL;
-    int nodes = 1, gpus = 1, precision = ZINF_EST_MIXED, stage = -1, micro = 0, seq = 0, recompute = -1;
-    bool print_bytes = false;
-    int i = 1;
-    if (i < argc && argv[i] && strcmp(argv[i], "estimate") == 0) i++;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; continue; }
-        if (!strcmp(a, "--print-bytes") || !strcmp(a, "--print_bytes")) {
-            print_bytes = true;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            return zinf_err("estimate: unexpected argument '%s' (see zinf estimate --help)", a);
-        char name[64];
-        const char *val = NULL;
-        const char *eq = strchr(a + 2, '=');
-        size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
-        if (n >= sizeof name)
-            return zinf_err("estimate: unknown flag %s (see zinf estimate --help)", a);
-        memcpy(name, a + 2, n);
-        name[n] = 0;
-        if (!strcmp(name, "print-bytes") || !strcmp(name, "print_bytes"))
-            return zinf_err("estimate: --%s takes no value", name);
-        bool known = !strcmp(name, "model") || !strcmp(name, "config") || !strcmp(name, "nodes") ||
-                     !strcmp(name, "gpus-per-node") || !strcmp(name, "gpus_per_node") ||
-                     !strcmp(name, "precision") || !strcmp(name, "stage") ||
-                     !strcmp(name, "micro-batch") || !strcmp(name, "micro_batch") ||
-                     !strcmp(name, "seq-len") || !strcmp(name, "seq_len") || !strcmp(name, "recompute");
-        if (!known) return zinf_err("estimate: unknown flag --%s (see zinf estimate --help)", name);
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else return zinf_err("estimate: --%s needs a value", name);
-        if (!*val) return zinf_err("estimate: --%s needs a value", name);
-        if (!strcmp(name, "model")) model = val;
-        else if (!strcmp(name, "config")) config = val;
-        else if (!strcmp(name, "nodes")) ZINF_TRY(parse_count("--nodes", val, &nodes));
-        else if (!strcmp(name, "micro-batch") || !strcmp(name, "micro_batch"))
-            ZINF_TRY(parse_count("--micro-batch", val, &micro));
-        else if (!strcmp(name, "seq-len") || !strcmp(name, "seq_len")) ZINF_TRY(parse_count("--seq-len", val, &seq));
-        else if (!strcmp(name, "recompute")) {
-            for (int k = 0; k < 3; k++)
-                if (!strcmp(val, RECOMPUTE[k])) recompute = k;
-            if (recompute < 0)
-                return zinf_err("estimate: --recompute %s: expected none, full or keep-attention", val);
-        }
-        else if (!strcmp(name, "precision")) {
-            if (!strcmp(val, "mixed")) precision = ZINF_EST_MIXED;
-            else if (!strcmp(val, "fp32")) precision = ZINF_EST_FP32;
-            else return zinf_err("estimate: --precision %s: expected mixed or fp32", val);
-        } else if (!strcmp(name, "stage")) {
-            if (strlen(val) != 1 || val[0] < '0' || val[0] > '3')
-                return zinf_err("estimate: --stage %s: expected 0, 1, 2 or 3", val);
-            stage = val[0] - '0';
-        } else ZINF_TRY(parse_count("--gpus-per-node", val, &gpus));
-    }
-    if (*help) { usage(stdout); return 0; }
-    if (!model) return zinf_err("estimate: --model is required (see zinf estimate --help)");
+    if (!o->model || !*o->model) return zinf_err("estimate: --model is required (see zinf estimate --help)");
+    ZINF_TRY(check_count("--nodes", o->nodes));
+    ZINF_TRY(check_count("--gpus-per-node", o->gpus_per_node));
+    const int nodes = (int)o->nodes, gpus = (int)o->gpus_per_node;
     if ((long long)nodes * gpus > INT_MAX / 2)
         return zinf_err("estimate: %d nodes x %d GPUs per node is too many", nodes, gpus);
-    if (config && stage >= 0)
+    int precision;
+    if (!o->precision || !strcmp(o->precision, "mixed")) precision = ZINF_EST_MIXED;
+    else if (!strcmp(o->precision, "fp32")) precision = ZINF_EST_FP32;
+    else return zinf_err("estimate: --precision %s: expected mixed or fp32", o->precision);
+    int stage = -1;
+    if (o->stage_set) {
+        if (o->stage < 0 || o->stage > 3)
+            return zinf_err("estimate: --stage %" PRId64 ": expected 0, 1, 2 or 3", o->stage);
+        stage = (int)o->stage;
+    }
+    if (o->config && stage >= 0)
         return zinf_err("estimate: --stage and --config both choose the row; give one of them");
-
-    if (!micro && (seq || recompute >= 0))
+    int recompute = -1;
+    if (o->recompute) {
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(o->recompute, RECOMPUTE[k])) recompute = k;
+        if (recompute < 0)
+            return zinf_err("estimate: --recompute %s: expected none, full or keep-attention", o->recompute);
+    }
+    if (o->micro_batch_set) ZINF_TRY(check_count("--micro-batch", o->micro_batch));
+    if (o->seq_len_set) ZINF_TRY(check_count("--seq-len", o->seq_len));
+    if (!o->micro_batch_set && (o->seq_len_set || o->recompute))
         return zinf_err("estimate: --seq-len and --recompute describe activations; give --micro-batch too");
     zinf_model_cfg m;
-    ZINF_TRY(zinf_model_cfg_load(&m, model));
-    if (seq > m.n_positions)
-        return zinf_err("estimate: --seq-len %d exceeds the model's n_positions %d", seq, m.n_positions);
+    ZINF_TRY(zinf_model_cfg_load(&m, o->model));
+    if (o->seq_len_set && o->seq_len > m.n_positions)
+        return zinf_err("estimate: --seq-len %" PRId64 " exceeds the model's n_positions %d", o->seq_len,
+                        m.n_positions);
     int rc = 0;
     zinf_config *cfg = NULL;
-    if (!config) {
-        if (!print_bytes) rc = zinf_estimate_print_prec(stdout, &m, NULL, nodes, gpus, precision, stage);
-        else if (stage >= 0) rc = zinf_estimate_print_bytes(stdout, &m, precision, stage, nodes * gpus, 0, NULL);
+    if (!o->config) {
+        if (!o->print_bytes) rc = zinf_estimate_print_prec(out, &m, NULL, nodes, gpus, precision, stage);
+        else if (stage >= 0) rc = zinf_estimate_print_bytes(out, &m, precision, stage, nodes * gpus, 0, NULL);
         else
             for (int s = 0; s < 4 && !rc; s++)
-                rc = zinf_estimate_print_bytes(stdout, &m, precision, s, nodes * gpus, 1, NULL);
+                rc = zinf_estimate_print_bytes(out, &m, precision, s, nodes * gpus, 1, NULL);
     } else {
         zinf_flags f;
         zinf_flags_defaults(&f);
@@ -772,29 +712,18 @@ static int run(int argc, char **argv, bool *help)
         f.per_device_train_batch_size_set = false;
         cfg = malloc(sizeof *cfg);
         if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
-        rc = zinf_config_load(cfg, config, &f, nodes * gpus, stderr);
-        if (!rc && print_bytes)
-            rc = zinf_estimate_print_bytes(stdout, &m, precision, cfg->zero_stage, nodes * gpus, 0, cfg);
+        rc = zinf_config_load(cfg, o->config, &f, nodes * gpus, notes);
+        if (!rc && o->print_bytes)
+            rc = zinf_estimate_print_bytes(out, &m, precision, cfg->zero_stage, nodes * gpus, 0, cfg);
         else if (!rc)
-            rc = zinf_estimate_print_prec(stdout, &m, cfg, nodes, gpus, precision, -1);
+            rc = zinf_estimate_print_prec(out, &m, cfg, nodes, gpus, precision, -1);
     }
     /* a config's activation_checkpointing block means full recomputation unless --recompute says */
-    if (!rc && micro)
-        rc = zinf_estimate_print_acts(stdout, &m, precision, micro, seq ? seq : m.n_positions,
+    if (!rc && o->micro_batch_set)
+        rc = zinf_estimate_print_acts(out, &m, precision, (int)o->micro_batch,
+                                      o->seq_len_set ? (int)o->seq_len : m.n_positions,
                                       recompute >= 0 ? recompute : cfg && cfg->activation_checkpointing ? 1 : 0,
-                                      print_bytes);
+                                      o->print_bytes);
     free(cfg);
     return rc;
-}
-
-int zinf_estimate_main(int argc, char **argv)
-{
-    bool help = false;
-    zinf_err_clear();
-    int rc = run(argc, argv, &help);
-    if (rc) {
-        fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
-        return 1;
-    }
-    return 0;
 }

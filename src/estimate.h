@@ -17,6 +17,7 @@
 #ifndef ZINF_ESTIMATE_H
 #define ZINF_ESTIMATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -133,11 +134,28 @@ int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision,
 int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
                              int recompute, int bytes);
 
-/* `zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G] [--precision P]
- * [--stage S] [--print-bytes] [--micro-batch B [--seq-len T] [--recompute R]] [--help]`. argv[0] is
- * skipped (the program or subcommand name), and so is a following "estimate", so both
- * (argc, argv) of the process and (argc - 1, argv + 1) work. Prints "zinf: error: ..." and
- * returns 1 on bad input; 0 otherwise. Needs no MPI. */
-int zinf_estimate_main(int argc, char **argv);
+/* What `zinf estimate` prints (cli.c fills it from the command line). */
+typedef struct zinf_estimate_opts {
+    const char *model;                /* preset or GPT-2 config.json; required */
+    const char *config;               /* DeepSpeed config: only its row, its buffer sizes; or NULL */
+    int64_t nodes, gpus_per_node;     /* 1 to 1000000 each; default 1 */
+    const char *precision;            /* "mixed" (default) or "fp32" */
+    int64_t stage;                    /* with stage_set: only this stage's row (0-3), no offload */
+    bool stage_set;
+    bool print_bytes;                 /* exact bytes per rank instead of the table */
+    int64_t micro_batch;              /* with micro_batch_set: also the activations (1 to 1000000) */
+    bool micro_batch_set;
+    int64_t seq_len;                  /* with seq_len_set: tokens per sequence; else n_positions */
+    bool seq_len_set;
+    const char *recompute;            /* "none", "full", "keep-attention"; NULL: none, or full
+                                       * when the config has an activation_checkpointing block */
+} zinf_estimate_opts;
+
+void zinf_estimate_opts_defaults(zinf_estimate_opts *o);
+
+/* Check the options and print the table (or the bytes, and the activations) to out; the config's
+ * warnings go to notes (may be NULL). Needs no MPI. Returns 0, or an error whose message names
+ * the flag at fault (as --name) and the value. */
+int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes);
 
 #endif

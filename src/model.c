@@ -147,7 +147,7 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be)
 #undef T_
     }
     u = &m->units[L + 1];
-    snprintf(u->name, sizeof u->name, "head");
+    snprintf(u->name, sizeof u->name, "lnf"); /* the final LayerNorm only: the head reuses wte */
     add_tensor(u, "lnf.weight", C, 0, false, 0, true);
     add_tensor(u, "lnf.bias", C, 0, false, 0, false);
     for (int i = 0; i < m->nunits; i++) m->num_params += m->units[i].numel;

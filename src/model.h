@@ -1,5 +1,6 @@
 /* model: GPT-2 (learned positions, pre-LayerNorm, GELU-tanh, tied embeddings, biases, vocabulary
- * padded to a multiple of 128) as a list of units - the embedding, each block, the head - each
+ * padded to a multiple of 128) as a list of units - the embedding, each block, the final LayerNorm
+ * (the head has no parameters of its own: its product reads the embedding unit's wte) - each
  * unit's parameters one flat buffer with tensors as views at fixed offsets. Forward and backward
  * run on any backend; hooks around every unit use let ZeRO gather, release and reduce by unit. */
 #ifndef ZINF_MODEL_H

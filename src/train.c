@@ -159,11 +159,8 @@ static int fault_at(const fault *f, int rank, int64_t step)
 /* The environment variables whose values the layers below read without a way to report them. */
 static int env_check(void)
 {
-    const char *s = getenv("ZINF_COMM_TIMEOUT");
-    double t;
-    if (s && *s && zinf_comm_timeout_parse(s, &t))
-        return zinf_err("ZINF_COMM_TIMEOUT=%s: expected a number of seconds >= 0 (0 waits forever)", s);
-    s = getenv("ZINF_GEMM_AUTOTUNE");
+    ZINF_TRY(zinf_comm_check_env());
+    const char *s = getenv("ZINF_GEMM_AUTOTUNE");
     if (zinf_gemm_autotune_mode(s) < 0)
         return zinf_err("ZINF_GEMM_AUTOTUNE=%s: expected 0, 1 or verbose", s);
     return 0;

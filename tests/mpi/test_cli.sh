@@ -116,4 +116,21 @@ run estimate --model gpt2-1.5b --config "$TMP/oo.json"
 printf '%s\n' "$OUTPUT" | grep '^  \*' | head -1 > "$TMP/oo.row"
 grep -q " cpu " "$TMP/co.row" && cmp -s "$TMP/co.row" "$TMP/oo.row" && pass || fail "estimate: cpu_offload row $(cat "$TMP/co.row") != offload_optimizer cpu row $(cat "$TMP/oo.row")"
 
+# estimate parses with the table rules of every subcommand: a dash and an underscore are the same
+# (its flags are documented with dashes, --gpus_per_node has always worked too), --flag=value, a
+# boolean alone or with true, -h for --help, and a misspelt flag names the nearest one
+run estimate --model test-mini --gpus-per-node 2 --stage 1 --print-bytes
+expect_ok "estimate with dashes"
+A=$OUTPUT
+run estimate --model=test-mini --gpus_per_node=2 --stage 1 --print_bytes true
+expect_ok "estimate with underscores"
+[ -n "$A" ] && [ "$OUTPUT" = "$A" ] && pass || fail "estimate: underscores gave '$OUTPUT', dashes '$A'"
+run estimate -h
+expect_ok "estimate -h"
+expect_has "estimate -h" "usage: zinf estimate" "--gpus-per-node" "--micro-batch" "--print-bytes"
+run estimate --model test-mini --gpus-per-nod 2
+expect_err "misspelt estimate flag" "unknown flag --gpus_per_nod" "did you mean --gpus-per-node?"
+run estimate --model test-mini --micro-batch 2 --seq-len x
+expect_err "estimate: a non-integer" "--seq-len expects an integer, got 'x'"
+
 finish

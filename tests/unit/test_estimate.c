@@ -3,7 +3,8 @@
  *   model states per GPU = 16Psi (stage 0), 4Psi + 12Psi/N (1), 2Psi + 14Psi/N (2), 16Psi/N (3)
  * and the paper's 7.5B-parameter, N = 64 example (120 GB, 31.4 GB, 16.6 GB, 1.9 GB); offload
  * moving exactly the optimizer share; the buffers against the rules in estimate.c; the table for
- * a DeepSpeed config showing only that config's row. */
+ * a DeepSpeed config showing only that config's row; the command line through cli.c's flag table
+ * and the options struct it fills (zinf_estimate_run). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cli.h"
 #include "config.h"
 #include "err.h"
 #include "estimate.h"
@@ -185,6 +187,24 @@ static void check_config_buffers(void)
     want = 2 * 5e8 + 2 * L /* only the embedding is gathered */ + 2 * pers + 2 * L +
            4 * fmin(1e9, psi / N);
     CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with persistent blocks");
+    /* a unit of exactly the threshold persists (zero.c's <=, DeepSpeed's ds_numel <= threshold) */
+    char buf[320];
+    snprintf(buf, sizeof buf, "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+             " \"stage3_param_persistence_threshold\": %.0f}}", block);
+    CHECK(parse_cfg(&cfg, buf, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3, threshold equal to a block");
+    /* stage3_model_persistence_threshold caps the persistent total, units taken in model order
+     * and skipped when they do not fit: 10 blocks and the LayerNorm fit, the other 38 blocks are
+     * gathered with the embedding, prefetch adds up to one unit beyond the 5e7 bucket */
+    snprintf(buf, sizeof buf, "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+             " \"stage3_param_persistence_threshold\": 4e7, \"stage3_model_persistence_threshold\": %.0f}}",
+             10 * block + 2 * C + 5);
+    CHECK(parse_cfg(&cfg, buf, &m, 8) == 0, "parse: %s", zinf_errmsg());
+    CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    const double gathered = L + 38 * block, live = fmin(gathered, 2 * L + 5e7);
+    want = 2 * 5e8 + 2 * live + 2 * (10 * block + 2 * C) + 2 * L + 4 * fmin(1e9, psi / N);
+    CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with a model persistence threshold");
 
     /* stage 2 with the auto buckets (hidden^2) */
     j = "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2,"
@@ -406,28 +426,86 @@ static void check_fp32(void)
     }
 }
 
+/* The whole first line that f holds from the start, without its newline. */
+static void first_line(FILE *f, char *line, size_t cap)
+{
+    rewind(f);
+    line[0] = 0;
+    if (fgets(line, (int)cap, f)) line[strcspn(line, "\n")] = 0;
+}
+
+/* The command line as the binary runs it (zinf_cli_main: cli.c's flag table), then the options
+ * struct that the table fills (zinf_estimate_run). */
 static void check_main(void)
 {
     char *a1[] = {"zinf", "estimate", NULL};
-    CHECK(zinf_estimate_main(2, a1) != 0, "no --model accepted");
-    char *a2[] = {"estimate", "--model", "gpt2-124m", "--nodes", "0", NULL};
-    CHECK(zinf_estimate_main(5, a2) != 0, "--nodes 0 accepted");
-    char *a3[] = {"estimate", "--model", "gpt2-124m", "--gpus-per-node", "x", NULL};
-    CHECK(zinf_estimate_main(5, a3) != 0, "--gpus-per-node x accepted");
-    char *a4[] = {"estimate", "--model", "no-such-model", NULL};
-    CHECK(zinf_estimate_main(3, a4) != 0, "unknown model accepted");
-    char *a5[] = {"estimate", "--model", "gpt2-124m", "--frobnicate", "1", NULL};
-    CHECK(zinf_estimate_main(5, a5) != 0, "unknown flag accepted");
-    char *a6[] = {"estimate", "--model", NULL};
-    CHECK(zinf_estimate_main(2, a6) != 0, "--model without a value accepted");
-    char *a7[] = {"estimate", "--model", "test-mini", "--precision", "fp16", NULL};
-    CHECK(zinf_estimate_main(5, a7) != 0, "--precision fp16 accepted");
-    char *a8[] = {"estimate", "--model", "test-mini", "--stage", "4", NULL};
-    CHECK(zinf_estimate_main(5, a8) != 0, "--stage 4 accepted");
-    char *a9[] = {"estimate", "--model", "test-mini", "--print-bytes=1", NULL};
-    CHECK(zinf_estimate_main(4, a9) != 0, "--print-bytes=1 accepted");
-    char *a10[] = {"estimate", "--model", "test-mini", "--stage", "1", "--config", "x.json", NULL};
-    CHECK(zinf_estimate_main(7, a10) != 0, "--stage with --config accepted");
+    CHECK(zinf_cli_main(2, a1) != 0, "no --model accepted");
+    char *a2[] = {"zinf", "estimate", "--model", "gpt2-124m", "--nodes", "0", NULL};
+    CHECK(zinf_cli_main(6, a2) != 0, "--nodes 0 accepted");
+    char *a3[] = {"zinf", "estimate", "--model", "gpt2-124m", "--gpus-per-node", "x", NULL};
+    CHECK(zinf_cli_main(6, a3) != 0, "--gpus-per-node x accepted");
+    char *a4[] = {"zinf", "estimate", "--model", "no-such-model", NULL};
+    CHECK(zinf_cli_main(4, a4) != 0, "unknown model accepted");
+    char *a5[] = {"zinf", "estimate", "--model", "gpt2-124m", "--frobnicate", "1", NULL};
+    CHECK(zinf_cli_main(6, a5) != 0, "unknown flag accepted");
+    char *a6[] = {"zinf", "estimate", "--model", NULL};
+    CHECK(zinf_cli_main(3, a6) != 0, "--model without a value accepted");
+    char *a7[] = {"zinf", "estimate", "--model", "test-mini", "--precision", "fp16", NULL};
+    CHECK(zinf_cli_main(6, a7) != 0, "--precision fp16 accepted");
+    char *a8[] = {"zinf", "estimate", "--model", "test-mini", "--stage", "4", NULL};
+    CHECK(zinf_cli_main(6, a8) != 0, "--stage 4 accepted");
+    /* a boolean flag takes true or false (and 1 or 0), as every subcommand's do, and nothing else */
+    char *a9[] = {"zinf", "estimate", "--model", "test-mini", "--print-bytes=maybe", NULL};
+    CHECK(zinf_cli_main(5, a9) != 0, "--print-bytes=maybe accepted");
+    char *a10[] = {"zinf", "estimate", "--model", "test-mini", "--stage", "1", "--config", "x.json", NULL};
+    CHECK(zinf_cli_main(8, a10) != 0, "--stage with --config accepted");
+    char *a11[] = {"zinf", "estimate", "--model", "test-mini", "stray", NULL};
+    CHECK(zinf_cli_main(5, a11) != 0, "a positional argument accepted");
+
+    /* the options struct: one stage's bytes are zinf_estimate_print_bytes' line, exactly */
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "test-mini") == 0, "test-mini: %s", zinf_errmsg());
+    FILE *f = tmpfile(), *g = tmpfile();
+    CHECK(f && g, "tmpfile");
+    if (!f || !g) return;
+    zinf_estimate_opts o;
+    zinf_estimate_opts_defaults(&o);
+    o.model = "test-mini";
+    o.precision = "fp32";
+    o.gpus_per_node = 3;
+    o.stage = 2;
+    o.stage_set = true;
+    o.print_bytes = true;
+    CHECK(zinf_estimate_run(&o, f, NULL) == 0, "run: %s", zinf_errmsg());
+    CHECK(zinf_estimate_print_bytes(g, &m, ZINF_EST_FP32, 2, 3, 0, NULL) == 0, "print_bytes: %s", zinf_errmsg());
+    char lf[512], lg[512];
+    first_line(f, lf, sizeof lf);
+    first_line(g, lg, sizeof lg);
+    CHECK(lf[0] && !strcmp(lf, lg), "run printed '%s', print_bytes '%s'", lf, lg);
+
+    /* each bad value is refused with the flag and the value in the message */
+    struct { const char *what, *want; } bad[] = {
+        {"micro-batch 0", "--micro-batch 0: expected a whole number from 1 to 1000000"},
+        {"seq-len without micro-batch", "give --micro-batch too"},
+        {"stage -1", "--stage -1: expected 0, 1, 2 or 3"},
+        {"recompute some", "--recompute some: expected none, full or keep-attention"},
+        {"no model", "--model is required"},
+        {"nodes 2000000", "--nodes 2000000: expected a whole number from 1 to 1000000"},
+    };
+    for (size_t k = 0; k < NELEM(bad); k++) {
+        zinf_estimate_opts b = o;
+        if (k == 0) b.micro_batch_set = true, b.micro_batch = 0;
+        if (k == 1) b.seq_len_set = true, b.seq_len = 16;
+        if (k == 2) b.stage = -1;
+        if (k == 3) b.micro_batch_set = true, b.micro_batch = 1, b.recompute = "some";
+        if (k == 4) b.model = NULL;
+        if (k == 5) b.nodes = 2000000;
+        int rc = zinf_estimate_run(&b, g, NULL);
+        CHECK(rc != 0 && strstr(zinf_errmsg(), bad[k].want), "%s: rc %d, message '%s'", bad[k].what, rc,
+              zinf_errmsg());
+    }
+    fclose(f);
+    fclose(g);
 }
 
 int main(void)

@@ -39,6 +39,13 @@ int main(void)
     CHECK(zinf_backend_cpu_init(&be) == 0, "cpu backend");
     zinf_model m;
     CHECK(zinf_model_init(&m, &mc, &be) == 0, "model init");
+    /* the units as the messages name them: the last holds the final LayerNorm and nothing else
+     * (the head's product reads unit 0's wte) */
+    const zinf_unit *last = &m.units[m.nunits - 1];
+    CHECK(m.nunits == mc.n_layer + 2 && !strcmp(m.units[0].name, "embed") && !strcmp(m.units[1].name, "blocks.0") &&
+              !strcmp(last->name, "lnf") && last->ntensors == 2 && !strcmp(last->t[0].name, "lnf.weight") &&
+              !strcmp(last->t[1].name, "lnf.bias") && last->numel == 2 * (int64_t)mc.n_embd,
+          "unit layout: %d units, last '%s' with %d tensors", m.nunits, last->name, last->ntensors);
     CHECK(zinf_model_alloc_acts(&m, B, T, ZINF_RECOMPUTE_NONE) == 0, "acts");
     int64_t np = m.num_params;
     float *p0 = malloc(np * 4), *gref = malloc(np * 4), *pfin = malloc(np * 4);
