@@ -31,3 +31,6 @@ mpirun --oversubscribe -np 2 ./zinf train --config jobs/configs/demo-addition.js
     --model test-mini --data "$OUT/add_train_*.bin" --val "$OUT/addval_train_*.bin" --out "$OUT" \
     --max_length 30 --max_steps 1500 --eval_prompts "$OUT/heldout.tsv" --max_new_tokens 4 "$@"
 echo "zinf: metrics in $OUT/metrics.jsonl"
+# the run as a figure: loss, validation loss, learning rate and throughput (and a PNG where
+# rsvg-convert or ImageMagick is installed)
+./zinf plot "$OUT"

@@ -15,6 +15,7 @@
 #include "iobench.h"
 #include "launch.h"
 #include "model.h"
+#include "plot.h"
 #include "train.h"
 
 #include "zinf-build.h" /* autoconf: PACKAGE_VERSION */
@@ -583,6 +584,47 @@ int zinf_launch_cli_main(int argc, char **argv)
     return 127;
 }
 
+/* ---------------------------------------------------------------- plot --------------------- */
+static int cmd_plot(int argc, char **argv, int first, bool *help)
+{
+    zinf_plot_opts o = {.png = ZINF_PLOT_PNG_AUTO, .log_y = ZINF_PLOT_LOG_AUTO};
+    const char *log_y = "auto";
+    bool png = false, png_set = false, h = false;
+    const flag tab[] = {
+        {"out", F_STR, &o.out, NULL, "the figure: a directory (DIR/loss.svg), FILE.svg or FILE.png, or a prefix for "
+                                     ".svg and .png; default RUN_DIR/loss.svg, required with several runs"},
+        {"title", F_STR, &o.title, NULL, "the figure's title (default: the runs' names)"},
+        {"png", F_BOOL, &png, &png_set, "true: a PNG beside the SVG or an error; false: no PNG (default: a PNG where "
+                                        "rsvg-convert or ImageMagick's convert is on PATH)"},
+        {"log_y", F_STR, &log_y, NULL, "loss and gradient norm on a log scale: auto (when they span more than 10x, "
+                                       "default), true or false"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    const char *pos[64];
+    int npos;
+    ZINF_TRY(parse_flags("plot", tab, argc, argv, first, pos, 64, &npos));
+    if (h) {
+        *help = true;
+        printf("usage: zinf plot [--out PATH] [--title T] [--png [true|false]] [--log_y auto|true|false]\n"
+               "                 RUN_DIR|METRICS_FILE...\n\n"
+               "Draw the metrics.jsonl of one or several zinf train runs as one SVG figure: loss (training\n"
+               "and validation), gradient norm, learning rate and tokens/s against the step, one colour per\n"
+               "run (at most %d), and a PNG beside it where a converter is installed.\n\nflags:\n",
+               ZINF_PLOT_MAX_RUNS);
+        print_flags(stdout, tab);
+        return 0;
+    }
+    if (png_set) o.png = png ? ZINF_PLOT_PNG_YES : ZINF_PLOT_PNG_NO;
+    if (!strcmp(log_y, "auto")) o.log_y = ZINF_PLOT_LOG_AUTO;
+    else if (!strcmp(log_y, "true")) o.log_y = ZINF_PLOT_LOG_YES;
+    else if (!strcmp(log_y, "false")) o.log_y = ZINF_PLOT_LOG_NO;
+    else return zinf_err("plot: --log_y %s: expected auto, true or false", log_y);
+    o.inputs = pos;
+    o.ninputs = npos;
+    return zinf_plot(&o, stdout, stderr);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -596,11 +638,13 @@ static void usage(FILE *out)
             "  io-bench       measure NVMe swap speed over the aio settings; print the best \"aio\" block\n"
             "                 (zinf io-bench --help)\n"
             "  ckpt           inspect, verify or export a checkpoint: info, verify, export\n"
-            "                 (zinf ckpt --help)\n\n"
+            "                 (zinf ckpt --help)\n"
+            "  plot           draw runs' metrics.jsonl (loss, validation loss, learning rate, tokens/s)\n"
+            "                 as an SVG figure (zinf plot --help)\n\n"
             "  --help         this text\n"
             "  --version      the version\n\n"
             "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1),\n"
-            "zinf-io-bench(1), zinf-ckpt(1), zinf-launch(1) (the launcher: zinf-launch --help).\n");
+            "zinf-io-bench(1), zinf-ckpt(1), zinf-plot(1), zinf-launch(1) (the launcher: zinf-launch --help).\n");
 }
 
 int zinf_cli_main(int argc, char **argv)
@@ -615,7 +659,8 @@ int zinf_cli_main(int argc, char **argv)
     bool help = false;
     /* the commands that need no MPI (ckpt reads files on one process): their error is printed here */
     static const struct { const char *name; int (*run)(int, char **, int, bool *); } serial[] = {
-        {"estimate", cmd_estimate}, {"data", cmd_data}, {"io-bench", cmd_io_bench}, {"ckpt", cmd_ckpt}};
+        {"estimate", cmd_estimate}, {"data", cmd_data}, {"io-bench", cmd_io_bench}, {"ckpt", cmd_ckpt},
+        {"plot", cmd_plot}};
     for (size_t i = 0; i < sizeof serial / sizeof serial[0]; i++) {
         if (strcmp(cmd, serial[i].name)) continue;
         if (serial[i].run(argc, argv, 2, &help)) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }

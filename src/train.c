@@ -19,6 +19,7 @@
 #include "log.h"
 #include "model.h"
 #include "optim.h"
+#include "progress.h"
 #include "sched.h"
 #include "zero.h"
 
@@ -115,6 +116,8 @@ typedef struct run {
     bool said_overlap;       /* the overlapped host step has been announced */
     int64_t start_step;      /* steps done before this run: 0, or the checkpoint's step on resume */
     char *cfg_json;          /* the resolved config, stored in checkpoints */
+    double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
+    zinf_progress prog;      /* step, evaluation and save times, for the time left */
 } run;
 
 /* SIGUSR1 or SIGTERM (Slurm's warning before the time limit, preemption): finish the step, save
@@ -712,11 +715,16 @@ static int loop(run *r)
         double dt = zinf_now() - t0;
         window_t += dt;
         window_steps++;
+        zinf_progress_add(&r->prog, ZINF_PROG_STEP, dt);
         int64_t done = step + 1;
         bool log_now = done == 1 || done % c->logging_steps == 0 || done == total;
         bool eval_now = r->val && (done % c->eval_steps == 0 || done == total);
         double val_loss = NAN;
-        if (eval_now) ZINF_TRY(evaluate(r, &val_loss));
+        if (eval_now) {
+            double te = zinf_now();
+            ZINF_TRY(evaluate(r, &val_loss));
+            zinf_progress_add(&r->prog, ZINF_PROG_EVAL, zinf_now() - te);
+        }
         if (c->flops_profiler_enabled && done == c->flops_profiler_profile_step)
             zinf_info("flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), "
                       "%.3g FLOP/s", (long long)done, flops_per_token * (double)tokens_per_step,
@@ -734,6 +742,7 @@ static int loop(run *r)
                                    .train_batch_size = c->train_batch_size, .ls = r->ls};
             double ts = zinf_now();
             ZINF_TRY(zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit));
+            zinf_progress_add(&r->prog, ZINF_PROG_SAVE, zinf_now() - ts);
             zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
             /* DeepSpeed's stage3_gather_16bit_weights_on_model_save (zinf: at any stage): the weights
              * in the compute dtype as well, for inference, from the file just written */
@@ -753,10 +762,17 @@ static int loop(run *r)
         if (!log_now && !eval_now) continue;
         double tps = (double)tokens_per_step * (double)window_steps / window_t;
         double ms = 1e3 * window_t / (double)window_steps;
-        char vbuf[64] = "";
+        char vbuf[64] = "", el[16], left[16];
         if (eval_now) snprintf(vbuf, sizeof vbuf, " | val %.4f", val_loss);
-        zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step%s",
-                  (long long)done, (long long)total, s.loss, vbuf, s.lr, s.norm, tps, ms,
+        /* the time left: the recent step time for the steps to come, plus the mean evaluation and
+         * save for each still due; the steps' average leaves out this process's warm-up step */
+        double elapsed = zinf_now() - r->t_start;
+        double eta = zinf_progress_eta(&r->prog, total - done,
+                                       r->val ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
+                                       zinf_progress_events_left(done, total, c->save_steps));
+        zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step | "
+                  "%s elapsed, %s left%s", (long long)done, (long long)total, s.loss, vbuf, s.lr, s.norm, tps, ms,
+                  zinf_fmt_duration(elapsed, el, sizeof el), zinf_fmt_duration(eta, left, sizeof left),
                   s.skipped ? " | skipped" : "");
         if (c->wall_clock_breakdown)
             zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
@@ -794,7 +810,7 @@ static int loop(run *r)
                     "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %.17g, \"skipped\": %s",
                     (long long)done, loss, s.lr, norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
             if (eval_now) fprintf(r->metrics, ", \"val_loss\": %s", vl);
-            fprintf(r->metrics, "}\n");
+            fprintf(r->metrics, ", \"elapsed_s\": %.3f, \"eta_s\": %.3f}\n", elapsed, eta);
             fflush(r->metrics);
         }
         window_t = 0;
@@ -870,6 +886,8 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     memset(&r, 0, sizeof r);
     r.comm = comm;
     r.o = o;
+    r.t_start = zinf_now();
+    zinf_progress_init(&r.prog);
     int rc = setup(&r);
     if (rc) { teardown(&r); return rc; }
     rc = loop(&r);
