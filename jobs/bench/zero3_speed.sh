@@ -53,7 +53,8 @@ JSON
     [ -n "$L" ] || L=$(sed -n 's/.* L=\([0-9]*\) .*/\1/p' "$tmp/$pol.log" | head -1)
     [ -n "$C" ] || C=$(sed -n 's/.* C=\([0-9]*\) .*/\1/p' "$tmp/$pol.log" | head -1)
     if [ "$rc" -ne 0 ]; then
-        why=$(grep -i -m1 -E 'cannot allocate|out of memory|error' "$tmp/$pol.log" || tail -1 "$tmp/$pol.log")
+        why=$(grep -m1 'zinf: error' "$tmp/$pol.log" || grep -i -m1 -E 'cannot allocate|out of memory' "$tmp/$pol.log" ||
+              tail -1 "$tmp/$pol.log")
         row "zinf, recompute $pol" "-" "-" "-"
         echo "  does not run: $why"
         continue
