@@ -628,17 +628,28 @@ int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision,
 static const char *const RECOMPUTE[] = {"none", "full", "keep-attention"};
 
 int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
-                             int recompute, int bytes)
+                             int recompute, int blocks, int bytes)
 {
-    size_t a = 0, g = 0;
+    size_t a = 0, g = 0, a0 = 0, g0 = 0;
     size_t es = precision == ZINF_EST_FP32 ? 4 : 2;
-    ZINF_TRY(zinf_model_act_bytes(m, micro, T, es, (zinf_recompute)recompute, &a, &g));
+    int nrc = blocks < 0 ? m->n_layer : blocks;
+    ZINF_TRY(zinf_model_act_bytes_n(m, micro, T, es, (zinf_recompute)recompute, nrc, &a, &g));
     if (bytes) fprintf(out, "act=%zu act_grad=%zu\n", a, g);
-    else
-        fprintf(out, "Activations per GPU, micro-batch %d x %d tokens, %s, recompute %s: %.2f GiB, "
+    else {
+        char which[64] = "";
+        if (recompute && nrc < m->n_layer) snprintf(which, sizeof which, " (%d of %d blocks)", nrc, m->n_layer);
+        fprintf(out, "Activations per GPU, micro-batch %d x %d tokens, %s, recompute %s%s: %.2f GiB, "
                 "plus %.2f GiB of activation-gradient scratch\n", micro, T,
-                precision == ZINF_EST_FP32 ? "fp32" : "16-bit", RECOMPUTE[recompute],
+                precision == ZINF_EST_FP32 ? "fp32" : "16-bit", RECOMPUTE[recompute], which,
                 (double)a / 1073741824.0, (double)g / 1073741824.0);
+        /* what activation_checkpointing.zinf_recompute_blocks trades: one stored set per block kept */
+        if (recompute && m->n_layer > 1) {
+            ZINF_TRY(zinf_model_act_bytes_n(m, micro, T, es, (zinf_recompute)recompute, m->n_layer, &a, &g));
+            ZINF_TRY(zinf_model_act_bytes_n(m, micro, T, es, (zinf_recompute)recompute, m->n_layer - 1, &a0, &g0));
+            fprintf(out, "Each block that keeps its activations instead of being recomputed adds %.2f GiB "
+                    "(activation_checkpointing.zinf_recompute_blocks)\n", (double)(a0 - a) / 1073741824.0);
+        }
+    }
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing failed: %s", strerror(errno));
     return 0;
@@ -719,11 +730,22 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
             rc = zinf_estimate_print_prec(out, &m, cfg, nodes, gpus, precision, -1);
     }
     /* a config's activation_checkpointing block means full recomputation unless --recompute says */
-    if (!rc && o->micro_batch_set)
-        rc = zinf_estimate_print_acts(out, &m, precision, (int)o->micro_batch,
-                                      o->seq_len_set ? (int)o->seq_len : m.n_positions,
-                                      recompute >= 0 ? recompute : cfg && cfg->activation_checkpointing ? 1 : 0,
-                                      o->print_bytes);
+    if (!rc && o->micro_batch_set) {
+        /* the config's count of recomputed blocks; "auto" is chosen at run time from the GPU's free
+         * memory, which is not known here: every block, and a note */
+        int64_t nb = cfg && cfg->activation_checkpointing ? cfg->zinf_recompute_blocks : -1;
+        if (nb == ZINF_RECOMPUTE_AUTO && notes)
+            fprintf(notes, "estimate: zinf_recompute_blocks \"auto\" is chosen at run time from the GPU's free "
+                           "memory; shown with every block recomputed\n");
+        if (nb > m.n_layer)
+            rc = zinf_err("estimate: activation_checkpointing.zinf_recompute_blocks %lld: the model has %d blocks",
+                          (long long)nb, m.n_layer);
+        if (!rc)
+            rc = zinf_estimate_print_acts(out, &m, precision, (int)o->micro_batch,
+                                          o->seq_len_set ? (int)o->seq_len : m.n_positions,
+                                          recompute >= 0 ? recompute : cfg && cfg->activation_checkpointing ? 1 : 0,
+                                          nb < 0 ? -1 : (int)nb, o->print_bytes);
+    }
     free(cfg);
     return rc;
 }

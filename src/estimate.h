@@ -129,10 +129,12 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
 int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision, int stage,
                               int world, int prefix_stage, const zinf_config *cfg_or_NULL);
 /* Activation memory per GPU for micro-batch micro of T tokens (recompute: 0 none, 1 full, 2
- * keep-attention): "act=A act_grad=G" when bytes, else one sentence. The model's activation
- * buffers only: the CUDA backend's own scratch (which also grows with micro x T) is not in it. */
+ * keep-attention; blocks: how many are recomputed, as activation_checkpointing.zinf_recompute_blocks
+ * says, -1 every one): "act=A act_grad=G" when bytes, else a sentence, and under recompute what
+ * each block kept instead of recomputed adds. The model's activation buffers only: the CUDA
+ * backend's own scratch (which also grows with micro x T) is not in it. */
 int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
-                             int recompute, int bytes);
+                             int recompute, int blocks, int bytes);
 
 /* What `zinf estimate` prints (cli.c fills it from the command line). */
 typedef struct zinf_estimate_opts {

@@ -105,7 +105,15 @@ for k in 0 1 2 3 4; do
     [ "$(act_of "rb$k")" = $((A0 - saved * SET)) ] && pass ||
         fail "recomputing $k of 4 blocks: activations $(act_of "rb$k") bytes, want $A0 - $saved x $SET"
     [ "$k" -lt 4 ] && expect_has "partial recompute banner" "recomputing $k of 4 blocks"
+    # zinf estimate reads the same count from the config and lays the activations out the same way
+    run estimate --model "$TMP/m4.json" --config "$TMP/rb$k.json" --precision fp32 --print-bytes --micro-batch 8 --seq-len 32
+    expect_ok "estimate, zinf_recompute_blocks $k"
+    [ "$(printf '%s\n' "$OUTPUT" | sed -n 's/^act=\([0-9]*\) .*/\1/p')" = "$(act_of "rb$k")" ] && pass ||
+        fail "estimate with zinf_recompute_blocks $k: $(printf '%s\n' "$OUTPUT" | grep '^act='), the run allocated $(act_of "rb$k")"
 done
+run estimate --model "$TMP/m4.json" --config "$TMP/rb4.json" --precision fp32 --micro-batch 8 --seq-len 32
+expect_has "estimate: what a kept block costs" \
+    "Each block that keeps its activations instead of being recomputed adds $(awk -v s="$SET" 'BEGIN { printf "%.2f", s / 1073741824 }') GiB"
 printf '{"activation_checkpointing": {"zinf_recompute_blocks": 5}}\n' > "$TMP/rb5.json"
 # shellcheck disable=SC2086
 mpi 1 train $M4 --out "$TMP/rb5" --config "$TMP/rb5.json"
