@@ -754,11 +754,9 @@ static int loop(run *r)
                 ZINF_TRY(zinf_comm_agree(r->comm, rc));
             }
         }
-        if (sig > 0) {
-            zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",
-                      (int)sig, (long long)done);
-            return ZINF_TRAIN_STOPPED;
-        }
+        /* the step a signal stops at is the last of this run: logged like the last step, so that
+         * metrics.jsonl of a run and its resumption has every logged step */
+        if (sig > 0) log_now = true;
         if (!log_now && !eval_now) continue;
         double tps = (double)tokens_per_step * (double)window_steps / window_t;
         double ms = 1e3 * window_t / (double)window_steps;
@@ -815,6 +813,11 @@ static int loop(run *r)
         }
         window_t = 0;
         window_steps = 0;
+        if (sig > 0) {
+            zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",
+                      (int)sig, (long long)done);
+            return ZINF_TRAIN_STOPPED;
+        }
     }
     return 0;
 }

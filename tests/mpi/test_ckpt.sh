@@ -106,6 +106,9 @@ resumes_exactly() {
     trn "$2" "$3" "$4" $((S + $5)) --save_steps 0 --resume auto
     expect_ok "resume after $1"
     H=$(hash_of)
+    # the step the signal stopped at is logged too: the two runs' metrics have every step once
+    [ "$(metric "$TMP/$4/metrics.jsonl" step | tr '\n' ' ')" = "$(seq $((S + $5)) | tr '\n' ' ')" ] && pass ||
+        fail "$1: metrics.jsonl steps after resuming: $(metric "$TMP/$4/metrics.jsonl" step | tr '\n' ' ')"
     trn "$2" "$3" "$4.full" $((S + $5)) --save_steps 0
     [ -n "$H" ] && [ "$(hash_of)" = "$H" ] && pass || fail "$1 at step $S: the resumed parameters differ from the uninterrupted run's"
 }
