@@ -113,15 +113,18 @@ int zinf_fsync_path(const char *path, bool dir)
     return rc;
 }
 
-/* ZINF_CKPT_FAULT="rank=R,step=S,after=K": rank R dies (SIGKILL) after writing K datasets of the
- * save at step S, to test that a save killed midway leaves the previous checkpoint whole. */
-static int fault_after(int rank, int64_t step)
+/* ZINF_CKPT_FAULT="rank=R,step=S,after=K[,kind=eio]": rank R dies (SIGKILL) after writing K
+ * datasets of the save at step S, to test that a save killed midway leaves the previous checkpoint
+ * whole; with kind=eio its K-th read or write of a dataset (in the save at step S, or in the load
+ * of checkpoint S) fails as an I/O error would, on that rank alone, to test that the other ranks
+ * do not wait for it in the next collective. */
+static int fault_after(int rank, int64_t step, bool eio)
 {
     const char *e = getenv("ZINF_CKPT_FAULT");
-    int r, k;
+    int r, k, n = 0;
     long long s;
-    if (!e || sscanf(e, "rank=%d,step=%lld,after=%d", &r, &s, &k) != 3 || r != rank || s != step) return -1;
-    return k;
+    if (!e || sscanf(e, "rank=%d,step=%lld,after=%d%n", &r, &s, &k, &n) != 3 || r != rank || s != step) return -1;
+    return !strcmp(e + n, eio ? ",kind=eio" : "") ? k : -1;
 }
 
 /* the step of a file name checkpoint-STEP.h5, or -1 */
@@ -247,8 +250,12 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
         }
         if (e) rc = zinf_errc(ZINF_EIO, "%s: cannot write the checkpoint's attributes", tmp);
     }
-    /* the tensors: each rank writes its part of each (its writer range), unit by unit */
-    int die = fault_after(comm->rank, meta->step), di = 0;
+    /* the tensors: each rank writes its part of each (its writer range), unit by unit. The ranks
+     * agree on every dataset's outcome before the next collective call: a write that fails on one
+     * rank alone (its disk, its node's mount) must not leave the others waiting in that call. */
+    int die = fault_after(comm->rank, meta->step, false), eio = fault_after(comm->rank, meta->step, true), di = 0;
+    rc = zinf_comm_agree(comm, rc);
+    bool agreed = rc != 0;
     for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len, wlo, wlen;
@@ -268,13 +275,15 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
                 hid_t ms = H5Screate_simple(1, &cnt, NULL);
                 if (b == a) H5Sselect_none(ms);
                 if (d < 0 || select_flat(fs, tv, a - tv->offset, b - tv->offset) ||
-                    H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, dx, buf + (a - lo)) < 0)
-                    rc = zinf_errc(ZINF_EIO, "%s: cannot write dataset %s (disk full?)", tmp, name);
+                    H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, dx, buf + (a - lo)) < 0 || di + 1 == eio)
+                    rc = zinf_errc(ZINF_EIO, "rank %d: %s: cannot write dataset %s (disk full?)", comm->rank, tmp, name);
                 sums[di] = zinf_ckpt_checksum(buf + (a - lo), a - tv->offset, b - a);
                 H5Sclose(ms);
                 H5Sclose(fs);
                 if (d >= 0) H5Dclose(d);
                 if (die >= 0 && di + 1 == die) raise(SIGKILL);
+                rc = zinf_comm_agree(comm, rc);
+                agreed = rc != 0;
             }
         }
     }
@@ -298,10 +307,12 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     if (f >= 0 && H5Fclose(f) < 0 && !rc) rc = zinf_errc(ZINF_EIO, "%s: cannot complete the file (disk full?)", tmp);
     free(sums);
     free(buf);
-    rc = zinf_comm_agree(comm, rc);
+    /* an error agreed on above was printed once already; one found since is agreed on here */
+    if (!agreed) rc = zinf_comm_agree(comm, rc);
+    agreed = agreed || rc;
     if (!rc && comm->rank == 0) rc = commit(dir, tmp, final, base, keep);
     if (rc && comm->rank == 0) unlink(tmp); /* nothing half-written stays */
-    return zinf_comm_agree(comm, rc);
+    return agreed ? rc : zinf_comm_agree(comm, rc);
 }
 
 /* ---------------------------------------------------------------- resolve ------------------ */
@@ -401,7 +412,12 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
     if (!rc && (!sums || !want || !buf)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for a checkpoint");
     hid_t dx = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
-    int di = 0;
+    /* The ranks agree before each collective read (a missing or mis-shaped dataset) and after it
+     * (a read that failed on one rank alone): no rank waits in a collective call that another has
+     * left. An error agreed on is printed once, by the first rank that had it. */
+    int di = 0, eio = fault_after(comm->rank, meta->step, true);
+    rc = zinf_comm_agree(comm, rc);
+    bool agreed = rc != 0;
     for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len, wlo, wlen;
@@ -416,8 +432,11 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
                 char name[128];
                 snprintf(name, sizeof name, "%s/%s", state_group[k], tv->name);
                 hid_t d = H5Lexists(f, name, H5P_DEFAULT) > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
-                if (d < 0) {
-                    rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is missing", path, name);
+                if (d < 0) rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is missing", path, name);
+                rc = zinf_comm_agree(comm, rc);
+                if (rc) {
+                    if (d >= 0) H5Dclose(d);
+                    agreed = true;
                     break;
                 }
                 hid_t fs = H5Dget_space(d);
@@ -429,11 +448,18 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
                 hsize_t cnt = (hsize_t)(b - a);
                 hid_t ms = H5Screate_simple(1, &cnt, NULL);
                 if (b == a) H5Sselect_none(ms);
-                if (!rc && (select_flat(fs, tv, a - tv->offset, b - tv->offset) ||
-                            H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, dx, bk + (a - lo)) < 0))
-                    rc = zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", path, name);
-                if (zinf_h5_get_num(d, "checksum", H5T_NATIVE_UINT64, &want[di]) && !rc)
-                    rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s has no checksum (an incomplete save?)", path, name);
+                if (!rc && select_flat(fs, tv, a - tv->offset, b - tv->offset))
+                    rc = zinf_errc(ZINF_EIO, "%s: dataset %s: cannot select this rank's part", path, name);
+                rc = zinf_comm_agree(comm, rc);
+                if (!rc) {
+                    if (H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, dx, bk + (a - lo)) < 0 || di + 1 == eio)
+                        rc = zinf_errc(ZINF_EIO, "rank %d: %s: cannot read dataset %s (truncated file?)", comm->rank,
+                                       path, name);
+                    else if (zinf_h5_get_num(d, "checksum", H5T_NATIVE_UINT64, &want[di]))
+                        rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s has no checksum (an incomplete save?)", path, name);
+                    rc = zinf_comm_agree(comm, rc);
+                }
+                agreed = rc != 0;
                 /* this rank's share of the checksum: its writer range */
                 int64_t wa = wlo > a ? wlo : a, wb = wlo + wlen < b ? wlo + wlen : b;
                 if (!rc && wb > wa) sums[di] = zinf_ckpt_checksum(bk + (wa - lo), wa - tv->offset, wb - wa);
@@ -442,12 +468,18 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
                 H5Dclose(d);
             }
         }
-        if (!rc) rc = zinf_comm_agree(comm, 0); /* keep the ranks' collective reads in step */
         for (int k = 0; k < 3 && !rc; k++) rc = zinf_zero_ckpt_set(z, u, (zinf_ckpt_state)k, buf + (size_t)k * maxp);
+        if (!agreed) rc = zinf_comm_agree(comm, rc);
+        agreed = rc != 0;
     }
     H5Pclose(dx);
     H5Fclose(f);
-    rc = zinf_comm_agree(comm, rc);
+    if (rc) {
+        free(sums);
+        free(want);
+        free(buf);
+        return agreed ? rc : zinf_comm_agree(comm, rc);
+    }
     if (!rc && MPI_Allreduce(MPI_IN_PLACE, sums, ndset, MPI_UINT64_T, MPI_SUM, comm->world) != MPI_SUCCESS)
         rc = zinf_errc(ZINF_ECOMM, "checkpoint: the checksums' all-reduce failed");
     di = 0;

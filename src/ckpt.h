@@ -28,7 +28,8 @@ typedef struct zinf_ckpt_meta {
 } zinf_ckpt_meta;
 
 /* Save the run's state as DIR/checkpoint-STEP.h5 and point DIR/latest at it; then keep only the
- * newest `keep` checkpoints (0: all). Collective. `cfg_json`: the resolved config, stored. */
+ * newest `keep` checkpoints (0: all). Collective. `cfg_json`: the resolved config, stored. An
+ * error is agreed on by every rank and printed once (zinf_comm_agree), as for the load. */
 int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, const char *cfg_json,
                    const zinf_ckpt_meta *meta, int keep);
 
@@ -37,7 +38,7 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
 int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap);
 
 /* Load a checkpoint into the engine: the model's shapes must match; every dataset's checksum is
- * verified. Collective. */
+ * verified. Collective; an error is agreed on by every rank and printed once. */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta);
 
 /* fsync a file or a directory (a rename is durable once its directory is synced) */

@@ -741,7 +741,11 @@ static int loop(run *r)
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
                                    .train_batch_size = c->train_batch_size, .ls = r->ls};
             double ts = zinf_now();
-            ZINF_TRY(zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit));
+            rc = zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit);
+            if (rc) {
+                r->agreed = true; /* every rank has it, printed once */
+                return rc;
+            }
             zinf_progress_add(&r->prog, ZINF_PROG_SAVE, zinf_now() - ts);
             zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
             /* DeepSpeed's stage3_gather_16bit_weights_on_model_save (zinf: at any stage): the weights

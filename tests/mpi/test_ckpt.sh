@@ -96,6 +96,34 @@ trn k2 2 kfull 6 --save_steps 0
 [ "$(hash_of)" = "$(trn k2 2 k 6 --save_steps 0 --resume "$TMP/k/checkpoint-2.h5"; hash_of)" ] && pass ||
     fail "resuming from checkpoint-2.h5 does not reproduce the uninterrupted run"
 
+# an I/O error on one rank alone, in a save and in a load (ZINF_CKPT_FAULT kind=eio): the other
+# rank must not wait for it in the next collective HDF5 call; the job ends in seconds with one
+# line naming the rank, the file and the dataset; a failed save leaves the previous checkpoint
+# and `latest` as they were, and no .tmp
+# one_line WHAT TEXT: the output has exactly one error line, and it has TEXT
+one_line() {
+    CHECKS=$((CHECKS + 1))
+    [ "$(printf '%s\n' "$OUTPUT" | grep -c 'zinf: error:')" = 1 ] || { fail "$1: not one error line"; printf '%s\n' "$OUTPUT" | grep 'error' >&2; }
+    expect_err "$1" "$2"
+}
+rm -rf "$TMP/e"
+mkdir -p "$TMP/e"
+cp "$TMP/k/checkpoint-2.h5" "$TMP/e/"
+start=$(date +%s)
+OUTPUT=$(ZINF_CKPT_FAULT="rank=1,step=4,after=9,kind=eio" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train \
+    --model test-mini --data "$D" --max_length 32 --max_steps 6 --logging_steps 1 --config "$TMP/k2.json" \
+    --out "$TMP/e" --seed 5 --swap_engine psync --save_steps 2 --resume auto 2>&1); RC=$?
+[ "$RC" -ne 124 ] && [ $(($(date +%s) - start)) -lt 60 ] && pass || fail "an I/O error on rank 1 during a save: the job hung (exit $RC)"
+one_line "an I/O error on rank 1 during a save" "rank 1: $TMP/e/checkpoint-4.h5.tmp: cannot write dataset"
+[ "$(cat "$TMP/e/latest" 2>/dev/null)" = checkpoint-2.h5 ] || [ ! -e "$TMP/e/latest" ] && [ ! -e "$TMP/e/checkpoint-4.h5" ] &&
+    [ -z "$(find "$TMP/e" -name '*.tmp')" ] && pass || fail "after the failed save: $(ls "$TMP/e")"
+start=$(date +%s)
+OUTPUT=$(ZINF_CKPT_FAULT="rank=1,step=2,after=5,kind=eio" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train \
+    --model test-mini --data "$D" --max_length 32 --max_steps 6 --logging_steps 1 --config "$TMP/k2.json" \
+    --out "$TMP/e" --seed 5 --swap_engine psync --save_steps 0 --resume "$TMP/e/checkpoint-2.h5" 2>&1); RC=$?
+[ "$RC" -ne 124 ] && [ $(($(date +%s) - start)) -lt 60 ] && pass || fail "an I/O error on rank 1 during a load: the job hung (exit $RC)"
+one_line "an I/O error on rank 1 during a load" "rank 1: $TMP/e/checkpoint-2.h5: cannot read dataset"
+
 # --- 4. SIGUSR1: finish the step, save, exit 75; --resume auto continues -------------------------
 # resumes_exactly WHAT CFG NP OUT MORE: the run stopped in OUT resumes for MORE steps past its
 # checkpoint and ends with the parameters of the uninterrupted run of as many steps
