@@ -522,16 +522,18 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
     if (!rc && !per_host) {
         pushf(&a, "-np");
         pushf(&a, "%d", total);
-        char hl[65536];
-        size_t off = 0;
+        /* one entry per host, however many: a cluster's hostfile can name thousands */
+        size_t cap = 1, off = 0;
+        for (int i = 0; i < pool.n; i++) cap += strlen(pool.h[i].name) + 16;
+        char *hl = malloc(cap);
+        if (!hl) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
         for (int i = 0; i < pool.n && !rc; i++) {
             if (!pool.h[i].n) continue;
-            int w = snprintf(hl + off, sizeof hl - off, "%s%s:%d", off ? "," : "", pool.h[i].name, pool.h[i].n);
-            if (w < 0 || (size_t)w >= sizeof hl - off) rc = zinf_err("too many hosts for one --host list");
-            else off += (size_t)w;
+            off += (size_t)snprintf(hl + off, cap - off, "%s%s:%d", off ? "," : "", pool.h[i].name, pool.h[i].n);
         }
         push(&a, "--host");
-        push(&a, hl);
+        if (!rc) push(&a, hl);
+        free(hl);
     }
     /* ranks fill each host's slots before the next host's, as DeepSpeed numbers them; no binding:
      * each rank runs an OpenMP team over the node's cores */

@@ -239,6 +239,34 @@ static void test_plan(const char *dir)
     expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "hostfile /nonexistent/hostfile: No such file", "missing");
 }
 
+/* a hostfile of a large cluster: 6000 nodes of 8 GPUs, one --host list of every node */
+static void test_large(const char *dir)
+{
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%s/big", dir);
+    FILE *f = fopen(hf, "w");
+    for (int i = 0; i < 6000; i++) fprintf(f, "gpu-node-%05d slots=8\n", i);
+    fclose(f);
+    char *prog[] = {"zinf", "train", NULL};
+    char *env[] = {NULL};
+    zinf_launch_opts o;
+    zinf_launch_opts_defaults(&o);
+    o.hostfile = hf;
+    o.prog = prog;
+    o.environ = env;
+    char **argv;
+    int n;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    CHECK(n == 48000, "ranks %d", n);
+    const char *hl = NULL;
+    for (char **p = argv; *p; p++)
+        if (!strcmp(*p, "--host")) hl = p[1];
+    CHECK(hl && strlen(hl) == 6000 * strlen("gpu-node-00000:8,") - 1, "--host list of %zu chars", hl ? strlen(hl) : 0);
+    CHECK(hl && !strncmp(hl, "gpu-node-00000:8,gpu-node-00001:8,", 34) && !strcmp(hl + strlen(hl) - 16, "gpu-node-05999:8"),
+          "--host list ends");
+    zinf_launch_argv_free(argv);
+}
+
 static void test_cmdline(void)
 {
     char *argv[] = {"mpirun", "-x", "A=b c", "it's", "", "plain-1.0:/x,y@z%+", NULL};
@@ -255,6 +283,7 @@ int main(void)
     test_filter();
     test_limit();
     test_plan(dir);
+    test_large(dir);
     test_cmdline();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
