@@ -569,8 +569,8 @@ static void run_detail(const prun *r, char *buf, size_t cap)
 {
     int n = snprintf(buf, cap, "step %lld", (long long)r->rows[r->n - 1].step);
     double l = last_value(r, K_LOSS), v = last_value(r, K_VAL);
-    if (isfinite(l) && n > 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " \xc2\xb7 loss %.3f", l);
-    if (isfinite(v) && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " \xc2\xb7 val %.3f", v);
+    if (isfinite(l) && n > 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " \xc2\xb7 loss %.4g", l);
+    if (isfinite(v) && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " \xc2\xb7 val %.4g", v);
 }
 
 typedef struct { double x, w; int row; } legend_slot;
