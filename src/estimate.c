@@ -302,6 +302,37 @@ static int states_fp32(const zinf_model_cfg *m, int stage, int off_opt, int off_
     return 0;
 }
 
+/* The GPU buffers that exist only while a step runs, in elements of the compute dtype: the
+ * gradient reduction bucket; at stages 1-2 the post-step all-gather bucket; at stage 3 the
+ * gathered units in flight and the full gradient of the unit being differentiated. *pers gets the
+ * stage-3 persistent units (whole on every GPU from the start). */
+static void step_buffers(const zinf_model_cfg *m, int stage, double L, double psi, double rbs, double abs_,
+                         double prefetch, double max_live, double persist, const zinf_config *cfg, double *step,
+                         double *pers)
+{
+    *step = dmin(rbs, psi); /* gradient reduction bucket */
+    *pers = 0;
+    if (stage == 1 || stage == 2) *step += dmin(abs_, psi); /* post-step all-gather bucket */
+    if (stage != 3) return;
+    /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model order,
+     * a unit of at most stage3_param_persistence_threshold elements persists while the persistent
+     * units, it included, hold at most stage3_model_persistence_threshold */
+    const double model_persist = cfg ? (double)cfg->stage3_model_persistence_threshold : DS_MODEL_PERSISTENCE;
+    double gath_total = 0, gath_max = 0;
+    for (int u = 0; u < m->n_layer + 2; u++) {
+        const double n = (double)unit_numel(m, u);
+        if (n <= persist && *pers + n <= model_persist) *pers += n;
+        else { gath_total += n; gath_max = dmax(gath_max, n); }
+    }
+    /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
+    if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
+    double live = 0;
+    if (gath_total > 0)
+        /* prefetch goes on while less than the bucket is in flight: up to one unit more */
+        live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + (prefetch > 0 ? prefetch + gath_max : 0))));
+    *step += live + L; /* gathered units; the full gradient of the unit being differentiated */
+}
+
 int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int off_opt,
                        int off_param, int nodes, int gpus_per_node, int64_t largest_layer_params,
                        const zinf_config *cfg, zinf_mem_estimate *out)
@@ -360,29 +391,10 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
                                       DS_PARAM_BUFFER_SIZE);
 
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
-    gbuf += esz * dmin(rbs, psi); /* gradient reduction bucket */
-    if (stage == 1 || stage == 2) gbuf += esz * dmin(abs_, psi); /* post-step all-gather bucket */
-    if (stage == 3) {
-        /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model
-         * order, a unit of at most stage3_param_persistence_threshold elements persists while the
-         * persistent units, it included, hold at most stage3_model_persistence_threshold */
-        const double model_persist = cfg ? (double)cfg->stage3_model_persistence_threshold : DS_MODEL_PERSISTENCE;
-        double pers = 0, gath_total = 0, gath_max = 0;
-        for (int u = 0; u < m->n_layer + 2; u++) {
-            const double n = (double)unit_numel(m, u);
-            if (n <= persist && pers + n <= model_persist) pers += n;
-            else { gath_total += n; gath_max = dmax(gath_max, n); }
-        }
-        /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
-        if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
-        double live = 0;
-        if (gath_total > 0)
-            /* prefetch goes on while less than the bucket is in flight: up to one unit more */
-            live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + (prefetch > 0 ? prefetch + gath_max : 0))));
-        gbuf += esz * live;  /* gathered units */
-        gbuf += esz * pers;  /* persistent units, whole on every GPU */
-        gbuf += esz * L;     /* the full gradient of the unit being differentiated */
-    }
+    double step_bufs = 0, pers = 0;
+    step_buffers(m, stage, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers);
+    gbuf += esz * step_bufs; /* the buckets, and at stage 3 the gathered units and a unit's gradient */
+    gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;
     const double tile = dmin(sub, shard);
     /* fp32 gradient tile for the step: in fp32 only the copy for an offloaded optimizer */
@@ -391,6 +403,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     if (off_opt == ZINF_EST_NVME) hbuf += opt_bufs * 4.0 * tile; /* pinned swap staging */
     if (off_param == ZINF_EST_NVME) hbuf += par_bufs * par_bufsize * esz;
 
+    out->gpu_step_buffers = esz * step_bufs;
     out->gpu_buffers = gbuf;
     out->cpu_buffers = hbuf;
     out->buffers = gbuf + hbuf;

@@ -58,6 +58,9 @@ typedef struct zinf_mem_estimate {
     double params, grads, optim; /* model states: their sum is the paper's formula exactly */
     double buffers;             /* working buffers = gpu_buffers + cpu_buffers */
     double gpu_buffers, cpu_buffers; /* per GPU */
+    double gpu_step_buffers;    /* the part of gpu_buffers that exists only while a step runs (the
+                                 * buckets; at stage 3 the gathered units and a unit's gradient):
+                                 * what "auto" recompute keeps free beside the activations */
 } zinf_mem_estimate;
 
 /* The model-state part alone, for a raw parameter count psi (so the paper's 7.5B example can be

@@ -15,6 +15,7 @@
 
 #include "data.h"
 #include "err.h"
+#include "estimate.h"
 #include "kernels.h"
 #include "log.h"
 #include "model.h"
@@ -482,8 +483,16 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
     } else {
         size_t used = 0, total = 0, es = zinf_dtype_size(r->be.cdt);
         rc = r->be.mem_info(&r->be, &used, &total);
-        size_t freeb = total > used ? total - used : 0, reserve = total / 20;
+        /* the reserve: what ZeRO allocates only while a step runs (buckets, gathered units, a
+         * unit's gradient: zinf estimate's figure), and 5% of the GPU (at least 1 GiB) for the
+         * rest (GEMM and attention scratch, NCCL, the allocator's slack) */
+        zinf_mem_estimate e;
+        size_t reserve = total / 20;
         if (reserve < ((size_t)1 << 30)) reserve = (size_t)1 << 30;
+        if (!rc && !zinf_estimate_prec(mc, es == 4 ? ZINF_EST_FP32 : ZINF_EST_MIXED, (int)r->cfg.zero_stage,
+                                       ZINF_EST_NONE, ZINF_EST_NONE, 1, comm->size, 0, &r->cfg, &e))
+            reserve += (size_t)e.gpu_step_buffers;
+        size_t freeb = total > used ? total - used : 0;
         size_t budget = freeb > reserve ? freeb - reserve : 0;
         if (!rc)
             rc = zinf_model_recompute_fit(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, budget, nrc);
