@@ -51,8 +51,11 @@ cat > "$tmp/ds.json" <<JSON
   "zero_optimization": {"stage": 3, "overlap_comm": true, $opt}, $ac
   "wall_clock_breakdown": true ${aio:+, $aio} }
 JSON
+. "$here/jobs/bench/ranks.sh"
+rank_place "$np"
 rc=0
-mpirun --bind-to none -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
+# shellcheck disable=SC2086 # $PLACE is mpirun words
+mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
     --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 3' | sort -n |
