@@ -28,7 +28,8 @@ ZINF=$(cd "$(dirname "$ZINF")" && pwd)/$(basename "$ZINF") # ranks start elsewhe
 
 # ---- the cluster ----------------------------------------------------------------------------------
 # Names carry this shell's PID, so parallel runs of the test never share a namespace, a hostname,
-# or what OpenMPI names after the hostname (session directories, shared-memory segments). The
+# or what OpenMPI names after the hostname (its per-job temporary directories, shared-memory
+# segments). The
 # addresses need no such care: they exist only inside this run's namespaces, so every run can use
 # the same private /24, and the root namespace gets no address, route or link.
 TAG=zmh$$
@@ -107,12 +108,12 @@ done
 # (the orted line, its values with ';' or spaces already in quotes: "1234.0;tcp://10.213.7.1:5678"),
 # so, as ssh does, it joins them with spaces and has a shell on the host parse them. On the host:
 # - its network namespace;
-# - its own UTS namespace and hostname: OpenMPI names session directories and shared-memory
-#   segments after the hostname, so hosts that share one collide (their local rank 0s map the same
+# - its own UTS namespace and hostname: OpenMPI names its per-job temporary directories and
+#   shared-memory segments after the hostname, so hosts that share one collide (their local rank 0s map the same
 #   segment, and the job dies in vader with SIGSEGV);
 # - an environment as bare as an ssh login's (PATH and the library path, as a login profile on a
 #   cluster sets them), so that only what the launcher exports with -x reaches the ranks; TMPDIR
-#   keeps orted's session directory in this test's directory.
+#   keeps orted's per-job temporary directory in this test's directory.
 # An unknown host fails as ssh does, with 255.
 AGENT=$TMP/agent
 cat > "$AGENT" << EOF
