@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "file.h"
 
 #define MAX_SLOTS (1 << 20) /* more slots than any node has GPUs or cores: a typo */
 
@@ -436,30 +437,18 @@ static int split_cvd(const char *cvd, char ***ent, int *n)
     return 0;
 }
 
+/* the hostfile's text; a NUL inside it or more than 64 MiB is not a hostfile */
 static int read_text(const char *path, char **out)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return zinf_errc(-errno, "hostfile %s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? 0 : zinf_errc(ZINF_ENOMEM, "out of memory");
-    while (!rc) {
-        if (n + 1 >= cap) {
-            char *b = cap > (64u << 20) ? NULL : realloc(buf, cap *= 2);
-            if (!b) { rc = zinf_err("hostfile %s: larger than 64 MiB", path); break; }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (!got) break;
+    size_t n = 0;
+    ZINF_TRY(zinf_read_file("hostfile", path, out, &n));
+    int rc = n > (64u << 20) ? zinf_err("hostfile %s: larger than 64 MiB", path)
+             : memchr(*out, 0, n) ? zinf_err("hostfile %s: not a text file", path) : 0;
+    if (rc) {
+        free(*out);
+        *out = NULL;
     }
-    if (!rc && ferror(f)) rc = zinf_errc(ZINF_EIO, "hostfile %s: read error", path);
-    fclose(f);
-    if (rc) { free(buf); return rc; }
-    buf[n] = 0;
-    if (memchr(buf, 0, n)) { free(buf); return zinf_err("hostfile %s: not a text file", path); }
-    *out = buf;
-    return 0;
+    return rc;
 }
 
 static int build_pool(const zinf_launch_opts *o, zinf_launch_pool *pool, char ***cvd, int *ncvd, FILE *notes)

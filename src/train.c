@@ -16,6 +16,7 @@
 #include "data.h"
 #include "err.h"
 #include "estimate.h"
+#include "file.h"
 #include "kernels.h"
 #include "log.h"
 #include "model.h"
@@ -38,29 +39,6 @@ void zinf_train_opts_defaults(zinf_train_opts *o)
 }
 
 /* ---------------------------------------------------------------- config on every rank ----- */
-static int read_whole(const char *path, char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return zinf_errc(-errno, "--config %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) { fclose(f); return zinf_errc(ZINF_ENOMEM, "out of memory reading %s", path); }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        char *nb = realloc(b, cap);
-        if (!nb) free(b);
-        b = nb;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b); return zinf_errc(ZINF_EIO, "--config %s: read error", path); }
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
 int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const char *model,
                               zinf_flags *flags, zinf_config *cfg)
 {
@@ -75,7 +53,7 @@ int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const ch
     /* rank 0 reads the bytes and every rank parses the same bytes */
     char *buf = NULL;
     size_t len = 0;
-    int rc = comm->rank == 0 ? read_whole(config_path, &buf, &len) : 0;
+    int rc = comm->rank == 0 ? zinf_read_file("--config", config_path, &buf, &len) : 0;
     rc = zinf_comm_agree(comm, rc);
     if (rc) return rc;
     uint64_t len64 = len;
