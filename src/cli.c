@@ -105,15 +105,19 @@ static bool flag_name_eq(const char *a, const char *b)
 
 /* Parse argv[first..] against the table; positional arguments go to pos (up to maxpos). With rest
  * not NULL, the first positional argument or "--" ends the flags instead: *rest is the index of
- * what follows (argc when nothing does), for a command that runs another with its own flags. */
+ * what follows (argc when nothing does), for a command that runs another with its own flags.
+ * shorts, when not NULL, pairs short spellings with long ones ({"-H", "--hostfile", ..., NULL});
+ * -h is always --help. */
 static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **argv, int first,
-                             const char **pos, int maxpos, int *npos, int *rest)
+                             const char **pos, int maxpos, int *npos, int *rest, const char *const *shorts)
 {
     *npos = 0;
     if (rest) *rest = argc;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h")) a = "--help"; /* the one short flag, as `zinf -h` has it */
+        for (const char *const *sh = shorts; sh && *sh; sh += 2)
+            if (!strcmp(a, sh[0])) a = sh[1];
         if (rest && (strncmp(a, "--", 2) != 0 || !a[2])) {
             *rest = i + !strcmp(a, "--");
             return 0;
@@ -166,7 +170,7 @@ static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **
 static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, int first,
                        const char **pos, int maxpos, int *npos)
 {
-    return parse_flags_until(cmd, tab, argc, argv, first, pos, maxpos, npos, NULL);
+    return parse_flags_until(cmd, tab, argc, argv, first, pos, maxpos, npos, NULL, NULL);
 }
 
 static void print_flags(FILE *out, const flag *tab)
@@ -476,12 +480,6 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
 }
 
 /* ---------------------------------------------------------------- zinf-launch -------------- */
-/* DeepSpeed's short spellings of the launcher's flags */
-static const char *launch_short(const char *a)
-{
-    return !strcmp(a, "-H") ? "--hostfile" : !strcmp(a, "-i") ? "--include" : !strcmp(a, "-e") ? "--exclude" : NULL;
-}
-
 int zinf_launch_cli_main(int argc, char **argv)
 {
     zinf_launch_opts o;
@@ -503,18 +501,10 @@ int zinf_launch_cli_main(int argc, char **argv)
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
     };
-    /* -H/-i/-e before PROGRAM become their long names */
-    for (int i = 1; i < argc; i++) {
-        const char *l = launch_short(argv[i]);
-        if (l) { argv[i] = (char *)l; i++; continue; }
-        if (strncmp(argv[i], "--", 2) != 0 || !argv[i][2]) break;
-        if (strchr(argv[i], '=') || !strcmp(argv[i], "--dry-run") || !strcmp(argv[i], "--dry_run") ||
-            !strcmp(argv[i], "--help"))
-            continue;
-        i++; /* the flag's value */
-    }
+    /* DeepSpeed's short spellings of the launcher's flags */
+    static const char *const shorts[] = {"-H", "--hostfile", "-i", "--include", "-e", "--exclude", NULL};
     int npos, rest;
-    int rc = parse_flags_until("zinf-launch", tab, argc, argv, 1, NULL, 0, &npos, &rest);
+    int rc = parse_flags_until("zinf-launch", tab, argc, argv, 1, NULL, 0, &npos, &rest, shorts);
     if (!rc && h) {
         printf("usage: zinf-launch [--hostfile FILE] [--include SPEC | --exclude SPEC] [--num_nodes N]\n"
                "                   [--num_gpus N] [--launcher_args ARGS] [--dry-run] PROGRAM [ARGS...]\n\n"
