@@ -232,12 +232,19 @@ int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *
     return rc;
 }
 
+/* --num_nodes and --num_gpus: not given (-1) or at least 1 */
+static int check_counts(int64_t num_nodes, int64_t num_gpus)
+{
+    if (num_nodes == 0 || num_nodes < -1) return zinf_err("--num_nodes must be at least 1");
+    if (num_gpus == 0 || num_gpus < -1) return zinf_err("--num_gpus must be at least 1");
+    return 0;
+}
+
 int zinf_launch_limit(zinf_launch_pool *pool, int64_t num_nodes, int64_t num_gpus)
 {
     int active = 0;
     for (int i = 0; i < pool->n; i++) active += pool->h[i].n > 0;
-    if (num_nodes == 0 || num_nodes < -1) return zinf_err("--num_nodes must be at least 1");
-    if (num_gpus == 0 || num_gpus < -1) return zinf_err("--num_gpus must be at least 1");
+    ZINF_TRY(check_counts(num_nodes, num_gpus));
     if (num_nodes > active)
         return zinf_err("--num_nodes %lld: only %d host%s to run on", (long long)num_nodes, active,
                         active == 1 ? "" : "s");
@@ -484,6 +491,7 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
     if ((o->include || o->exclude) && (o->num_nodes >= 0 || o->num_gpus >= 0))
         return zinf_err("--num_nodes and --num_gpus cannot be combined with --include or --exclude");
     if (!o->prog || !o->prog[0]) return zinf_err("no program to launch (zinf-launch [flags] PROGRAM [ARGS...])");
+    ZINF_TRY(check_counts(o->num_nodes, o->num_gpus)); /* before the pool, which --num_gpus sizes */
     if (o->ssh_port == 0 || o->ssh_port < -1 || o->ssh_port > 65535)
         return zinf_err("--ssh_port %lld: expected 1-65535", (long long)o->ssh_port);
     if (o->master_port == 0 || o->master_port < -1 || o->master_port > 65535)
