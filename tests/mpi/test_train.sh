@@ -118,9 +118,11 @@ printf '{"activation_checkpointing": {"zinf_recompute_blocks": 5}}\n' > "$TMP/rb
 # shellcheck disable=SC2086
 mpi 1 train $M4 --out "$TMP/rb5" --config "$TMP/rb5.json"
 expect_err "more blocks than the model has" "activation_checkpointing.zinf_recompute_blocks 5: the model has 4 blocks"
-printf '{"activation_checkpointing": {"zinf_recompute_blocks": -3}}\n' > "$TMP/rbn.json"
-run config show "$TMP/rbn.json"
-expect_err "a negative count" "zinf_recompute_blocks"
+for v in -3 1.5 '"many"'; do
+    printf '{"activation_checkpointing": {"zinf_recompute_blocks": %s}}\n' "$v" > "$TMP/rbn.json"
+    run config show "$TMP/rbn.json"
+    expect_err "zinf_recompute_blocks $v" "activation_checkpointing.zinf_recompute_blocks: expected a non-negative integer, got $v"
+done
 # "auto" fits the device memory; the CPU backend has none to fit, so nothing is recomputed
 printf '{"train_micro_batch_size_per_gpu": 8, "activation_checkpointing": {"zinf_recompute_blocks": "auto"}}\n' > "$TMP/rba.json"
 run config show "$TMP/rba.json"
