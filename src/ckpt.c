@@ -9,101 +9,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "err.h"
 #include "h5attr.h"
-#include "zinf-build.h" /* PACKAGE_VERSION */
 
-static const char *const state_group[3] = {"/master", "/optim/m", "/optim/v"};
-
-/* ---------------------------------------------------------------- checksum ----------------- */
-static inline uint64_t mix64(uint64_t x)
+static double zinf_now_s(void)
 {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-uint64_t zinf_ckpt_checksum(const float *x, int64_t first, int64_t n)
-{
-    uint64_t s = 0;
-    /* a sum modulo 2^64: any split over threads gives the same value */
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &x[i], 4);
-        s += mix64(((uint64_t)(first + i) << 32) ^ b ^ 0x9e3779b97f4a7c15ULL);
-    }
-    return s;
-}
-
-/* ---------------------------------------------------------------- HDF5 helpers ------------- */
-/* [a, b) of a tensor's flat elements as a hyperslab selection of its dataset: a partial first
- * row, whole rows, a partial last row (one run for a vector). */
-static int select_flat(hid_t space, const zinf_tensor_view *t, int64_t a, int64_t b)
-{
-    if (a >= b) return H5Sselect_none(space) < 0 ? -1 : 0;
-    if (!t->shape[1]) {
-        hsize_t st = (hsize_t)a, cnt = (hsize_t)(b - a);
-        return H5Sselect_hyperslab(space, H5S_SELECT_SET, &st, NULL, &cnt, NULL) < 0 ? -1 : 0;
-    }
-    int64_t C = t->shape[1];
-    H5S_seloper_t op = H5S_SELECT_SET;
-    while (a < b) {
-        int64_t r = a / C, c = a % C;
-        hsize_t st[2], cnt[2];
-        if (c || b - a < C) { /* part of one row */
-            int64_t e = b < (r + 1) * C ? b : (r + 1) * C;
-            st[0] = (hsize_t)r, st[1] = (hsize_t)c, cnt[0] = 1, cnt[1] = (hsize_t)(e - a);
-            a = e;
-        } else { /* whole rows */
-            int64_t rows = (b - a) / C;
-            st[0] = (hsize_t)r, st[1] = 0, cnt[0] = (hsize_t)rows, cnt[1] = (hsize_t)C;
-            a += rows * C;
-        }
-        if (H5Sselect_hyperslab(space, op, st, NULL, cnt, NULL) < 0) return -1;
-        op = H5S_SELECT_OR;
-    }
-    return 0;
-}
-
-static hid_t file_space(const zinf_tensor_view *t)
-{
-    hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
-    return H5Screate_simple(t->shape[1] ? 2 : 1, dims, NULL);
-}
-
-/* a string dataset (no size limit, unlike an attribute) */
-static int write_text(hid_t f, const char *name, const char *text)
-{
-    hid_t ty = H5Tcopy(H5T_C_S1);
-    H5Tset_size(ty, strlen(text) + 1);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t d = H5Dcreate2(f, name, ty, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = d < 0 ? -1 : 0;
-    if (d >= 0) {
-        hid_t dx = H5Pcreate(H5P_DATASET_XFER);
-        H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
-        if (H5Dwrite(d, ty, H5S_ALL, H5S_ALL, dx, text) < 0) rc = -1;
-        H5Pclose(dx);
-        H5Dclose(d);
-    }
-    H5Sclose(sp);
-    H5Tclose(ty);
-    return rc;
-}
-
-static hid_t mpio_fapl(zinf_comm *comm)
-{
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fapl_mpio(fapl, comm->world, MPI_INFO_NULL);
-    H5Pset_alignment(fapl, 1 << 20, 1 << 20); /* datasets of 1 MiB or more start on 1 MiB bounds */
-    return fapl;
-}
-
+/* fsync a file or a directory */
 int zinf_fsync_path(const char *path, bool dir)
 {
     int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
@@ -113,18 +35,21 @@ int zinf_fsync_path(const char *path, bool dir)
     return rc;
 }
 
-/* ZINF_CKPT_FAULT="rank=R,step=S,after=K[,kind=eio]": rank R dies (SIGKILL) after writing K
+/* ZINF_CKPT_FAULT="rank=R,step=S,after=K[,kind=eio|stop]": rank R dies (SIGKILL) after writing K
  * datasets of the save at step S, to test that a save killed midway leaves the previous checkpoint
  * whole; with kind=eio its K-th read or write of a dataset (in the save at step S, or in the load
  * of checkpoint S) fails as an I/O error would, on that rank alone, to test that the other ranks
- * do not wait for it in the next collective. */
-static int fault_after(int rank, int64_t step, bool eio)
+ * do not wait for it; with kind=stop it stops itself (SIGSTOP) there, a rank that stalls, to test
+ * that the others end the job within the collective time limit. */
+typedef enum { FAULT_KILL, FAULT_EIO, FAULT_STOP } fault_kind;
+static int fault_after(int rank, int64_t step, fault_kind kind)
 {
+    static const char *const tail[] = {"", ",kind=eio", ",kind=stop"};
     const char *e = getenv("ZINF_CKPT_FAULT");
     int r, k, n = 0;
     long long s;
     if (!e || sscanf(e, "rank=%d,step=%lld,after=%d%n", &r, &s, &k, &n) != 3 || r != rank || s != step) return -1;
-    return !strcmp(e + n, eio ? ",kind=eio" : "") ? k : -1;
+    return !strcmp(e + n, tail[kind]) ? k : -1;
 }
 
 /* the step of a file name checkpoint-STEP.h5, or -1 */
@@ -136,9 +61,65 @@ static long long name_step(const char *n)
     return s;
 }
 
+/* the run_id a checkpoint file carries: 0 for format 1 (no run_id) and for a file that does not
+ * open; such files are left alone by retention unless this run is itself a format-1 continuation */
+static uint64_t file_run_id(const char *path, bool *ok)
+{
+    zinf_ckf c;
+    *ok = zinf_ckf_open(&c, path) == 0;
+    uint64_t id = c.a.run_id;
+    zinf_ckf_close(&c);
+    return id;
+}
+
+static void remove_ckpt(const char *dir, long long step)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/checkpoint-%lld.h5", dir, step);
+    unlink(p);
+    /* and its 16-bit weights (stage3_gather_16bit_weights_on_model_save), if any */
+    snprintf(p, sizeof p, "%s/checkpoint-%lld.weights/weights.h5", dir, step);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/checkpoint-%lld.weights", dir, step);
+    rmdir(p);
+}
+
+/* Retention: of this run's checkpoints (same run_id) older than the one just written, the
+ * newest keep - 1 stay; another run's, unreadable ones and later steps (a branch this run
+ * resumed before) are never touched. */
+static void retain(const char *dir, long long cur, uint64_t run_id, int keep)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    long long *steps = NULL;
+    int n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        long long s = name_step(e->d_name);
+        if (s < 0 || s >= cur) continue;
+        char p[4200];
+        bool ok;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (file_run_id(p, &ok) != run_id || !ok) continue;
+        if (n == cap) {
+            long long *ns = realloc(steps, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *ns);
+            if (!ns) break;
+            steps = ns;
+        }
+        steps[n++] = s;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        int newer = 1; /* the one just written */
+        for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
+        if (newer >= keep) remove_ckpt(dir, steps[i]);
+    }
+    free(steps);
+}
+
 /* Rank 0 after the file is complete: sync it, rename it into place, sync the directory, then
- * point `latest` at it the same way, and drop checkpoints beyond the newest `keep`. */
-static int commit(const char *dir, const char *tmp, const char *final, const char *base, int keep)
+ * point `latest` at it the same way, and apply retention. */
+static int commit(const char *dir, const char *tmp, const char *final, const char *base, long long step,
+                  uint64_t run_id, int keep)
 {
     ZINF_TRY(zinf_fsync_path(tmp, false));
     if (rename(tmp, final)) return zinf_errc(-errno, "rename %s: %s", tmp, strerror(errno));
@@ -150,34 +131,15 @@ static int commit(const char *dir, const char *tmp, const char *final, const cha
     if (!fp) return zinf_errc(-errno, "%s: %s", lt, strerror(errno));
     bool ok = fprintf(fp, "%s\n", base) > 0;
     ok = !fflush(fp) && ok && !fsync(fileno(fp));
-    if (fclose(fp) || !ok) return zinf_errc(ZINF_EIO, "%s: cannot write: %s", lt, strerror(errno));
+    int err = errno;
+    if (fclose(fp) || !ok) {
+        unlink(lt);
+        return zinf_errc(ZINF_EIO, "%s: cannot write: %s (%s stays complete; `latest` names the one before)", lt,
+                         strerror(err), final);
+    }
     if (rename(lt, lf)) return zinf_errc(-errno, "rename %s: %s", lt, strerror(errno));
     ZINF_TRY(zinf_fsync_path(dir, true));
-    if (keep <= 0) return 0;
-    /* retention: the newest `keep` complete checkpoints stay */
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    long long steps[4096];
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
-        long long s = name_step(e->d_name);
-        if (s >= 0) steps[n++] = s;
-    }
-    closedir(d);
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
-        if (newer >= keep) {
-            char p[4200];
-            snprintf(p, sizeof p, "%s/checkpoint-%lld.h5", dir, steps[i]);
-            unlink(p);
-            /* and its 16-bit weights (stage3_gather_16bit_weights_on_model_save), if any */
-            snprintf(p, sizeof p, "%s/checkpoint-%lld.weights/weights.h5", dir, steps[i]);
-            unlink(p);
-            snprintf(p, sizeof p, "%s/checkpoint-%lld.weights", dir, steps[i]);
-            rmdir(p);
-        }
-    }
+    if (keep > 0) retain(dir, step, run_id, keep);
     return 0;
 }
 
@@ -204,11 +166,149 @@ static int count_datasets(const zinf_model *m, zinf_zero *z, int64_t *maxp)
     return n;
 }
 
+static void attrs_of(zinf_ckpt_attrs *a, const zinf_ckpt_meta *meta, const zinf_model *m, int world)
+{
+    memset(a, 0, sizeof *a);
+    a->step = meta->step, a->opt_steps = meta->opt_steps, a->seed = meta->seed;
+    a->train_batch_size = meta->train_batch_size, a->max_length = meta->max_length, a->run_id = meta->run_id;
+    a->loss_scale = meta->ls.cur_scale, a->ls_hysteresis = meta->ls.cur_hysteresis;
+    a->ls_iter = meta->ls.cur_iter, a->ls_last_overflow = meta->ls.last_overflow_iter;
+    a->saved_world_size = world;
+    const zinf_model_cfg *mc = &m->c;
+    a->n_layer = mc->n_layer, a->n_embd = mc->n_embd, a->n_head = mc->n_head, a->vocab_size = mc->vocab_size;
+    a->padded_vocab = mc->padded_vocab, a->n_positions = mc->n_positions;
+}
+
+/* ---------------------------------------------------------------- isolation ---------------- */
+int zinf_ckpt_isolated(int (*fn)(void *ctx, void *out), void *ctx, void *out, size_t out_bytes, double timeout_s,
+                       const char *what)
+{
+    int pfd[2];
+    if (pipe(pfd)) return zinf_errc(-errno, "%s: pipe: %s", what, strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(pfd[0]), close(pfd[1]);
+        return zinf_errc(-e, "%s: fork: %s", what, strerror(e));
+    }
+    if (pid == 0) { /* the child: the work, its status, message and result; no exit handlers */
+        close(pfd[0]);
+        int rc = fn(ctx, out);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rc ? zinf_errmsg() : "");
+        const char *parts[3] = {(const char *)&rc, msg, out};
+        size_t lens[3] = {sizeof rc, sizeof msg, rc ? 0 : out_bytes};
+        for (int i = 0; i < 3; i++)
+            for (size_t d = 0; d < lens[i];) {
+                ssize_t w = write(pfd[1], parts[i] + d, lens[i] - d);
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) _exit(3);
+                d += (size_t)w;
+            }
+        _exit(0);
+    }
+    close(pfd[1]);
+    int crc = 0;
+    char msg[1024] = "";
+    char *parts[3] = {(char *)&crc, msg, out};
+    size_t lens[3] = {sizeof crc, sizeof msg, out_bytes}, got = 0, want = sizeof crc + sizeof msg;
+    double t0 = zinf_now_s();
+    bool timed_out = false;
+    for (int i = 0; i < 3; i++)
+        for (size_t d = 0; d < lens[i];) {
+            struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+            int left = timeout_s > 0 ? (int)((timeout_s - (zinf_now_s() - t0)) * 1000) : -1;
+            if (timeout_s > 0 && left <= 0) { timed_out = true; goto done; }
+            int pr = poll(&pf, 1, left);
+            if (pr < 0 && errno == EINTR) continue;
+            if (pr <= 0) { timed_out = pr == 0; goto done; }
+            ssize_t n = read(pfd[0], parts[i] + d, lens[i] - d);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) goto done;
+            d += (size_t)n, got += (size_t)n;
+            if (i == 1 && d == lens[1] && crc) goto done; /* a failure sends no result */
+        }
+done:
+    close(pfd[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (timed_out) return zinf_errc(ZINF_EIO, "%s: took longer than %.0f s (the file system hangs?)", what, timeout_s);
+    if (got >= want && crc) return zinf_errc(crc, "%s", msg);
+    if (got < want + (crc ? 0 : out_bytes) || !WIFEXITED(st) || WEXITSTATUS(st))
+        return zinf_errc(ZINF_EIO, "%s: the process writing it %s%d (disk full?)", what,
+                         WIFSIGNALED(st) ? "died of signal " : "exited with status ",
+                         WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    return 0;
+}
+
+/* the layout, made in a child process (zinf_ckpt_isolated) */
+typedef struct layout_job {
+    const char *tmp;
+    const zinf_ckpt_attrs *a;
+    const char *cfg;
+    const zinf_model *m;
+    const uint64_t *sums; /* set_sums: the checksums; create: NULL */
+    int ndset;
+} layout_job;
+
+static int layout_create(void *ctx, void *out)
+{
+    layout_job *j = ctx;
+    int64_t *o = out; /* ndset offsets, then the size */
+    return zinf_ckf_create(j->tmp, j->a, j->cfg, j->m, o, &o[j->ndset]);
+}
+
+static int layout_sums(void *ctx, void *out)
+{
+    (void)out;
+    layout_job *j = ctx;
+    return zinf_ckf_set_sums(j->tmp, j->m, j->sums);
+}
+
+/* Rank 0: lay the file out, then reserve each dataset's bytes. posix_fallocate makes the blocks
+ * the data will need exist now, so a disk too small fails here with ENOSPC, before any rank
+ * writes, instead of inside a write that leaves a file half made. */
+static int prepare(const char *tmp, const zinf_ckpt_attrs *a, const char *cfg, const zinf_model *m, int64_t *offs,
+                   int ndset, double timeout_s)
+{
+    layout_job j = {.tmp = tmp, .a = a, .cfg = cfg, .m = m, .ndset = ndset};
+    int rc = zinf_ckpt_isolated(layout_create, &j, offs, (size_t)(ndset + 1) * sizeof *offs, timeout_s, tmp);
+    if (rc) return rc;
+    int fd = open(tmp, O_WRONLY);
+    if (fd < 0) return zinf_errc(-errno, "%s: %s", tmp, strerror(errno));
+    int di = 0;
+    for (int u = 0; u < m->nunits && !rc; u++)
+        for (int k = 0; k < 3 && !rc; k++)
+            for (int t = 0; t < m->units[u].ntensors && !rc; t++, di++) {
+                int e = posix_fallocate(fd, offs[di], m->units[u].t[t].numel * 4);
+                if (e == ENOSPC)
+                    rc = zinf_errc(-e, "%s: no space left on the device for the checkpoint (%.3g GB): the previous "
+                                       "checkpoint and `latest` stay as they were", tmp, (double)zinf_ckpt_bytes(m) / 1e9);
+                else if (e)
+                    rc = zinf_errc(-e, "%s: cannot reserve the checkpoint's space: %s", tmp, strerror(e));
+            }
+    if (!rc && fsync(fd)) rc = zinf_errc(-errno, "%s: fsync: %s", tmp, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static int pwrite_all(int fd, const void *p, size_t n, off_t off)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(fd, (const char *)p + done, n - done, off + (off_t)done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? -errno : -ENOSPC;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- save --------------------- */
 int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, const char *cfg_json,
                    const zinf_ckpt_meta *meta, int keep)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors become one message, not HDF5's stack dump */
     char base[64], tmp[4200], final[4150];
     snprintf(base, sizeof base, "checkpoint-%lld.h5", (long long)meta->step);
     snprintf(final, sizeof final, "%s/%s", dir, base);
@@ -216,46 +316,26 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     int64_t maxp;
     int ndset = count_datasets(m, z, &maxp);
     uint64_t *sums = calloc((size_t)ndset, sizeof *sums);
+    int64_t *offs = calloc((size_t)ndset + 1, sizeof *offs);
     float *buf = malloc((size_t)maxp * 4);
-    hid_t fapl = mpio_fapl(comm);
-    hid_t f = sums && buf ? H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : -1;
-    H5Pclose(fapl);
-    int rc = 0;
-    if (!sums || !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for a checkpoint");
-    else if (f < 0) rc = zinf_errc(ZINF_EIO, "%s: cannot create the checkpoint file (is the directory writable?)", tmp);
-    hid_t dx = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
-    /* the run's scalars: root attributes */
-    if (!rc) {
-        const zinf_model_cfg *mc = &m->c;
-        int e = zinf_h5_attr_i64(f, "format_version", ZINF_CKPT_FORMAT) | zinf_h5_attr_str(f, "zinf_version", PACKAGE_VERSION) |
-                zinf_h5_attr_i64(f, "step", meta->step) | zinf_h5_attr_i64(f, "opt_steps", meta->opt_steps) |
-                zinf_h5_attr_u64(f, "seed", meta->seed) | zinf_h5_attr_i64(f, "train_batch_size", meta->train_batch_size) |
-                zinf_h5_attr_f64(f, "loss_scale", meta->ls.cur_scale) |
-                zinf_h5_attr_i64(f, "loss_scale_hysteresis", meta->ls.cur_hysteresis) |
-                zinf_h5_attr_i64(f, "loss_scale_iter", meta->ls.cur_iter) |
-                zinf_h5_attr_i64(f, "loss_scale_last_overflow_iter", meta->ls.last_overflow_iter) |
-                zinf_h5_attr_i64(f, "n_layer", mc->n_layer) | zinf_h5_attr_i64(f, "n_embd", mc->n_embd) |
-                zinf_h5_attr_i64(f, "n_head", mc->n_head) | zinf_h5_attr_i64(f, "vocab_size", mc->vocab_size) |
-                zinf_h5_attr_i64(f, "padded_vocab", mc->padded_vocab) | zinf_h5_attr_i64(f, "n_positions", mc->n_positions) |
-                zinf_h5_attr_i64(f, "saved_world_size", comm->size);
-        hid_t g = H5Gcreate2(f, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g >= 0) H5Gclose(g);
-        e |= g < 0 || write_text(f, "/meta/config", cfg_json ? cfg_json : "{}");
-        const char *groups[] = {"/master", "/optim", "/optim/m", "/optim/v"};
-        for (int i = 0; i < 4; i++) {
-            hid_t gg = H5Gcreate2(f, groups[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            e |= gg < 0;
-            if (gg >= 0) H5Gclose(gg);
-        }
-        if (e) rc = zinf_errc(ZINF_EIO, "%s: cannot write the checkpoint's attributes", tmp);
+    int rc = 0, fd = -1;
+    if (!sums || !offs || !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for a checkpoint");
+    if (!rc && comm->rank == 0) {
+        zinf_ckpt_attrs a;
+        attrs_of(&a, meta, m, comm->size);
+        rc = prepare(tmp, &a, cfg_json, m, offs, ndset, comm->timeout_s);
     }
-    /* the tensors: each rank writes its part of each (its writer range), unit by unit. The ranks
-     * agree on every dataset's outcome before the next collective call: a write that fails on one
-     * rank alone (its disk, its node's mount) must not leave the others waiting in that call. */
-    int die = fault_after(comm->rank, meta->step, false), eio = fault_after(comm->rank, meta->step, true), di = 0;
     rc = zinf_comm_agree(comm, rc);
     bool agreed = rc != 0;
+    if (!rc) rc = zinf_comm_bcast(comm, offs, (size_t)ndset * sizeof *offs, 0);
+    if (!rc && (fd = open(tmp, O_WRONLY)) < 0) rc = zinf_errc(-errno, "rank %d: %s: %s", comm->rank, tmp, strerror(errno));
+    if (!agreed) rc = zinf_comm_agree(comm, rc);
+    agreed = rc != 0;
+    /* the tensors: each rank writes its part of each (its writer range) at the dataset's offset;
+     * no collective I/O, so a rank whose write fails or stalls holds nobody inside HDF5. The
+     * ranks agree after each unit, within the collective time limit. */
+    int die = fault_after(comm->rank, meta->step, FAULT_KILL), eio = fault_after(comm->rank, meta->step, FAULT_EIO);
+    int stop = fault_after(comm->rank, meta->step, FAULT_STOP), di = 0;
     for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len, wlo, wlen;
@@ -267,52 +347,102 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
                 const zinf_tensor_view *tv = &un->t[t];
                 int64_t a, b;
                 clip_to(tv, wlo, wlen, &a, &b);
-                char name[128];
-                snprintf(name, sizeof name, "%s/%s", state_group[k], tv->name);
-                hid_t fs = file_space(tv);
-                hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-                hsize_t cnt = (hsize_t)(b - a);
-                hid_t ms = H5Screate_simple(1, &cnt, NULL);
-                if (b == a) H5Sselect_none(ms);
-                if (d < 0 || select_flat(fs, tv, a - tv->offset, b - tv->offset) ||
-                    H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, dx, buf + (a - lo)) < 0 || di + 1 == eio)
-                    rc = zinf_errc(ZINF_EIO, "rank %d: %s: cannot write dataset %s (disk full?)", comm->rank, tmp, name);
+                int e = pwrite_all(fd, buf + (a - lo), (size_t)(b - a) * 4, (off_t)(offs[di] + (a - tv->offset) * 4));
+                if (e || di + 1 == eio)
+                    rc = zinf_errc(ZINF_EIO, "rank %d: %s: cannot write dataset %s/%s: %s", comm->rank, tmp, zinf_ckpt_group[k],
+                                   tv->name, strerror(e ? -e : EIO));
                 sums[di] = zinf_ckpt_checksum(buf + (a - lo), a - tv->offset, b - a);
-                H5Sclose(ms);
-                H5Sclose(fs);
-                if (d >= 0) H5Dclose(d);
                 if (die >= 0 && di + 1 == die) raise(SIGKILL);
-                rc = zinf_comm_agree(comm, rc);
-                agreed = rc != 0;
+                if (stop >= 0 && di + 1 == stop) raise(SIGSTOP);
             }
         }
+        rc = zinf_comm_agree(comm, rc);
+        agreed = rc != 0;
     }
-    /* the checksums, summed over the ranks, as each dataset's attribute */
-    if (!rc && MPI_Allreduce(MPI_IN_PLACE, sums, ndset, MPI_UINT64_T, MPI_SUM, comm->world) != MPI_SUCCESS)
-        rc = zinf_errc(ZINF_ECOMM, "checkpoint: the checksums' all-reduce failed");
-    di = 0;
-    for (int u = 0; u < m->nunits && !rc; u++)
-        for (int k = 0; k < 3 && !rc; k++)
-            for (int t = 0; t < m->units[u].ntensors && !rc; t++, di++) {
-                char name[128];
-                snprintf(name, sizeof name, "%s/%s", state_group[k], m->units[u].t[t].name);
-                hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-                /* where the tensor sits in the model: its unit and its element offset there */
-                if (d < 0 || zinf_h5_attr_u64(d, "checksum", sums[di]) || zinf_h5_attr_i64(d, "unit_index", u) ||
-                    zinf_h5_attr_i64(d, "unit_offset", m->units[u].t[t].offset))
-                    rc = zinf_errc(ZINF_EIO, "%s: cannot write the checksum of %s", tmp, name);
-                if (d >= 0) H5Dclose(d);
-            }
-    H5Pclose(dx);
-    if (f >= 0 && H5Fclose(f) < 0 && !rc) rc = zinf_errc(ZINF_EIO, "%s: cannot complete the file (disk full?)", tmp);
+    if (fd >= 0) {
+        if (!rc && fsync(fd)) rc = zinf_errc(-errno, "rank %d: %s: fsync: %s", comm->rank, tmp, strerror(errno));
+        close(fd);
+        if (!agreed) rc = zinf_comm_agree(comm, rc);
+        agreed = rc != 0;
+    }
+    /* the checksums, summed over the ranks, as each dataset's attribute (in place: no new space) */
+    if (!rc) rc = zinf_comm_allreduce_sum_u64(comm, sums, ndset);
+    if (!rc && comm->rank == 0) {
+        layout_job j = {.tmp = tmp, .m = m, .sums = sums, .ndset = ndset};
+        rc = zinf_ckpt_isolated(layout_sums, &j, NULL, 0, comm->timeout_s, tmp);
+    }
+    if (!rc && comm->rank == 0) rc = commit(dir, tmp, final, base, (long long)meta->step, meta->run_id, keep);
     free(sums);
+    free(offs);
     free(buf);
-    /* an error agreed on above was printed once already; one found since is agreed on here */
     if (!agreed) rc = zinf_comm_agree(comm, rc);
-    agreed = agreed || rc;
-    if (!rc && comm->rank == 0) rc = commit(dir, tmp, final, base, keep);
     if (rc && comm->rank == 0) unlink(tmp); /* nothing half-written stays */
-    return agreed ? rc : zinf_comm_agree(comm, rc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the directory ------------ */
+uint64_t zinf_ckpt_new_run_id(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t h = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    h ^= (uint64_t)getpid() << 40;
+    for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    h ^= h >> 31;
+    h *= 0x7fb5d329728ea185ULL;
+    h ^= h >> 27;
+    return h ? h : 1;
+}
+
+int zinf_ckpt_lock_dir(const char *dir, double wait_s, int *fdp, void (*removed)(const char *path))
+{
+    char lp[4200];
+    snprintf(lp, sizeof lp, "%s/.zinf.lock", dir);
+    int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return zinf_errc(-errno, "--out %s: cannot create %s: %s", dir, lp, strerror(errno));
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (flock(fd, LOCK_EX | LOCK_NB)) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return zinf_errc(-e, "--out %s: cannot lock %s: %s", dir, lp, strerror(e));
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >= wait_s) {
+            char who[256] = "";
+            ssize_t n = pread(fd, who, sizeof who - 1, 0);
+            who[n > 0 ? n : 0] = 0;
+            who[strcspn(who, "\n")] = 0;
+            close(fd);
+            return zinf_errc(ZINF_EINVAL, "--out %s: another zinf run is using this directory (%s); waited %.0f s for "
+                                          "it to end", dir, who[0] ? who : "its lock is held", wait_s);
+        }
+        struct timespec ms100 = {0, 100000000};
+        nanosleep(&ms100, NULL);
+    }
+    /* who holds it, for the message the next run gets */
+    char host[256] = "", who[400];
+    gethostname(host, sizeof host - 1);
+    int n = snprintf(who, sizeof who, "pid %ld on %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, who, (size_t)n, 0) < 0) { /* only informative */ }
+    /* what an interrupted save left: this run holds the directory, so no save of another is under way */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long long s;
+        char tail[16];
+        bool stale = !strcmp(e->d_name, "latest.tmp") ||
+                     (sscanf(e->d_name, "checkpoint-%lld%15s", &s, tail) == 2 && !strcmp(tail, ".h5.tmp"));
+        if (!stale) continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (!unlink(p) && removed) removed(p);
+    }
+    if (d) closedir(d);
+    *fdp = fd;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- resolve ------------------ */
@@ -321,8 +451,8 @@ static bool is_file(const char *p)
     return access(p, R_OK) == 0;
 }
 
-/* the newest checkpoint-STEP.h5 in dir ("" if none) */
-static void newest(const char *dir, char *path, size_t cap)
+/* the checkpoint `latest` names, else the newest checkpoint-STEP.h5 in dir ("" if none) */
+void zinf_ckpt_newest(const char *dir, char *path, size_t cap)
 {
     path[0] = 0;
     char lf[4096], line[256] = "";
@@ -352,13 +482,13 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
     path[0] = 0;
     if (!spec || !*spec) return 0;
     if (!strcmp(spec, "auto")) {
-        newest(dir, path, cap);
+        zinf_ckpt_newest(dir, path, cap);
         return 0;
     }
     DIR *d = opendir(spec);
     if (d) {
         closedir(d);
-        newest(spec, path, cap);
+        zinf_ckpt_newest(spec, path, cap);
         if (!path[0]) return zinf_errc(ZINF_EINVAL, "--resume %s: no checkpoint in this directory", spec);
         return 0;
     }
@@ -370,54 +500,35 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
 /* ---------------------------------------------------------------- load --------------------- */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fapl = mpio_fapl(comm);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (f < 0)
-        return zinf_comm_agree(comm, zinf_errc(ZINF_EIO, "%s: not a readable HDF5 file (truncated or not a "
-                                                         "checkpoint)", path));
-    int rc = 0;
-    int64_t fmt = -1;
-    if (zinf_h5_get_num(f, "format_version", H5T_NATIVE_INT64, &fmt) || fmt != ZINF_CKPT_FORMAT)
-        rc = zinf_errc(ZINF_EINVAL, "%s: checkpoint format %lld, this zinf reads format %d", path, (long long)fmt,
-                       ZINF_CKPT_FORMAT);
+    memset(meta, 0, sizeof *meta);
+    zinf_ckf c;
+    int rc = zinf_ckf_open(&c, path);
     /* the model must be the one the checkpoint holds */
     const zinf_model_cfg *mc = &m->c;
-    struct { const char *name; int64_t want; } shape[] = {
-        {"n_layer", mc->n_layer}, {"n_embd", mc->n_embd}, {"n_head", mc->n_head},
-        {"vocab_size", mc->vocab_size}, {"padded_vocab", mc->padded_vocab}, {"n_positions", mc->n_positions}};
-    for (size_t i = 0; i < sizeof shape / sizeof *shape && !rc; i++) {
-        int64_t v = -1;
-        if (zinf_h5_get_num(f, shape[i].name, H5T_NATIVE_INT64, &v))
-            rc = zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", path, shape[i].name);
-        else if (v != shape[i].want)
+    const zinf_ckpt_attrs *a = &c.a;
+    struct { const char *name; int64_t got, want; } shape[] = {
+        {"n_layer", a->n_layer, mc->n_layer}, {"n_embd", a->n_embd, mc->n_embd}, {"n_head", a->n_head, mc->n_head},
+        {"vocab_size", a->vocab_size, mc->vocab_size}, {"padded_vocab", a->padded_vocab, mc->padded_vocab},
+        {"n_positions", a->n_positions, mc->n_positions}};
+    for (size_t i = 0; i < sizeof shape / sizeof *shape && !rc; i++)
+        if (shape[i].got != shape[i].want)
             rc = zinf_errc(ZINF_EINVAL, "%s: the checkpoint's model has %s %lld, this run's %lld", path, shape[i].name,
-                           (long long)v, (long long)shape[i].want);
-    }
-    memset(meta, 0, sizeof *meta);
-    if (!rc && (zinf_h5_get_num(f, "step", H5T_NATIVE_INT64, &meta->step) ||
-                zinf_h5_get_num(f, "opt_steps", H5T_NATIVE_INT64, &meta->opt_steps) ||
-                zinf_h5_get_num(f, "seed", H5T_NATIVE_UINT64, &meta->seed) ||
-                zinf_h5_get_num(f, "train_batch_size", H5T_NATIVE_INT64, &meta->train_batch_size) ||
-                zinf_h5_get_num(f, "loss_scale", H5T_NATIVE_DOUBLE, &meta->ls.cur_scale) ||
-                zinf_h5_get_num(f, "loss_scale_hysteresis", H5T_NATIVE_INT64, &meta->ls.cur_hysteresis) ||
-                zinf_h5_get_num(f, "loss_scale_iter", H5T_NATIVE_INT64, &meta->ls.cur_iter) ||
-                zinf_h5_get_num(f, "loss_scale_last_overflow_iter", H5T_NATIVE_INT64, &meta->ls.last_overflow_iter)))
-        rc = zinf_errc(ZINF_EINVAL, "%s: the run's scalars (step, optimizer and loss-scale state) are missing", path);
+                           (long long)shape[i].got, (long long)shape[i].want);
+    if (!rc) rc = zinf_ckf_no_extra(&c, m);
+    meta->step = a->step, meta->opt_steps = a->opt_steps, meta->seed = a->seed;
+    meta->train_batch_size = a->train_batch_size, meta->max_length = a->max_length, meta->run_id = a->run_id;
+    meta->ls.cur_scale = a->loss_scale, meta->ls.cur_hysteresis = a->ls_hysteresis;
+    meta->ls.cur_iter = a->ls_iter, meta->ls.last_overflow_iter = a->ls_last_overflow;
     int64_t maxp;
     int ndset = count_datasets(m, z, &maxp);
     uint64_t *sums = calloc((size_t)ndset, sizeof *sums), *want = calloc((size_t)ndset, sizeof *want);
     float *buf = malloc((size_t)maxp * 3 * 4);
     if (!rc && (!sums || !want || !buf)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for a checkpoint");
-    hid_t dx = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dx, H5FD_MPIO_COLLECTIVE);
-    /* The ranks agree before each collective read (a missing or mis-shaped dataset) and after it
-     * (a read that failed on one rank alone): no rank waits in a collective call that another has
-     * left. An error agreed on is printed once, by the first rank that had it. */
-    int di = 0, eio = fault_after(comm->rank, meta->step, true);
+    /* Each rank reads its own ranges with serial HDF5: no rank waits inside HDF5 for another.
+     * The ranks agree after each unit, within the collective time limit; an error agreed on is
+     * printed once, by the first rank that had it. */
+    int di = 0, eio = fault_after(comm->rank, a->step, FAULT_EIO), stop = fault_after(comm->rank, a->step, FAULT_STOP);
     rc = zinf_comm_agree(comm, rc);
-    bool agreed = rc != 0;
     for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len, wlo, wlen;
@@ -427,71 +538,42 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
             float *bk = buf + (size_t)k * maxp;
             for (int t = 0; t < un->ntensors && !rc; t++, di++) {
                 const zinf_tensor_view *tv = &un->t[t];
-                int64_t a, b;
-                clip_to(tv, lo, len, &a, &b);
-                char name[128];
-                snprintf(name, sizeof name, "%s/%s", state_group[k], tv->name);
-                hid_t d = H5Lexists(f, name, H5P_DEFAULT) > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
-                if (d < 0) rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is missing", path, name);
-                rc = zinf_comm_agree(comm, rc);
-                if (rc) {
-                    if (d >= 0) H5Dclose(d);
-                    agreed = true;
-                    break;
-                }
-                hid_t fs = H5Dget_space(d);
-                hsize_t dims[2] = {0, 0};
-                int nd = H5Sget_simple_extent_dims(fs, dims, NULL);
-                if (nd != (tv->shape[1] ? 2 : 1) || dims[0] != (hsize_t)tv->shape[0] ||
-                    (nd == 2 && dims[1] != (hsize_t)tv->shape[1]))
-                    rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s has another shape than this model's", path, name);
-                hsize_t cnt = (hsize_t)(b - a);
-                hid_t ms = H5Screate_simple(1, &cnt, NULL);
-                if (b == a) H5Sselect_none(ms);
-                if (!rc && select_flat(fs, tv, a - tv->offset, b - tv->offset))
-                    rc = zinf_errc(ZINF_EIO, "%s: dataset %s: cannot select this rank's part", path, name);
-                rc = zinf_comm_agree(comm, rc);
-                if (!rc) {
-                    if (H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, dx, bk + (a - lo)) < 0 || di + 1 == eio)
-                        rc = zinf_errc(ZINF_EIO, "rank %d: %s: cannot read dataset %s (truncated file?)", comm->rank,
-                                       path, name);
-                    else if (zinf_h5_get_num(d, "checksum", H5T_NATIVE_UINT64, &want[di]))
-                        rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s has no checksum (an incomplete save?)", path, name);
-                    rc = zinf_comm_agree(comm, rc);
-                }
-                agreed = rc != 0;
-                /* this rank's share of the checksum: its writer range */
-                int64_t wa = wlo > a ? wlo : a, wb = wlo + wlen < b ? wlo + wlen : b;
-                if (!rc && wb > wa) sums[di] = zinf_ckpt_checksum(bk + (wa - lo), wa - tv->offset, wb - wa);
-                H5Sclose(ms);
-                H5Sclose(fs);
+                int64_t ta, tb;
+                clip_to(tv, lo, len, &ta, &tb);
+                hid_t d;
+                rc = zinf_ckf_tensor(&c, k, tv, &d, &want[di]);
+                if (rc) break;
+                rc = zinf_ckf_read(&c, d, tv, ta - tv->offset, tb - tv->offset, bk + (ta - lo));
                 H5Dclose(d);
+                if (stop >= 0 && di + 1 == stop) raise(SIGSTOP);
+                if (!rc && di + 1 == eio)
+                    rc = zinf_errc(ZINF_EIO, "rank %d: %s: cannot read dataset %s/%s (truncated file?)", comm->rank, path, zinf_ckpt_group[k],
+                                   tv->name);
+                /* this rank's share of the checksum: its writer range */
+                int64_t wa = wlo > ta ? wlo : ta, wb = wlo + wlen < tb ? wlo + wlen : tb;
+                if (!rc && wb > wa) sums[di] = zinf_ckpt_checksum(bk + (wa - lo), wa - tv->offset, wb - wa);
             }
         }
         for (int k = 0; k < 3 && !rc; k++) rc = zinf_zero_ckpt_set(z, u, (zinf_ckpt_state)k, buf + (size_t)k * maxp);
-        if (!agreed) rc = zinf_comm_agree(comm, rc);
-        agreed = rc != 0;
+        rc = zinf_comm_agree(comm, rc);
     }
-    H5Pclose(dx);
-    H5Fclose(f);
-    if (rc) {
+    zinf_ckf_close(&c);
+    free(buf);
+    if (rc) { /* agreed on, and printed, above */
         free(sums);
         free(want);
-        free(buf);
-        return agreed ? rc : zinf_comm_agree(comm, rc);
+        return rc;
     }
-    if (!rc && MPI_Allreduce(MPI_IN_PLACE, sums, ndset, MPI_UINT64_T, MPI_SUM, comm->world) != MPI_SUCCESS)
-        rc = zinf_errc(ZINF_ECOMM, "checkpoint: the checksums' all-reduce failed");
+    rc = zinf_comm_allreduce_sum_u64(comm, sums, ndset);
     di = 0;
     for (int u = 0; u < m->nunits && !rc; u++)
         for (int k = 0; k < 3 && !rc; k++)
             for (int t = 0; t < m->units[u].ntensors && !rc; t++, di++)
                 if (sums[di] != want[di])
                     rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s/%s: checksum mismatch (the file is corrupted)", path,
-                                   state_group[k], m->units[u].t[t].name);
+                                   zinf_ckpt_group[k], m->units[u].t[t].name);
     free(sums);
     free(want);
-    free(buf);
     if (!rc) rc = zinf_zero_ckpt_params_from_master(z);
     return zinf_comm_agree(comm, rc);
 }

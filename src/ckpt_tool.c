@@ -30,44 +30,20 @@ static int64_t block_elems(void)
     return e && sscanf(e, "%lld", &v) == 1 && v > 0 ? (int64_t)v : BLOCK_ELEMS;
 }
 
-static const char *const state_group[3] = {"/master", "/optim/m", "/optim/v"};
+#define state_group zinf_ckpt_group
 
 /* ---------------------------------------------------------------- the open checkpoint ------ */
 typedef struct ck {
+    zinf_ckf k; /* the open file, as zinf_ckf_open left it */
     char path[4096];
     hid_t f;
     zinf_model m; /* the unit layout (no memory, no backend) from the shape attributes */
     int64_t format, step, opt_steps, train_batch_size, saved_world_size;
-    int64_t ls_hysteresis, ls_iter, ls_last_overflow;
-    uint64_t seed;
+    int64_t ls_hysteresis, ls_iter, ls_last_overflow, max_length;
+    uint64_t seed, run_id;
     double loss_scale;
     char version[64];
 } ck;
-
-/* a fixed-length string attribute, cut to cap */
-static int get_str(hid_t obj, const char *name, char *out, size_t cap)
-{
-    out[0] = 0;
-    if (H5Aexists(obj, name) <= 0) return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
-    int rc = -1;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft)) {
-        size_t n = H5Tget_size(ft);
-        char *s = calloc(n + 1, 1);
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, n);
-        if (s && H5Aread(a, mt, s) >= 0) {
-            snprintf(out, cap, "%s", s);
-            rc = 0;
-        }
-        H5Tclose(mt);
-        free(s);
-    }
-    if (ft >= 0) H5Tclose(ft);
-    if (a >= 0) H5Aclose(a);
-    return rc;
-}
 
 static void ck_close(ck *c)
 {
@@ -77,124 +53,45 @@ static void ck_close(ck *c)
 }
 
 /* Resolve spec (a file, or a directory and its `latest`), open the file and read its scalars and
- * model shape. */
+ * model shape: zinf_ckf_open, the reader the training run's load uses too. */
 static int ck_open(ck *c, const char *spec)
 {
     memset(c, 0, sizeof *c);
     c->f = -1;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors become one message, not HDF5's stack dump */
     struct stat st;
     if (stat(spec, &st)) return zinf_errc(-errno, "%s: %s", spec, strerror(errno));
     /* zinf_ckpt_resolve reads "auto" as --resume's keyword: a path of that name is ./auto */
-    char spec2[4096];
+    char spec2[4096], path[4096];
     snprintf(spec2, sizeof spec2, "%s%s", strcmp(spec, "auto") ? "" : "./", spec);
-    int rr = zinf_ckpt_resolve(spec2, NULL, c->path, sizeof c->path);
-    if (rr < 0 || !c->path[0]) {
+    int rr = zinf_ckpt_resolve(spec2, NULL, path, sizeof path);
+    if (rr < 0 || !path[0]) {
         if (S_ISDIR(st.st_mode))
             return zinf_errc(ZINF_EINVAL, "%s: no checkpoint in this directory (no latest file, no checkpoint-STEP.h5)", spec);
         return zinf_errc(ZINF_EIO, "%s: cannot read it: %s", spec, rr < 0 && rr > -1000 ? strerror(-rr) : "not a file");
     }
-    if (H5Fis_hdf5(c->path) <= 0 || (c->f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
-        return zinf_errc(ZINF_EIO, "%s: not a readable HDF5 file (truncated or not a checkpoint)", c->path);
-    c->format = -1;
-    if (zinf_h5_get_num(c->f, "format_version", H5T_NATIVE_INT64, &c->format))
-        return zinf_errc(ZINF_EINVAL, "%s: no format_version attribute: not a zinf checkpoint", c->path);
-    if (c->format != ZINF_CKPT_FORMAT)
-        return zinf_errc(ZINF_EINVAL, "%s: checkpoint format %lld, this zinf reads format %d", c->path,
-                         (long long)c->format, ZINF_CKPT_FORMAT);
-    get_str(c->f, "zinf_version", c->version, sizeof c->version);
-    struct { const char *name; hid_t t; void *p; } sc[] = {
-        {"step", H5T_NATIVE_INT64, &c->step}, {"opt_steps", H5T_NATIVE_INT64, &c->opt_steps},
-        {"seed", H5T_NATIVE_UINT64, &c->seed}, {"train_batch_size", H5T_NATIVE_INT64, &c->train_batch_size},
-        {"loss_scale", H5T_NATIVE_DOUBLE, &c->loss_scale},
-        {"loss_scale_hysteresis", H5T_NATIVE_INT64, &c->ls_hysteresis},
-        {"loss_scale_iter", H5T_NATIVE_INT64, &c->ls_iter},
-        {"loss_scale_last_overflow_iter", H5T_NATIVE_INT64, &c->ls_last_overflow},
-        {"saved_world_size", H5T_NATIVE_INT64, &c->saved_world_size}};
-    for (size_t i = 0; i < sizeof sc / sizeof *sc; i++)
-        if (zinf_h5_get_num(c->f, sc[i].name, sc[i].t, sc[i].p))
-            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, sc[i].name);
-    /* the model: its layout names and shapes every dataset the file must hold */
-    const char *names[6] = {"n_layer", "n_embd", "n_head", "vocab_size", "padded_vocab", "n_positions"};
-    int64_t v[6];
-    for (int i = 0; i < 6; i++) {
-        if (zinf_h5_get_num(c->f, names[i], H5T_NATIVE_INT64, &v[i]))
-            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, names[i]);
-        if (v[i] < 1 || v[i] > (1 << 30))
-            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %lld", c->path, names[i], (long long)v[i]);
-    }
-    zinf_model_cfg mc = {.n_layer = (int)v[0], .n_embd = (int)v[1], .n_head = (int)v[2], .vocab_size = (int)v[3],
-                         .padded_vocab = (int)v[4], .n_positions = (int)v[5]};
-    snprintf(mc.name, sizeof mc.name, "checkpoint");
-    if (mc.n_layer > (1 << 16) || mc.n_embd % mc.n_head || mc.padded_vocab != (mc.vocab_size + 127) / 128 * 128)
-        return zinf_errc(ZINF_EINVAL, "%s: the model attributes disagree (n_embd %d, n_head %d, vocab_size %d, "
-                                      "padded_vocab %d)", c->path, mc.n_embd, mc.n_head, mc.vocab_size, mc.padded_vocab);
+    int rc = zinf_ckf_open(&c->k, path);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    c->f = c->k.f;
+    if (rc) return rc;
+    const zinf_ckpt_attrs *a = &c->k.a;
+    c->format = a->format, c->step = a->step, c->opt_steps = a->opt_steps, c->train_batch_size = a->train_batch_size;
+    c->saved_world_size = a->saved_world_size, c->ls_hysteresis = a->ls_hysteresis, c->ls_iter = a->ls_iter;
+    c->ls_last_overflow = a->ls_last_overflow, c->seed = a->seed, c->loss_scale = a->loss_scale;
+    c->max_length = a->max_length, c->run_id = a->run_id;
+    snprintf(c->version, sizeof c->version, "%s", a->version);
+    zinf_model_cfg mc;
+    zinf_ckpt_attrs_model(a, &mc);
     return zinf_model_init(&c->m, &mc, NULL);
 }
 
-/* The stored config (a string dataset), to free(); NULL when absent. */
-static char *read_config(const ck *c)
-{
-    if (H5Lexists(c->f, "/meta", H5P_DEFAULT) <= 0 || H5Lexists(c->f, "/meta/config", H5P_DEFAULT) <= 0) return NULL;
-    hid_t d = H5Dopen2(c->f, "/meta/config", H5P_DEFAULT);
-    if (d < 0) return NULL;
-    hid_t ft = H5Dget_type(d);
-    char *s = NULL;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        if (H5Tis_variable_str(ft)) {
-            char *p = NULL;
-            H5Tset_size(mt, H5T_VARIABLE);
-            if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p) >= 0 && p) {
-                s = strdup(p);
-                H5free_memory(p);
-            }
-        } else {
-            size_t n = H5Tget_size(ft);
-            H5Tset_size(mt, n);
-            s = calloc(n + 1, 1);
-            if (s && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, s) < 0) {
-                free(s);
-                s = NULL;
-            }
-        }
-        H5Tclose(mt);
-    }
-    if (ft >= 0) H5Tclose(ft);
-    H5Dclose(d);
-    return s;
-}
-
 /* ---------------------------------------------------------------- tensors ------------------ */
-/* Open group/name: it must exist, be fp32 and have the model's shape for it. */
+/* Open group/name: it must exist, be float32 little-endian and have the model's shape for it
+ * (zinf_ckf_tensor, as a run's load checks it). */
 static int open_tensor(const ck *c, int k, const zinf_tensor_view *tv, hid_t *out, char *name, size_t cap)
 {
     snprintf(name, cap, "%s/%s", state_group[k], tv->name);
-    *out = -1;
-    if (H5Lexists(c->f, state_group[k], H5P_DEFAULT) <= 0 || H5Lexists(c->f, name, H5P_DEFAULT) <= 0)
-        return zinf_errc(ZINF_EINVAL, "%s: dataset %s is missing", c->path, name);
-    hid_t d = H5Dopen2(c->f, name, H5P_DEFAULT);
-    if (d < 0) return zinf_errc(ZINF_EINVAL, "%s: %s is not a readable dataset", c->path, name);
-    hid_t fs = H5Dget_space(d), ft = H5Dget_type(d);
-    hsize_t dims[2] = {0, 0};
-    int nd = fs >= 0 ? H5Sget_simple_extent_ndims(fs) : -1;
-    if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(fs, dims, NULL);
-    bool f32 = ft >= 0 && H5Tget_class(ft) == H5T_FLOAT && H5Tget_size(ft) == 4;
-    bool shape_ok = nd == (tv->shape[1] ? 2 : 1) && dims[0] == (hsize_t)tv->shape[0] &&
-                    (nd == 1 || dims[1] == (hsize_t)tv->shape[1]);
-    if (fs >= 0) H5Sclose(fs);
-    if (ft >= 0) H5Tclose(ft);
-    int rc = 0;
-    if (!f32) rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is not float32", c->path, name);
-    else if (!shape_ok && tv->shape[1])
-        rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is not %lld x %lld, the shape the model attributes give it",
-                       c->path, name, (long long)tv->shape[0], (long long)tv->shape[1]);
-    else if (!shape_ok)
-        rc = zinf_errc(ZINF_EINVAL, "%s: dataset %s is not a vector of %lld, the shape the model attributes give it",
-                       c->path, name, (long long)tv->shape[0]);
-    if (rc) H5Dclose(d);
-    else *out = d;
-    return rc;
+    uint64_t sum;
+    return zinf_ckf_tensor(&c->k, k, tv, out, &sum);
 }
 
 /* rows [r0, r0+nr) x columns [c0, c0+nc) of a tensor into buf (nr x nc, row-major); a vector's
@@ -297,10 +194,12 @@ int zinf_ckpt_info(const char *spec, FILE *out)
             (long long)c.ls_hysteresis, (long long)c.ls_iter, (long long)c.ls_last_overflow);
     fprintf(out, "seed             %llu\n", (unsigned long long)c.seed);
     fprintf(out, "batch size       %lld sequences per step\n", (long long)c.train_batch_size);
+    if (c.max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c.max_length);
+    if (c.run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c.run_id);
     fprintf(out, "saved by         %lld rank%s\n", (long long)c.saved_world_size, c.saved_world_size == 1 ? "" : "s");
     fprintf(out, "model            n_layer %d, n_embd %d, n_head %d, vocab_size %d (padded to %d), n_positions %d\n",
             mc->n_layer, mc->n_embd, mc->n_head, mc->vocab_size, mc->padded_vocab, mc->n_positions);
-    char *cfg = read_config(&c);
+    char *cfg = zinf_ckf_config(&c.k);
     fprintf(out, "config:\n%s", cfg ? cfg : "(none stored)\n");
     if (cfg && cfg[0] && cfg[strlen(cfg) - 1] != '\n') fputc('\n', out);
     free(cfg);
@@ -340,19 +239,6 @@ int zinf_ckpt_info(const char *spec, FILE *out)
 }
 
 /* ---------------------------------------------------------------- verify ------------------- */
-/* H5Literate callback: a link of a state group that is no tensor of the model */
-typedef struct { const zinf_model *m; char extra[128]; } extra_ctx;
-static herr_t find_extra(hid_t g, const char *name, const H5L_info_t *info, void *p)
-{
-    (void)g, (void)info;
-    extra_ctx *x = p;
-    for (int u = 0; u < x->m->nunits; u++)
-        for (int t = 0; t < x->m->units[u].ntensors; t++)
-            if (!strcmp(x->m->units[u].t[t].name, name)) return 0;
-    snprintf(x->extra, sizeof x->extra, "%s", name);
-    return 1; /* stop: one is enough to name */
-}
-
 int zinf_ckpt_verify(const char *spec, FILE *out)
 {
     ck c;
@@ -370,18 +256,9 @@ int zinf_ckpt_verify(const char *spec, FILE *out)
                 rc = scan_rows(&c, d, name, &c.m.units[u].t[t], buf, NULL, NULL);
                 H5Dclose(d);
             }
-        /* every link of the group is one of the model's tensors */
-        extra_ctx x = {.m = &c.m};
-        hid_t g = rc ? -1 : H5Gopen2(c.f, state_group[k], H5P_DEFAULT);
-        if (g >= 0) {
-            hsize_t idx = 0;
-            H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, find_extra, &x);
-            H5Gclose(g);
-            if (x.extra[0])
-                rc = zinf_errc(ZINF_EINVAL, "%s: %s/%s is not a tensor of the model the attributes describe", c.path,
-                               state_group[k], x.extra);
-        }
     }
+    /* every link of the state groups is one of the model's tensors */
+    if (!rc) rc = zinf_ckf_no_extra(&c.k, &c.m);
     if (!rc) fprintf(out, "%s: %d datasets, checksums match\n", c.path, n);
     free(buf);
     ck_close(&c);

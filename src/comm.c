@@ -470,6 +470,11 @@ int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n)
     return allreduce(c, buf, n, MPI_DOUBLE, 8, MPI_MAX, "all-reduce (max, fp64)");
 }
 
+int zinf_comm_allreduce_sum_u64(zinf_comm *c, uint64_t *buf, int64_t n)
+{
+    return allreduce(c, buf, n, MPI_UINT64_T, 8, MPI_SUM, "all-reduce (sum, the checkpoint's checksums)");
+}
+
 /* Nonblocking plus a wait, as allreduce: the config's bytes go out during the setup, where a rank
  * that died or hangs must end the job within the time limit, not hold the others forever. */
 int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root)

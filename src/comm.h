@@ -60,6 +60,8 @@ int zinf_comm_agree(zinf_comm *c, int rc);
 int zinf_comm_allreduce_sum_f32(zinf_comm *c, float *buf, int64_t n);
 int zinf_comm_allreduce_sum_f64(zinf_comm *c, double *buf, int64_t n);
 int zinf_comm_allreduce_max_f64(zinf_comm *c, double *buf, int64_t n);
+/* a sum modulo 2^64 (the checkpoint's checksums) */
+int zinf_comm_allreduce_sum_u64(zinf_comm *c, uint64_t *buf, int64_t n);
 /* root's bytes to every rank; like the sums, nonblocking plus a wait with the collective timeout */
 int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "data.h"
@@ -94,6 +95,8 @@ typedef struct run {
     bool agreed;             /* the failure was agreed on by every rank and said once */
     bool said_overlap;       /* the overlapped host step has been announced */
     int64_t start_step;      /* steps done before this run: 0, or the checkpoint's step on resume */
+    uint64_t run_id;         /* made by a fresh start, carried by checkpoints through resumptions */
+    int lock_fd;             /* rank 0: the flock on --out, held until the process ends */
     char *cfg_json;          /* the resolved config, stored in checkpoints */
     double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
@@ -138,6 +141,16 @@ static int fault_at(const fault *f, int rank, int64_t step)
     return 0;
 }
 
+/* ZINF_OUT_LOCK_WAIT: how long a run waits for another that holds its --out (default 60 s: a
+ * requeued job's previous ranks may take that long to end). -1 when not a number >= 0. */
+static int lock_wait(double *w)
+{
+    const char *e = getenv("ZINF_OUT_LOCK_WAIT");
+    char *end;
+    *w = e && *e ? strtod(e, &end) : 60.0;
+    return e && *e && (*end || !(*w >= 0) || !isfinite(*w)) ? -1 : 0;
+}
+
 /* The environment variables whose values the layers below read without a way to report them. */
 static int env_check(void)
 {
@@ -145,7 +158,14 @@ static int env_check(void)
     const char *s = getenv("ZINF_GEMM_AUTOTUNE");
     if (zinf_gemm_autotune_mode(s) < 0)
         return zinf_err("ZINF_GEMM_AUTOTUNE=%s: expected 0, 1 or verbose", s);
+    double w;
+    if (lock_wait(&w)) return zinf_err("ZINF_OUT_LOCK_WAIT=%s: expected seconds >= 0", getenv("ZINF_OUT_LOCK_WAIT"));
     return 0;
+}
+
+static void said_removed(const char *path)
+{
+    zinf_info("zinf: removed %s, left by an interrupted save", path);
 }
 
 static int mkdir_p(const char *path)
@@ -501,6 +521,15 @@ static int setup(run *r)
     if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
     ZINF_TRY(zinf_comm_agree(comm, fault_parse(&r->fault)));
     ZINF_TRY(zinf_comm_agree(comm, env_check()));
+    /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
+     * written; what an interrupted save left there goes */
+    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
+    if (!rc && comm->rank == 0) {
+        double w;
+        lock_wait(&w);
+        rc = zinf_ckpt_lock_dir(o->out, w, &r->lock_fd, said_removed);
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
     zinf_flags flags = o->flags;
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */
@@ -586,11 +615,30 @@ static int setup(run *r)
             if (!(r->tev[i] = r->be.event_new_timed(&r->be))) rc = zinf_errc(ZINF_ENOMEM, "cannot create timing events");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
-    /* --resume: the newest complete checkpoint (auto) or the one named; rank 0 finds it */
+    /* --resume: the newest complete checkpoint (auto) or the one named; rank 0 finds it. A fresh
+     * run does not start where another run's checkpoints are, unless told to (HF's
+     * --overwrite_output_dir): its `latest` would hide them, and --resume auto would later
+     * continue one or the other by accident. */
     char ck[4096] = "";
     rc = comm->rank == 0 ? zinf_ckpt_resolve(o->resume, o->out, ck, sizeof ck) : 0;
+    if (!rc && comm->rank == 0 && !ck[0] && !o->overwrite_output_dir) {
+        char other[4096];
+        zinf_ckpt_newest(o->out, other, sizeof other);
+        if (other[0])
+            rc = zinf_err("--out %s holds another run's checkpoints (%s): continue it with --resume auto, or start a "
+                          "new run there with --overwrite_output_dir", o->out, other);
+    }
+    /* a checkpoint needs room: say so now, not after the training it would keep */
+    if (!rc && comm->rank == 0 && r->cfg.save_steps > 0) {
+        struct statvfs sv;
+        int64_t need = zinf_ckpt_bytes(&r->m);
+        if (!statvfs(o->out, &sv) && (double)sv.f_bavail * (double)sv.f_frsize < (double)need)
+            rc = zinf_err("--out %s: a checkpoint of this model takes %.3g GB and its file system has %.3g GB free "
+                          "(free space, or --save_steps 0 to train without periodic checkpoints)", o->out,
+                          (double)need / 1e9, (double)sv.f_bavail * (double)sv.f_frsize / 1e9);
+    }
     ZINF_TRY(zinf_comm_agree(comm, rc));
-    MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, comm->world);
+    ZINF_TRY(zinf_comm_bcast(comm, ck, sizeof ck, 0));
     double tload = zinf_now();
     if (o->init_from && !ck[0]) /* a resumed run has its weights already */
         ZINF_TRY(zinf_hf_import(o->init_from, comm, &r->m, r->z));
@@ -603,13 +651,23 @@ static int setup(run *r)
         else if (meta.train_batch_size != r->cfg.train_batch_size)
             rc = zinf_err("%s: saved with train_batch_size %lld, this run has %lld: the data position would not "
                           "carry over", ck, (long long)meta.train_batch_size, (long long)r->cfg.train_batch_size);
+        else if (meta.max_length && meta.max_length != r->T)
+            rc = zinf_err("%s: saved with --max_length %lld, this run has %d: the data position would not carry "
+                          "over", ck, (long long)meta.max_length, r->T);
+        else if (meta.step > r->cfg.max_steps)
+            rc = zinf_err("%s: the checkpoint is at step %lld, past this run's --max_steps %lld", ck,
+                          (long long)meta.step, (long long)r->cfg.max_steps);
         ZINF_TRY(zinf_comm_agree(comm, rc));
         r->start_step = meta.step;
         r->opt_steps = meta.opt_steps;
+        r->run_id = meta.run_id;
         r->ls.cur_scale = meta.ls.cur_scale;
         r->ls.cur_hysteresis = meta.ls.cur_hysteresis;
         r->ls.cur_iter = meta.ls.cur_iter;
         r->ls.last_overflow_iter = meta.ls.last_overflow_iter;
+    } else {
+        r->run_id = zinf_ckpt_new_run_id();
+        ZINF_TRY(zinf_comm_bcast(comm, &r->run_id, sizeof r->run_id, 0));
     }
     tload = zinf_now() - tload;
     {
@@ -626,8 +684,8 @@ static int setup(run *r)
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
-    if (!rc && comm->rank == 0) {
+    rc = 0;
+    if (comm->rank == 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
         r->metrics = fopen(path, ck[0] ? "a" : "w"); /* a resumed run appends */
@@ -655,12 +713,15 @@ static int setup(run *r)
     zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
               zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
+    if (ck[0] && r->start_step == r->cfg.max_steps)
+        zinf_info("zinf: %s is at --max_steps %lld already: nothing to train", ck, (long long)r->cfg.max_steps);
     else if (o->init_from) zinf_info("zinf: initial weights from %s (Hugging Face GPT-2 safetensors)", o->init_from);
     return 0;
 }
 
 static void teardown(run *r)
 {
+    if (r->lock_fd >= 0) close(r->lock_fd);
     free(r->cfg_json);
     if (r->metrics) fclose(r->metrics);
     for (int i = 0; i < 6; i++)
@@ -726,7 +787,8 @@ static int loop(run *r)
         bool save_now = sig > 0 || (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
-                                   .train_batch_size = c->train_batch_size, .ls = r->ls};
+                                   .train_batch_size = c->train_batch_size, .max_length = r->T,
+                                   .run_id = r->run_id, .ls = r->ls};
             double ts = zinf_now();
             rc = zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit);
             if (rc) {
@@ -878,6 +940,7 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
 {
     run r;
     memset(&r, 0, sizeof r);
+    r.lock_fd = -1;
     r.comm = comm;
     r.o = o;
     r.t_start = zinf_now();

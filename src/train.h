@@ -28,6 +28,7 @@ typedef struct zinf_train_opts {
     const char *resume;      /* --resume: "auto", a checkpoint file or a directory; NULL: fresh */
     const char *init_from;   /* --init_from: a Hugging Face GPT-2 directory (safetensors); NULL: random */
     int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */
+    bool overwrite_output_dir; /* a fresh run may start in an --out holding checkpoints */
     zinf_flags flags;
 } zinf_train_opts;
 

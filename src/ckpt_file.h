@@ -1,0 +1,80 @@
+/* The checkpoint file as it sits on disk (man/zinf-checkpoint.5), read and written with serial
+ * HDF5: the root scalars, one table of them for the writer, the readers and their checksum; the
+ * tensor datasets, each a contiguous float32 little-endian array whose byte offset the writer
+ * hands to every rank. ckpt.c (save, and each rank's load of its own ranges) and ckpt_tool.c
+ * (info, verify, export) both read a file through here, so they accept and refuse the same
+ * files. No MPI: every call is one process's. */
+#ifndef ZINF_CKPT_FILE_H
+#define ZINF_CKPT_FILE_H
+
+#include <hdf5.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* format 2 adds run_id, max_length and meta_checksum; format 1 files still load */
+#define ZINF_CKPT_FORMAT 2
+#define ZINF_CKPT_FORMAT_MIN 1
+
+extern const char *const zinf_ckpt_group[3]; /* "/master", "/optim/m", "/optim/v" */
+
+/* The root scalars of a checkpoint. */
+typedef struct zinf_ckpt_attrs {
+    int64_t format;
+    int64_t step;             /* training steps done */
+    int64_t opt_steps;        /* optimizer updates applied (Adam's t, the scheduler's step) */
+    uint64_t seed;            /* --seed: parameter initialisation and data order */
+    int64_t train_batch_size; /* the data position is step x train_batch_size sequences */
+    int64_t max_length;       /* tokens per sequence (0: not recorded, format 1) */
+    uint64_t run_id;          /* made when a run starts fresh, kept across resumes (0: format 1) */
+    double loss_scale;
+    int64_t ls_hysteresis, ls_iter, ls_last_overflow;
+    int64_t saved_world_size;
+    int64_t n_layer, n_embd, n_head, vocab_size, padded_vocab, n_positions;
+    char version[64];         /* the zinf that wrote it */
+} zinf_ckpt_attrs;
+
+/* An open checkpoint file. */
+typedef struct zinf_ckf {
+    char path[4096];
+    hid_t f;
+    zinf_ckpt_attrs a;
+} zinf_ckf;
+
+/* The model configuration the attributes describe (no memory, no backend needed to lay it out). */
+void zinf_ckpt_attrs_model(const zinf_ckpt_attrs *a, zinf_model_cfg *mc);
+
+/* Open a checkpoint read-only: its format, every root scalar present and in range, and (format
+ * 2) their checksum, which also covers /meta/config. One error names the file and the attribute. */
+int zinf_ckf_open(zinf_ckf *c, const char *path);
+void zinf_ckf_close(zinf_ckf *c);
+
+/* The stored config text (to free()), or NULL when the file has none. */
+char *zinf_ckf_config(const zinf_ckf *c);
+
+/* Open state k's dataset of tensor tv: it must exist, be float32 little-endian and have the
+ * tensor's shape; *sum is its checksum attribute. */
+int zinf_ckf_tensor(const zinf_ckf *c, int k, const zinf_tensor_view *tv, hid_t *d, uint64_t *sum);
+
+/* Elements [a, b) of tensor tv's dataset d into buf (serial, this process alone). */
+int zinf_ckf_read(const zinf_ckf *c, hid_t d, const zinf_tensor_view *tv, int64_t a, int64_t b, float *buf);
+
+/* Every link of the three state groups is a tensor of model m. */
+int zinf_ckf_no_extra(const zinf_ckf *c, const zinf_model *m);
+
+/* Write a new checkpoint's layout to path (created or truncated): the root scalars and their
+ * checksum, /meta/config, and every tensor's three datasets with their space allocated and not
+ * written, their checksums 0 and their place in the model. offs[i] gets dataset i's byte offset
+ * in the order unit, state, tensor; *size the bytes the file must hold. */
+int zinf_ckf_create(const char *path, const zinf_ckpt_attrs *a, const char *cfg_json, const zinf_model *m,
+                    int64_t *offs, int64_t *size);
+
+/* Set the datasets' checksums (same order as offs) of a file zinf_ckf_create made. */
+int zinf_ckf_set_sums(const char *path, const zinf_model *m, const uint64_t *sums);
+
+/* bytes of a checkpoint of model m: the tensors' three fp32 states and an allowance for HDF5's
+ * metadata and 1 MiB alignment */
+int64_t zinf_ckpt_bytes(const zinf_model *m);
+
+#endif
