@@ -1,0 +1,150 @@
+#!/bin/sh
+# What keeps one run's checkpoints its own: retention removes only this run's older checkpoints;
+# a fresh run does not start where another run's checkpoints are (unless --overwrite_output_dir);
+# --out is locked, so two runs never write one directory at once; what an interrupted save left
+# is removed; a resume with another --max_length, or past --max_steps, is refused; an edited root
+# attribute is caught by its checksum or range; `ckpt verify` and a resume refuse the same files;
+# a checkpoint of format 1 (written before run ids and the root checksum) still loads.
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+
+make_text "$TMP/add.txt" 3000
+run data --input "$TMP/add.txt" --out "$TMP/add"
+expect_ok "zinf data"
+D="$TMP/add_train_*.bin"
+# T NP OUT [flags]: the run of the reports (test-mini, micro-batch 4)
+T() {
+    local np=$1 out=$2; shift 2
+    mpi "$np" train --model test-mini --data "$D" --max_length 32 --per_device_train_batch_size 4 \
+        --logging_steps 1 --out "$TMP/$out" --seed 9 "$@"
+}
+ckpts() { (cd "$TMP/$1" && ls checkpoint-*.h5 2>/dev/null | sed 's/checkpoint-\([0-9]*\).h5/\1/' | sort -n | tr '\n' ' '); }
+hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
+
+# --- 1. retention and another run's directory ---------------------------------------------------
+T 2 ret --max_steps 20 --save_steps 5 --save_total_limit 2
+expect_ok "run 1"
+[ "$(ckpts ret)" = "15 20 " ] && pass || fail "run 1 keeps $(ckpts ret)"
+T 2 ret --max_steps 6 --save_steps 3 --save_total_limit 2 --learning_rate 1e-3
+expect_err "a fresh run into run 1's directory" \
+    "--out $TMP/ret holds another run's checkpoints ($TMP/ret/checkpoint-20.h5): continue it with --resume auto, or start a new run there with --overwrite_output_dir"
+[ "$(count_lines "zinf: error:")" -eq 1 ] && pass || fail "the refusal is said $(count_lines "zinf: error:") times"
+[ "$(ckpts ret)" = "15 20 " ] && [ "$(cat "$TMP/ret/latest")" = checkpoint-20.h5 ] && pass ||
+    fail "the refused run changed the directory: $(ckpts ret), latest $(cat "$TMP/ret/latest")"
+T 2 ret --max_steps 6 --save_steps 3 --save_total_limit 2 --learning_rate 1e-3 --overwrite_output_dir
+expect_ok "run 2 with --overwrite_output_dir"
+[ "$(ckpts ret)" = "3 6 15 20 " ] && pass || fail "run 2 left $(ckpts ret) (run 1's 15 and 20 must stay)"
+[ "$(cat "$TMP/ret/latest")" = checkpoint-6.h5 ] && pass || fail "latest names $(cat "$TMP/ret/latest")"
+H6=$(hash_of)
+T 2 ret --max_steps 6 --save_steps 3 --save_total_limit 2 --learning_rate 1e-3 --resume auto
+expect_ok "run 2 resumed at its last step"
+expect_has "run 2 resumed at its last step" "resumed from $TMP/ret/checkpoint-6.h5 after step 6" \
+    "$TMP/ret/checkpoint-6.h5 is at --max_steps 6 already: nothing to train"
+[ "$(hash_of)" = "$H6" ] && pass || fail "resumed at the end: hash $(hash_of), run 2 ended with $H6"
+T 2 ret --max_steps 9 --save_steps 3 --save_total_limit 2 --learning_rate 1e-3 --resume auto
+expect_ok "run 2 continued to step 9"
+[ "$(ckpts ret)" = "6 9 15 20 " ] && pass || fail "after step 9: $(ckpts ret) (this run's newest 2, run 1's untouched)"
+T 2 ret --max_steps 8 --resume auto --learning_rate 1e-3
+expect_err "a resume past --max_steps" "$TMP/ret/checkpoint-9.h5: the checkpoint is at step 9, past this run's --max_steps 8"
+T 2 ret --max_steps 12 --max_length 16 --resume auto --learning_rate 1e-3
+expect_err "a resume with another --max_length" \
+    "$TMP/ret/checkpoint-9.h5: saved with --max_length 32, this run has 16: the data position would not carry over"
+
+# --- 2. the lock on --out -----------------------------------------------------------------------
+mkdir -p "$TMP/lk"
+flock "$TMP/lk/.zinf.lock" sleep 4 &
+FL=$!
+sleep 0.5
+t0=$(date +%s)
+OUTPUT=$(ZINF_OUT_LOCK_WAIT=1 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" \
+    --max_length 32 --per_device_train_batch_size 4 --max_steps 2 --out "$TMP/lk" 2>&1)
+RC=$?
+expect_err "a run into a locked --out" "--out $TMP/lk: another zinf run is using this directory" "waited 1 s for it to end"
+[ ! -e "$TMP/lk/metrics.jsonl" ] && pass || fail "the refused run wrote metrics.jsonl"
+# a run that waits long enough gets the directory once the holder ends
+OUTPUT=$(ZINF_OUT_LOCK_WAIT=30 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" \
+    --max_length 32 --per_device_train_batch_size 4 --max_steps 2 --out "$TMP/lk" 2>&1)
+RC=$?
+expect_ok "a run that waits for the lock"
+[ $(($(date +%s) - t0)) -ge 3 ] && pass || fail "the waiting run did not wait for the holder"
+wait "$FL"
+OUTPUT=$(ZINF_OUT_LOCK_WAIT=x "$ZINF" train --model test-mini --data "$D" --out "$TMP/lk2" 2>&1)
+RC=$?
+expect_err "ZINF_OUT_LOCK_WAIT=x" "ZINF_OUT_LOCK_WAIT=x: expected seconds >= 0"
+# two runs started together: one trains, the other is refused; the checkpoints verify and
+# metrics.jsonl holds one run's steps
+for i in 1 2; do
+    ZINF_OUT_LOCK_WAIT=0 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" --max_length 32 \
+        --per_device_train_batch_size 4 --logging_steps 1 --max_steps 12 --save_steps 1 --out "$TMP/conc" \
+        > "$TMP/conc$i.txt" 2>&1 &
+done
+wait
+ok=0
+for i in 1 2; do grep -q "parameters agree bit for bit" "$TMP/conc$i.txt" && ok=$((ok + 1)); done
+[ "$ok" -eq 1 ] && pass || fail "$ok of 2 concurrent runs trained"
+cat "$TMP/conc1.txt" "$TMP/conc2.txt" | grep -q "another zinf run is using this directory\|holds another run's checkpoints" &&
+    pass || fail "the second concurrent run was not refused by name"
+OUTPUT=$("$ZINF" ckpt verify "$TMP/conc/checkpoint-12.h5" 2>&1) && pass || fail "after two concurrent runs: $OUTPUT"
+[ "$(metric "$TMP/conc/metrics.jsonl" step | tr '\n' ' ')" = "1 2 3 4 5 6 7 8 9 10 11 12 " ] && pass ||
+    fail "metrics.jsonl after two concurrent runs: $(metric "$TMP/conc/metrics.jsonl" step | tr '\n' ' ')"
+
+# --- 3. what an interrupted save left goes ------------------------------------------------------
+head -c 100000 /dev/zero > "$TMP/ret/checkpoint-12.h5.tmp"
+echo x > "$TMP/ret/latest.tmp"
+T 2 ret --max_steps 10 --resume auto --learning_rate 1e-3 --save_steps 0
+expect_ok "a resume beside leftovers"
+expect_has "a resume beside leftovers" "removed $TMP/ret/checkpoint-12.h5.tmp, left by an interrupted save" \
+    "removed $TMP/ret/latest.tmp, left by an interrupted save"
+[ ! -e "$TMP/ret/checkpoint-12.h5.tmp" ] && [ ! -e "$TMP/ret/latest.tmp" ] && pass || fail "the leftovers stay"
+
+# --- 4. edited files: h5py edits, zinf (load and verify alike) refuses ----------------------------
+PY="$TMP/py"
+if python3 -c 'import h5py, numpy' 2>/dev/null || python3 -m pip install -q --target "$PY" h5py numpy >/dev/null 2>&1; then
+    export PYTHONPATH="$PY${PYTHONPATH:+:$PYTHONPATH}"
+    C="$TMP/ret/checkpoint-9.h5"
+    # edit NAME PYTHON: a copy of C as $TMP/ed/NAME/checkpoint-9.h5 edited by PYTHON (f is the file)
+    edit() {
+        rm -rf "$TMP/ed/$1" && mkdir -p "$TMP/ed/$1" && cp "$C" "$TMP/ed/$1/"
+        python3 -c "import h5py, numpy as np
+f = h5py.File('$TMP/ed/$1/checkpoint-9.h5', 'r+')
+$2
+f.close()" && pass || fail "h5py edit $1"
+    }
+    # refused NAME TEXT: both a resume and ckpt verify refuse the edited file with TEXT
+    refused() {
+        local out
+        T 2 "ed/$1" --max_steps 12 --resume auto --learning_rate 1e-3
+        expect_err "resume of $1" "$TMP/ed/$1/checkpoint-9.h5: $2"
+        out=$OUTPUT
+        run ckpt verify "$TMP/ed/$1/checkpoint-9.h5"
+        expect_err "verify of $1" "$TMP/ed/$1/checkpoint-9.h5: $2"
+        OUTPUT=$out
+    }
+    edit step7 "f.attrs['step'] = np.int64(7); f.attrs['opt_steps'] = np.int64(7)"
+    refused step7 "the root attributes or /meta/config do not match their checksum"
+    edit stepneg "f.attrs['step'] = np.int64(-5)"
+    refused stepneg "attribute step is -5, out of range"
+    edit scale "f.attrs['loss_scale'] = np.float64('nan')"
+    refused scale "attribute loss_scale is nan, not a positive number"
+    edit config "del f['meta/config']; f['meta/config'] = np.bytes_(b'{}')"
+    refused config "the root attributes or /meta/config do not match their checksum"
+    edit f64 "x = f['master/lnf.bias'][...].astype(np.float64); a = dict(f['master/lnf.bias'].attrs); del f['master/lnf.bias']
+d = f.create_dataset('master/lnf.bias', data=x)
+for k, v in a.items(): d.attrs[k] = v"
+    refused f64 "dataset /master/lnf.bias is not float32 (little-endian)"
+    edit extra "f['optim/m/extra'] = np.zeros(3, np.float32)"
+    refused extra "/optim/m/extra is not a tensor of the model the attributes describe"
+    # format 1: the file as zinf wrote it before run ids and the root checksum; it loads
+    T 2 f2 --max_steps 12 --save_steps 0 --resume "$C" --learning_rate 1e-3
+    expect_ok "resume from format 2"
+    H2=$(hash_of)
+    edit fmt1 "for k in ('run_id', 'max_length', 'meta_checksum'): del f.attrs[k]
+f.attrs['format_version'] = np.int64(1)"
+    T 2 ed/fmt1 --max_steps 12 --save_steps 0 --resume auto --learning_rate 1e-3
+    expect_ok "resume from format 1"
+    [ -n "$H2" ] && [ "$(hash_of)" = "$H2" ] && pass || fail "format 1 resumed to $(hash_of), format 2 to $H2"
+    run ckpt verify "$TMP/ed/fmt1"
+    expect_ok "verify of format 1"
+else
+    echo "test_ckpt_guard.sh: h5py unavailable (no PyPI): the edited-file checks were not run"
+fi
+finish
