@@ -194,7 +194,9 @@ int zinf_ckpt_isolated(int (*fn)(void *ctx, void *out), void *ctx, void *out, si
     }
     if (pid == 0) { /* the child: the work, its status, message and result; no exit handlers */
         close(pfd[0]);
+        zinf_ckpt_serial_only();
         int rc = fn(ctx, out);
+        fflush(NULL); /* what it printed: _exit flushes nothing */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rc ? zinf_errmsg() : "");
         const char *parts[3] = {(const char *)&rc, msg, out};

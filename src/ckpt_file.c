@@ -57,11 +57,16 @@ static inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* set in a child process of zinf_ckpt_isolated: OpenMP's threads do not survive fork, and a
+ * parallel region there would wait for them forever */
+static bool serial_only;
+void zinf_ckpt_serial_only(void) { serial_only = true; }
+
 uint64_t zinf_ckpt_checksum(const float *x, int64_t first, int64_t n)
 {
     uint64_t s = 0;
     /* a sum modulo 2^64: any split over threads gives the same value */
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536 && !serial_only)
     for (int64_t i = 0; i < n; i++) {
         uint32_t b;
         memcpy(&b, &x[i], 4);

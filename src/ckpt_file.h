@@ -73,6 +73,9 @@ int zinf_ckf_create(const char *path, const zinf_ckpt_attrs *a, const char *cfg_
 /* Set the datasets' checksums (same order as offs) of a file zinf_ckf_create made. */
 int zinf_ckf_set_sums(const char *path, const zinf_model *m, const uint64_t *sums);
 
+/* No OpenMP parallel region from here on (a forked child's threads do not exist). */
+void zinf_ckpt_serial_only(void);
+
 /* bytes of a checkpoint of model m: the tensors' three fp32 states and an allowance for HDF5's
  * metadata and 1 MiB alignment */
 int64_t zinf_ckpt_bytes(const zinf_model *m);

@@ -544,7 +544,7 @@ static int export_hdf5(const ck *c, const char *dir, zinf_dtype dt, float *buf, 
 }
 
 /* ---------------------------------------------------------------- export ------------------- */
-int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out)
+static int export_run(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out)
 {
     ck c;
     int rc = ck_open(&c, spec);
@@ -577,4 +577,26 @@ int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, 
     free(buf);
     ck_close(&c);
     return rc;
+}
+
+/* The export runs in a child process (zinf_ckpt_isolated): HDF5 cannot end a process after a
+ * file it wrote failed to close, as on a full disk. */
+typedef struct export_job {
+    const char *spec, *dir;
+    zinf_export_format fmt;
+    zinf_dtype dt;
+    FILE *out;
+} export_job;
+static int export_child(void *ctx, void *res)
+{
+    (void)res;
+    const export_job *j = ctx;
+    return export_run(j->spec, j->dir, j->fmt, j->dt, j->out);
+}
+
+int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out,
+                     double timeout_s)
+{
+    export_job j = {spec, dir, fmt, dt, out};
+    return zinf_ckpt_isolated(export_child, &j, NULL, 0, timeout_s, dir);
 }

@@ -24,6 +24,8 @@ typedef enum { ZINF_EXPORT_SAFETENSORS = 0, ZINF_EXPORT_HDF5 = 1 } zinf_export_f
  * missing). Each file is written as NAME.tmp and renamed once complete; on failure no output
  * file is left. Every tensor's checksum is checked as it is read: a corrupted checkpoint exports
  * nothing. */
-int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out);
+/* The export runs in a child process (see zinf_ckpt_isolated), killed after timeout_s (0: never). */
+int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out,
+                     double timeout_s);
 
 #endif

@@ -477,7 +477,7 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
     else if (!strcmp(dtype, "bf16")) dt = ZINF_BF16;
     else if (!strcmp(dtype, "fp16")) dt = ZINF_F16;
     else return zinf_err("ckpt export: --dtype %s: expected fp32, bf16 or fp16", dtype);
-    return zinf_ckpt_export(pos[1], out, fmt, dt, stdout);
+    return zinf_ckpt_export(pos[1], out, fmt, dt, stdout, 0);
 }
 
 /* ---------------------------------------------------------------- zinf-launch -------------- */

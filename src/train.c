@@ -505,7 +505,10 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
         }
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
-    MPI_Allreduce(MPI_IN_PLACE, nrc, 1, MPI_INT, MPI_MAX, comm->world);
+    /* every rank recomputes the most blocks any rank needs: the ranks' programs stay the same */
+    double most = *nrc;
+    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &most, 1));
+    *nrc = (int)most;
     if (*nrc < mc->n_layer)
         zinf_info("activation checkpointing: recomputing %d of %d blocks (the first ones); the others keep their "
                   "activations", *nrc, mc->n_layer);
@@ -803,7 +806,9 @@ static int loop(run *r)
                 char ck[4200], wd[4200];
                 snprintf(ck, sizeof ck, "%s/checkpoint-%lld.h5", r->o->out, (long long)done);
                 snprintf(wd, sizeof wd, "%s/checkpoint-%lld.weights", r->o->out, (long long)done);
-                int rc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, ZINF_EXPORT_HDF5, r->be.cdt, stdout) : 0;
+                int rc = r->comm->rank == 0
+                             ? zinf_ckpt_export(ck, wd, ZINF_EXPORT_HDF5, r->be.cdt, stdout, r->comm->timeout_s)
+                             : 0;
                 ZINF_TRY(zinf_comm_agree(r->comm, rc));
             }
         }

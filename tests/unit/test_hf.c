@@ -199,9 +199,9 @@ int main(int argc, char **argv)
     int rc = 0;
     if (comm.rank == 0) {
         FILE *dn = fopen("/dev/null", "w");
-        rc = zinf_ckpt_export(ck, d32, ZINF_EXPORT_SAFETENSORS, ZINF_F32, dn) ||
-             zinf_ckpt_export(ck, dbf, ZINF_EXPORT_SAFETENSORS, ZINF_BF16, dn) ||
-             zinf_ckpt_export(ck, d16, ZINF_EXPORT_SAFETENSORS, ZINF_F16, dn);
+        rc = zinf_ckpt_export(ck, d32, ZINF_EXPORT_SAFETENSORS, ZINF_F32, dn, 0) ||
+             zinf_ckpt_export(ck, dbf, ZINF_EXPORT_SAFETENSORS, ZINF_BF16, dn, 0) ||
+             zinf_ckpt_export(ck, d16, ZINF_EXPORT_SAFETENSORS, ZINF_F16, dn, 0);
         fclose(dn);
         CHECK(rc == 0, "export: %s", zinf_errmsg());
     }
