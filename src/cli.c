@@ -231,7 +231,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"gradient_checkpointing", F_BOOL, &o.gradient_checkpointing, &o.gradient_checkpointing_set, "recompute each block in the backward (the HF/ms-swift flag; the same as an activation_checkpointing block)"},
         {"swap_engine", F_STR, &o.swap_engine, NULL, "NVMe offload I/O: io_uring (O_DIRECT, default) or psync (pread/pwrite through the page cache, for file systems without O_DIRECT)"},
         {"ac_keep_attention", F_BOOL, &o.ac_keep_attention, NULL, "with activation_checkpointing, also keep each block's attention output: more memory, no recomputed attention"},
-        {"comm_timeout", F_DBL, &o.comm_timeout, &o.comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
+        {"comm_timeout", F_DBL, &fl->comm_timeout, &fl->comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
         FLAGS_HF(fl),
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
@@ -248,11 +248,11 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         }
         return 0;
     }
-    if (o.comm_timeout < 0) return zinf_comm_agree(comm, zinf_err("train: --comm_timeout must be >= 0"));
-    if (fl->save_steps < 0) return zinf_comm_agree(comm, zinf_err("train: --save_steps must be >= 0 (0: no periodic saves)"));
+    /* every value by the rule of the config key it fills, or its own (config.c) */
+    ZINF_TRY(zinf_comm_agree(comm, zinf_flags_check(fl)));
     if (o.save_total_limit < 0)
         return zinf_comm_agree(comm, zinf_err("train: --save_total_limit must be >= 0 (0: keep every checkpoint)"));
-    if (o.comm_timeout_set) comm->timeout_s = o.comm_timeout; /* 0: no limit */
+    if (fl->comm_timeout_set) comm->timeout_s = fl->comm_timeout; /* 0: no limit */
     return zinf_train_run(comm, &o);
 }
 

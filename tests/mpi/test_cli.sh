@@ -52,23 +52,55 @@ run data --random 100 --vocab 1 --out "$TMP/x"
 expect_err "data: --vocab 1" "--vocab must be at least 2"
 run data --random 1 --out "$TMP/x"
 expect_err "data: --random 1" "at least 2 tokens"
-run train --model test-mini --data "$TMP/rnd_train_*.bin" --comm_timeout -1
-expect_err "negative --comm_timeout" "--comm_timeout must be >= 0"
-run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_steps -1
-expect_err "negative --save_steps" "--save_steps must be >= 0"
-run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_total_limit -2
-expect_err "negative --save_total_limit" "--save_total_limit must be >= 0"
-run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --init_from "$TMP/no-such-hf-dir" --max_steps 1 --out "$TMP/if"
-expect_err "--init_from a missing directory" "$TMP/no-such-hf-dir"
-OUTPUT=$(ZINF_COMM_TIMEOUT=10s "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
-expect_err "ZINF_COMM_TIMEOUT not a number" "ZINF_COMM_TIMEOUT=10s: expected a number of seconds >= 0"
-OUTPUT=$(ZINF_COMM_TIMEOUT=-5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
-expect_err "negative ZINF_COMM_TIMEOUT" "ZINF_COMM_TIMEOUT=-5: expected a number of seconds >= 0"
-OUTPUT=$(ZINF_GEMM_AUTOTUNE=fast "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
-expect_err "bad ZINF_GEMM_AUTOTUNE" "ZINF_GEMM_AUTOTUNE=fast: expected 0, 1 or verbose"
-OUTPUT=$(ZINF_GEMM_AUTOTUNE=verbose ZINF_COMM_TIMEOUT=2.5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 \
-    --max_steps 1 --out "$TMP/envok" 2>&1); RC=$?
-expect_ok "good ZINF_GEMM_AUTOTUNE and ZINF_COMM_TIMEOUT values"
+# one rule per value, whichever way it arrives: a flag is held to the rule of the config key it
+# fills (and says which), a flag that fills no key to its own; one line, exit 1, before any step
+# (--gradient_accumulation_steps -1 trained "batch -8", --per_device_train_batch_size -3 ran out
+# of host memory, --logging_steps 0 divided by zero)
+while IFS='|' read -r flag value msg; do
+    run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_steps 1 --out "$TMP/rule" "--$flag" "$value"
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --$flag $value: expected $msg" ] && pass ||
+        fail "--$flag $value: exit $RC, output '$OUTPUT'"
+done <<'EOF2'
+gradient_accumulation_steps|-1|a positive integer, as gradient_accumulation_steps in a DeepSpeed config
+per_device_train_batch_size|-3|a positive integer, as train_micro_batch_size_per_gpu in a DeepSpeed config
+learning_rate|-1|a non-negative number, as optimizer.params.lr in a DeepSpeed config
+learning_rate|nan|a non-negative number, as optimizer.params.lr in a DeepSpeed config
+adam_beta1|1.5|a number at least 0 and below 1, as optimizer.params.betas[0] in a DeepSpeed config
+adam_beta2|1|a number at least 0 and below 1, as optimizer.params.betas[1] in a DeepSpeed config
+adam_epsilon|-0.5|a non-negative number, as optimizer.params.eps in a DeepSpeed config
+weight_decay|inf|a non-negative number, as optimizer.params.weight_decay in a DeepSpeed config
+max_grad_norm|-1|a non-negative number, as gradient_clipping in a DeepSpeed config
+max_grad_norm|nan|a non-negative number, as gradient_clipping in a DeepSpeed config
+num_train_epochs|nan|a positive number
+num_train_epochs|0|a positive number
+warmup_ratio|1.5|a number from 0 to 1
+warmup_steps|-2|a non-negative integer
+max_length|-1|a non-negative integer (0: the model's n_positions)
+comm_timeout|nan|a non-negative number (seconds; 0 waits forever)
+comm_timeout|-1|a non-negative number (seconds; 0 waits forever)
+save_steps|-1|a non-negative integer (0: no periodic saves)
+logging_steps|0|a positive integer (HF's Trainer refuses 0 too)
+eval_steps|0|a positive integer (leave it out to evaluate every --logging_steps steps)
+EOF2
+# the config key itself, and "auto" filled from the flag, meet the same rule
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": -1}' > "$TMP/gas.json"
+run config show "$TMP/gas.json"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: $TMP/gas.json: gradient_accumulation_steps: expected a positive integer, got -1" ] &&
+    pass || fail "gradient_accumulation_steps -1 in a config: exit $RC, output '$OUTPUT'"
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto"}' > "$TMP/gasa.json"
+mpi 2 config show "$TMP/gasa.json" --gradient_accumulation_steps -1
+[ "$RC" -ne 0 ] && [ "$(count_lines 'zinf: error: ')" -eq 1 ] && [ "$(count_lines 'zinf: error: --gradient_accumulation_steps -1: expected a positive integer, as gradient_accumulation_steps in a DeepSpeed config')" -eq 1 ] &&
+    pass || fail "\"auto\" from --gradient_accumulation_steps -1 at 2 ranks: exit $RC, output '$OUTPUT'"
+# --logging_steps 0 with --val divided by zero (SIGFPE, exit 136)
+run data --random 20000 --vocab 300 --seed 6 --out "$TMP/rval"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --val "$TMP/rval_train_*.bin" --max_length 32 \
+    --max_steps 2 --out "$TMP/lz" --logging_steps 0
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --logging_steps 0: expected a positive integer (HF's Trainer refuses 0 too)" ] &&
+    pass || fail "--logging_steps 0 with --val: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --val "$TMP/rval_train_*.bin" --max_length 32 \
+    --max_steps 2 --out "$TMP/ez" --eval_steps 0
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --eval_steps 0: expected a positive integer (leave it out to evaluate every --logging_steps steps)" ] &&
+    pass || fail "--eval_steps 0 with --val: exit $RC, output '$OUTPUT'"
 
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
