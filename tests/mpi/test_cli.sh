@@ -102,6 +102,20 @@ run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --val "$TMP/rva
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --eval_steps 0: expected a positive integer (leave it out to evaluate every --logging_steps steps)" ] &&
     pass || fail "--eval_steps 0 with --val: exit $RC, output '$OUTPUT'"
 
+# a flag given twice, or with its alias, is one line naming both spellings (no silent last-wins)
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --config a.json --deepspeed b.json
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --config and --deepspeed set the same thing (--config a.json, then --deepspeed b.json); give one of them" ] &&
+    pass || fail "--config and --deepspeed: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --learning_rate 1e-3 --learning-rate=2e-3
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --learning_rate is given twice (--learning_rate 1e-3, then --learning-rate 2e-3); give it once" ] &&
+    pass || fail "--learning_rate twice: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --out "$TMP/o1" --output_dir "$TMP/o2"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --out and --output_dir set the same thing (--out $TMP/o1, then --output_dir $TMP/o2); give one of them" ] &&
+    pass || fail "--out and --output_dir: exit $RC, output '$OUTPUT'"
+mpi 2 config show --bf16 --bf16 false
+[ "$RC" -ne 0 ] && [ "$(count_lines 'zinf: error: ')" -eq 1 ] && [ "$(count_lines 'zinf: error: config: --bf16 is given twice (--bf16 true, then --bf16 false); give it once')" -eq 1 ] &&
+    pass || fail "--bf16 twice at 2 ranks: exit $RC, output '$OUTPUT'"
+
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
 expect_ok "config show at world 4"
