@@ -230,6 +230,12 @@ touch "$NV/file"
 fails "nvme_path is a file" "" ', "offload_param": {"device": "nvme", "nvme_path": "'$NV/file/sub'", "max_in_cpu": 0}' \
     "offload_param.nvme_path" "Not a directory"
 fails "too little space" "ZINF_SWAP_FAULT=enospc" "$OPT_NVME" "too little space" "$NV/a"
+# the two ranks of this node share the file system: 1228800 bytes free hold one rank's swap file
+# (1 MiB, one aio block), not both; each rank's own check would pass, so the node's ranks add up
+# their files before any makes one
+fails "too little space for the node's ranks" "ZINF_SWAP_FAULT=free@1228800" "$OPT_NVME" \
+    "zinf: error: rank 0: zero_optimization.offload_optimizer.nvme_path: too little space: need 2097152 bytes, $NV/a has 1228800 free (the swap files of the 2 ranks of this node on that file system; this rank's take 1048576)"
+[ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "too little space for the node's ranks: not one error line"
 if [ "$ENGINE" = io_uring ]; then
     fails "no O_DIRECT" "ZINF_SWAP_FAULT=nodirect" "$OPT_NVME" "does not support O_DIRECT" "--swap_engine psync"
 fi
