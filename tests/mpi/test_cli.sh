@@ -116,6 +116,19 @@ mpi 2 config show --bf16 --bf16 false
 [ "$RC" -ne 0 ] && [ "$(count_lines 'zinf: error: ')" -eq 1 ] && [ "$(count_lines 'zinf: error: config: --bf16 is given twice (--bf16 true, then --bf16 false); give it once')" -eq 1 ] &&
     pass || fail "--bf16 twice at 2 ranks: exit $RC, output '$OUTPUT'"
 
+# what is not a regular file is refused, named as what it is, instead of read forever (/dev/zero),
+# waited on (a FIFO) or mapped (a directory)
+mkfifo "$TMP/fifo"; mkdir -p "$TMP/dir"
+for v in "--config /dev/zero|--config /dev/zero: is a character device" "--config $TMP/fifo|--config $TMP/fifo: is a FIFO" \
+         "--model $TMP/fifo|--model $TMP/fifo: is a FIFO" "--data $TMP/fifo|$TMP/fifo: is a FIFO" \
+         "--data $TMP/dir|$TMP/dir: is a directory" "--config $TMP/dir|--config $TMP/dir: is a directory"; do
+    args=${v%%|*}; msg=${v#*|}
+    set -- --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/nr"
+    case $args in --model*) shift 2 ;; --data*) set -- --model "$TMP/v300.json" --max_length 32 --max_steps 1 --out "$TMP/nr" ;; esac
+    # shellcheck disable=SC2086
+    OUTPUT=$(timeout 20 "$ZINF" train "$@" $args 2>&1); RC=$?
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: $msg, not a regular file" ] && pass || fail "$args: exit $RC, output '$OUTPUT'"
+done
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
 expect_ok "config show at world 4"
