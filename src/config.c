@@ -1456,6 +1456,9 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     cfg->world_size = world_size;
     if (world_size < 1) return zinf_err("%s: world size %d is not positive", src, world_size);
 
+    /* a UTF-8 byte-order mark (Windows editors write one) is skipped, as Python's utf-8-sig
+     * codec does: it is no part of the JSON text, and an error about it would show nothing */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3;
     json_t *root = NULL;
     ZINF_TRY(load_json(text, len, src, &root));
     ctx c = {cfg, flags, src, warn};

@@ -129,6 +129,25 @@ for v in "--config /dev/zero|--config /dev/zero: is a character device" "--confi
     OUTPUT=$(timeout 20 "$ZINF" train "$@" $args 2>&1); RC=$?
     [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: $msg, not a regular file" ] && pass || fail "$args: exit $RC, output '$OUTPUT'"
 done
+# a UTF-8 byte-order mark before a config is skipped (as Python's utf-8-sig reads it)
+printf '\357\273\277{"train_batch_size": 24}\n' > "$TMP/bom.json"
+run config show "$TMP/bom.json"
+expect_ok "a config with a byte-order mark"
+expect_has "a config with a byte-order mark" '"train_batch_size": 24'
+run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_total_limit -2
+expect_err "negative --save_total_limit" "--save_total_limit must be >= 0"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --init_from "$TMP/no-such-hf-dir" --max_steps 1 --out "$TMP/if"
+expect_err "--init_from a missing directory" "$TMP/no-such-hf-dir"
+OUTPUT=$(ZINF_COMM_TIMEOUT=10s "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "ZINF_COMM_TIMEOUT not a number" "ZINF_COMM_TIMEOUT=10s: expected a number of seconds >= 0"
+OUTPUT=$(ZINF_COMM_TIMEOUT=-5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "negative ZINF_COMM_TIMEOUT" "ZINF_COMM_TIMEOUT=-5: expected a number of seconds >= 0"
+OUTPUT=$(ZINF_GEMM_AUTOTUNE=fast "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "bad ZINF_GEMM_AUTOTUNE" "ZINF_GEMM_AUTOTUNE=fast: expected 0, 1 or verbose"
+OUTPUT=$(ZINF_GEMM_AUTOTUNE=verbose ZINF_COMM_TIMEOUT=2.5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 \
+    --max_steps 1 --out "$TMP/envok" 2>&1); RC=$?
+expect_ok "good ZINF_GEMM_AUTOTUNE and ZINF_COMM_TIMEOUT values"
+
 # config show: the batch rule is resolved with the world size of the job
 mpi 4 config show "$FIXTURES/seed-zero3-cpu-offload-fp16.json" --model test-mini
 expect_ok "config show at world 4"

@@ -964,9 +964,22 @@ static void test_flag_rules(void)
     CHECK(zinf_flags_check(&f) == 0, "valid edges: %s", zinf_errmsg());
 }
 
+/* A UTF-8 byte-order mark before the JSON text is skipped, as Python's utf-8-sig codec does. */
+static void test_bom(void)
+{
+    zinf_config c;
+    CHECK(parse(&c, "\xEF\xBB\xBF{\"train_batch_size\": 16}", 2) == 0 && c.train_batch_size == 16 &&
+              c.train_micro_batch_size_per_gpu == 8,
+          "BOM: %s", zinf_errmsg());
+    /* only at the start: elsewhere it is what JSON makes of it */
+    CHECK(parse(&c, "{\"train_batch_size\": 16}\xEF\xBB\xBF", 2) == ZINF_EINVAL && HAS("malformed JSON"),
+          "BOM at the end: %s", zinf_errmsg());
+}
+
 int main(void)
 {
     test_flag_rules();
+    test_bom();
     test_fixtures();
     test_defaults();
     test_types();
