@@ -229,7 +229,7 @@ expect_ok "hostfile launcher"
 expect_has "hostfile launcher" "on 2 ranks"
 printf 'localhost slots=two\n' > "$TMP/badhosts"
 OUTPUT=$(ZINF="$ZINF" sh "${top_srcdir:-.}/jobs/mpirun/train.sh" "$TMP/badhosts" --data "$D" 2>&1); RC=$?
-expect_err "hostfile with bad slots" "badhosts:1: slots=two: expected a whole number"
+expect_err "hostfile with bad slots" "badhosts:1: host localhost: slots=two: expected a whole number from 1 to 4096"
 
 # --per_rank_logs: every rank writes its own log
 mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 1 --out "$TMP/pr" --per_rank_logs
