@@ -1,19 +1,64 @@
 #include "file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "err.h"
+
+const char *zinf_file_kind(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    default: return "not a regular file";
+    }
+}
+
+int zinf_open_regular(const char *what, const char *path, int *fd, struct stat *st)
+{
+    const char *w = what ? what : "", *sp = what ? " " : "";
+    /* O_NONBLOCK: a FIFO's open returns at once instead of waiting for a writer */
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0) return zinf_errc(-errno, "%s%s%s: %s", w, sp, path, strerror(errno));
+    if (fstat(f, st) != 0) {
+        int e = errno;
+        close(f);
+        return zinf_errc(-e, "%s%s%s: cannot stat: %s", w, sp, path, strerror(e));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(f);
+        return zinf_errc(S_ISDIR(st->st_mode) ? -EISDIR : ZINF_EINVAL, "%s%s%s: is %s, not a regular file", w, sp,
+                         path, zinf_file_kind(st->st_mode));
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0) fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    *fd = f;
+    return 0;
+}
 
 int zinf_read_file(const char *what, const char *path, char **buf, size_t *len)
 {
     const char *w = what ? what : "", *sp = what ? " " : "";
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return zinf_errc(-errno, "%s%s%s: %s", w, sp, path, strerror(errno));
+    int fd;
+    struct stat st;
+    ZINF_TRY(zinf_open_regular(what, path, &fd, &st));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return zinf_errc(-e, "%s%s%s: %s", w, sp, path, strerror(e));
+    }
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     for (;;) {

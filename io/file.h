@@ -5,8 +5,17 @@
 
 #include <stddef.h>
 
+struct stat;
+
 /* Read all of path into a malloc'd buffer with a NUL after its *len bytes. An error names the
- * file as "WHAT PATH: cause" (what may be NULL: "PATH: cause"). */
+ * file as "WHAT PATH: cause" (what may be NULL: "PATH: cause"). Only a regular file is read (see
+ * zinf_open_regular): a FIFO would block and /dev/zero never end. */
 int zinf_read_file(const char *what, const char *path, char **buf, size_t *len);
+/* Open path read-only, without blocking on a FIFO, and refuse what is not a regular file with
+ * "WHAT PATH: is a directory, not a regular file" (a FIFO, a character device, ...): -EISDIR for
+ * a directory, ZINF_EINVAL for the rest. *fd is blocking again; *st its fstat. */
+int zinf_open_regular(const char *what, const char *path, int *fd, struct stat *st);
+/* "a directory", "a FIFO", "a character device", ... for an st_mode */
+const char *zinf_file_kind(unsigned mode);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,7 +32,7 @@
 
 #define A ZINF_SWAP_ALIGN
 
-enum { FAULT_NONE, FAULT_EIO, FAULT_SHORT, FAULT_EOF, FAULT_ENOSPC, FAULT_NODIRECT };
+enum { FAULT_NONE, FAULT_EIO, FAULT_SHORT, FAULT_EOF, FAULT_ENOSPC, FAULT_NODIRECT, FAULT_FREE };
 
 typedef struct piece piece;
 struct piece {
@@ -96,13 +97,15 @@ typedef struct {
     char *path;
     char *dir;
     int fd;
+    int linked;   /* the file has a name: made and not unlinked yet */
 } swapfile;
 
 struct zinf_swap {
     zinf_swap_opts o;
     const engine *eng;
     int direct;
-    int fault, fault_n;
+    int fault;
+    long long fault_n;            /* the piece (eio, short, eof) or the bytes free (free) */
     int64_t capacity, file_bytes;
     swapfile *files;
     int nfiles;
@@ -336,7 +339,8 @@ static int uring_setup(worker *w)
         if (rc < 0)
             return zinf_errc(rc,
                              "swap: io_uring_register_buffers (%zu buffers of %zu bytes) failed: "
-                             "%s (RLIMIT_MEMLOCK too small?)",
+                             "%s: io_uring locks them in memory and the locked-memory limit is "
+                             "lower (raise `ulimit -l`, RLIMIT_MEMLOCK), or choose the psync engine",
                              nb, sw->o.buffer_size, strerror(-rc));
     }
     return 0;
@@ -472,8 +476,10 @@ void zinf_swap_opts_defaults(zinf_swap_opts *o)
     o->overlap_events = 1;
 }
 
-static int parse_fault(zinf_swap *sw)
+static int parse_fault(int *kind, long long *n)
 {
+    *kind = FAULT_NONE;
+    *n = 0;
     const char *f = getenv("ZINF_SWAP_FAULT");
     if (!f || !*f) return 0;
     static const struct {
@@ -481,70 +487,76 @@ static int parse_fault(zinf_swap *sw)
         int kind, counted;
     } kinds[] = {{"eio", FAULT_EIO, 1},       {"short", FAULT_SHORT, 1},
                  {"eof", FAULT_EOF, 1},       {"enospc", FAULT_ENOSPC, 0},
-                 {"nodirect", FAULT_NODIRECT, 0}};
+                 {"nodirect", FAULT_NODIRECT, 0}, {"free", FAULT_FREE, 1}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        size_t n = strlen(kinds[i].name);
-        if (strncmp(f, kinds[i].name, n) != 0) continue;
-        if (!kinds[i].counted && f[n] == 0) {
-            sw->fault = kinds[i].kind;
+        size_t len = strlen(kinds[i].name);
+        if (strncmp(f, kinds[i].name, len) != 0) continue;
+        if (!kinds[i].counted && f[len] == 0) {
+            *kind = kinds[i].kind;
             return 0;
         }
         char *end;
-        if (kinds[i].counted && f[n] == '@') {
-            long v = strtol(f + n + 1, &end, 10);
-            if (*end == 0 && v >= 1) {
-                sw->fault = kinds[i].kind;
-                sw->fault_n = (int)v;
+        if (kinds[i].counted && f[len] == '@') {
+            errno = 0;
+            long long v = strtoll(f + len + 1, &end, 10);
+            if (*end == 0 && !errno && v >= (kinds[i].kind == FAULT_FREE ? 0 : 1) &&
+                (kinds[i].kind == FAULT_FREE || v <= INT_MAX)) {
+                *kind = kinds[i].kind;
+                *n = v;
                 return 0;
             }
         }
     }
-    return zinf_err("ZINF_SWAP_FAULT=%s: expected eio@N, short@N, eof@N (N >= 1), enospc or "
-                    "nodirect",
+    return zinf_err("ZINF_SWAP_FAULT=%s: expected eio@N, short@N, eof@N (N >= 1), enospc, "
+                    "nodirect or free@BYTES",
                     f);
+}
+
+int zinf_swap_space_of(const zinf_swap_opts *o, zinf_swap_space *out)
+{
+    int fault;
+    long long fault_n;
+    ZINF_TRY(parse_fault(&fault, &fault_n));
+    if (!o->paths || o->npaths < 1) return zinf_err("swap: no swap path given");
+    int64_t bs = o->block_size ? (int64_t)o->block_size : 1 << 20, unit = bs * o->npaths;
+    int64_t file_bytes = round_up(o->capacity, unit) / o->npaths;
+    for (int i = 0; i < o->npaths; i++) {
+        const char *d = o->paths[i];
+        struct stat st;
+        if (stat(d, &st) != 0) return zinf_errc(-errno, "swap path %s: cannot use: %s", d, strerror(errno));
+        if (!S_ISDIR(st.st_mode)) return zinf_errc(-ENOTDIR, "swap path %s: cannot use: %s", d, strerror(ENOTDIR));
+        struct statvfs vf;
+        if (statvfs(d, &vf) != 0) return zinf_errc(-errno, "swap path %s: statvfs failed: %s", d, strerror(errno));
+        out[i].dev = (uint64_t)st.st_dev;
+        out[i].avail = fault == FAULT_ENOSPC ? 0
+                       : fault == FAULT_FREE ? (int64_t)fault_n
+                                             : (int64_t)vf.f_bavail * (int64_t)vf.f_frsize;
+        out[i].need = file_bytes;
+    }
+    return 0;
 }
 
 static int check_space(zinf_swap *sw)
 {
     int n = sw->o.npaths;
-    dev_t *dev = calloc((size_t)n, sizeof *dev);
-    if (!dev) return zinf_errc(ZINF_ENOMEM, "swap: out of memory");
-    int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        const char *d = sw->o.paths[i];
-        struct stat st;
-        if (stat(d, &st) != 0) {
-            rc = zinf_errc(-errno, "swap path %s: cannot use: %s", d, strerror(errno));
-            break;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            rc = zinf_errc(-ENOTDIR, "swap path %s: cannot use: %s", d, strerror(ENOTDIR));
-            break;
-        }
-        dev[i] = st.st_dev;
-    }
+    zinf_swap_space *sp = calloc((size_t)n, sizeof *sp);
+    if (!sp) return zinf_errc(ZINF_ENOMEM, "swap: out of memory");
+    int rc = zinf_swap_space_of(&sw->o, sp);
     for (int i = 0; i < n && rc == 0; i++) {
         int64_t need = 0, first = -1;
         for (int j = 0; j < n; j++)
-            if (dev[j] == dev[i]) {
+            if (sp[j].dev == sp[i].dev) {
                 if (first < 0) first = j;
-                need += sw->file_bytes;
+                need += sp[j].need;
             }
         if (first != i) continue; /* that file system was checked with its first directory */
-        const char *d = sw->o.paths[i];
-        struct statvfs vf;
-        if (statvfs(d, &vf) != 0) {
-            rc = zinf_errc(-errno, "swap path %s: statvfs failed: %s", d, strerror(errno));
-            break;
-        }
-        int64_t avail = (int64_t)vf.f_bavail * (int64_t)vf.f_frsize;
-        if (sw->fault == FAULT_ENOSPC) avail = 0;
-        if (avail < need)
+        if (sp[i].avail < need)
             rc = zinf_errc(-ENOSPC, "too little space: need %lld bytes, %s has %lld free%s",
-                           (long long)need, d, (long long)avail,
-                           sw->fault == FAULT_ENOSPC ? " (ZINF_SWAP_FAULT=enospc)" : "");
+                           (long long)need, sw->o.paths[i], (long long)sp[i].avail,
+                           sw->fault == FAULT_ENOSPC ? " (ZINF_SWAP_FAULT=enospc)"
+                           : sw->fault == FAULT_FREE ? " (ZINF_SWAP_FAULT=free@N)" : "");
     }
-    free(dev);
+    free(sp);
     return rc;
 }
 
@@ -575,6 +587,7 @@ static int create_file(zinf_swap *sw, int i)
         }
         return zinf_errc(-e, "swap file %s: cannot create: %s", f->path, strerror(e));
     }
+    f->linked = 1; /* from here on a failure unlinks it (zinf_swap_close) */
     int rc = fallocate(f->fd, 0, 0, sw->file_bytes);
     if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) rc = ftruncate(f->fd, sw->file_bytes);
     if (rc != 0) {
@@ -590,9 +603,12 @@ static int create_file(zinf_swap *sw, int i)
         return zinf_errc(-e, "swap file %s: preallocating %lld bytes failed: %s", f->path,
                          (long long)sw->file_bytes, strerror(e));
     }
-    if (sw->o.unlink_early && unlink(f->path) != 0) {
-        int e = errno;
-        return zinf_errc(-e, "swap file %s: cannot unlink: %s", f->path, strerror(e));
+    if (sw->o.unlink_early) {
+        if (unlink(f->path) != 0) {
+            int e = errno;
+            return zinf_errc(-e, "swap file %s: cannot unlink: %s", f->path, strerror(e));
+        }
+        f->linked = 0;
     }
     return 0;
 }
@@ -647,10 +663,9 @@ void zinf_swap_close(zinf_swap *sw)
     free(sw->buf_out);
     for (int i = 0; i < sw->nfiles; i++) {
         swapfile *f = &sw->files[i];
-        if (f->fd >= 0) {
-            close(f->fd);
-            if (!sw->o.unlink_early) unlink(f->path);
-        }
+        if (f->fd >= 0) close(f->fd);
+        /* a failed open, too, leaves no file: one that was made keeps no name */
+        if (f->linked) unlink(f->path);
         free(f->path);
         free(f->dir);
     }
@@ -719,7 +734,7 @@ int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts)
     pthread_cond_init(&sw->cv, NULL);
     pthread_mutex_init(&sw->amu, NULL);
     sw->mu_ok = 1;
-    int rc = parse_fault(sw);
+    int rc = parse_fault(&sw->fault, &sw->fault_n);
     if (rc < 0) goto fail;
 
     int64_t unit = (int64_t)o.block_size * o.npaths;
@@ -908,7 +923,7 @@ int zinf_swap_submit(zinf_swap *sw, int op, const zinf_swap_region *r, int64_t o
         p->buf = m;
         p->len = (size_t)n;
         p->fixed = fixed_index(sw, m, (size_t)n);
-        if (sw->fault_n && first + i == (uint64_t)sw->fault_n) p->fault = sw->fault;
+        if (sw->fault >= FAULT_EIO && sw->fault <= FAULT_EOF && first + i == (uint64_t)sw->fault_n) p->fault = sw->fault;
         a += n;
         m += n;
     }

@@ -7,7 +7,10 @@
  * fallocate (ftruncate where the file system has no fallocate) and unlinks and closes it at
  * zinf_swap_close. Before creating anything the free space of every directory is checked with
  * statvfs (directories on one file system are summed); too little gives the one error
- * "too little space: need N bytes, DIR has M free". A file system without O_DIRECT (open fails
+ * "too little space: need N bytes, DIR has M free". That check counts this handle's files only:
+ * processes that share a file system must add each other's (zinf_swap_space_of says what each
+ * would take, measured before any of them creates a file). A failed open leaves no file behind
+ * (one made before the failure is unlinked). A file system without O_DIRECT (open fails
  * with EINVAL) gives an error that names the file and says to choose the psync engine with
  * buffered I/O (opts.buffered = 1).
  *
@@ -72,7 +75,8 @@
  *   "short@N"   the N-th piece transfers half its bytes at first (the rest must be continued);
  *   "eof@N"     the N-th piece transfers half, then nothing more (reported as a short transfer);
  *   "enospc"    the space check at open sees 0 bytes free;
- *   "nodirect"  the O_DIRECT open fails with EINVAL as on a file system without O_DIRECT.
+ *   "nodirect"  the O_DIRECT open fails with EINVAL as on a file system without O_DIRECT;
+ *   "free@N"    the space check (and zinf_swap_space_of) sees N bytes free.
  *
  * THREADS. zinf_swap_open and zinf_swap_close must not run concurrently with anything on the same
  * handle. Everything else (reserve, release, submit, poll, wait, read, write, buf_get, buf_put,
@@ -126,6 +130,16 @@ enum { ZINF_SWAP_READ = 0, ZINF_SWAP_WRITE = 1 };
 void zinf_swap_opts_defaults(zinf_swap_opts *o);
 
 int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts);
+
+/* What zinf_swap_open with these options would take, per directory of opts->paths, measured now
+ * and creating nothing: the directory's file system (st_dev), the bytes free there (statvfs
+ * f_bavail x f_frsize) and the bytes of the file it would preallocate in it. For callers that
+ * run several swappers on one file system at once (ranks of a node) and must check their sum. */
+typedef struct {
+    uint64_t dev;
+    int64_t avail, need;
+} zinf_swap_space;
+int zinf_swap_space_of(const zinf_swap_opts *opts, zinf_swap_space *out);
 /* Stops the threads, unpins and frees the pool, unlinks and closes the files. NULL is fine. */
 void zinf_swap_close(zinf_swap *sw);
 

@@ -113,8 +113,14 @@ static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **
 {
     *npos = 0;
     if (rest) *rest = argc;
+    /* each setting once: the spelling and value it was given with, by its first table entry (an
+     * alias is an entry with the same ptr) */
+    enum { MAXTAB = 128 };
+    const char *seen[MAXTAB] = {0}, *seen_v[MAXTAB] = {0};
+    size_t seen_l[MAXTAB] = {0};
+    const flag *seen_f[MAXTAB] = {0};
     for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *typed = argv[i]; /* typed: -H where a is --hostfile */
         if (!strcmp(a, "-h")) a = "--help"; /* the one short flag, as `zinf -h` has it */
         for (const char *const *sh = shorts; sh && *sh; sh += 2)
             if (!strcmp(a, sh[0])) a = sh[1];
@@ -162,6 +168,21 @@ static int parse_flags_until(const char *cmd, const flag *tab, int argc, char **
             if (i + 1 >= argc) return zinf_err("%s: --%s needs a value", cmd, f->name);
             v = argv[++i];
         }
+        /* a flag given twice, or with its alias, is refused: which one wins would be a guess */
+        const flag *canon = tab;
+        while (canon->ptr != f->ptr) canon++;
+        if (strncmp(typed, "--", 2)) a = typed, eq = NULL;
+        size_t ci = (size_t)(canon - tab), al = eq ? (size_t)(eq - a) : strlen(a);
+        if (f->type != F_STRS && ci < MAXTAB && seen[ci]) {
+            char was[96], now[96];
+            snprintf(was, sizeof was, "%.*s %s", (int)seen_l[ci], seen[ci], seen_v[ci]);
+            snprintf(now, sizeof now, "%.*s %s", (int)al, a, v);
+            if (seen_f[ci] == f)
+                return zinf_err("%s: --%s is given twice (%s, then %s); give it once", cmd, f->name, was, now);
+            return zinf_err("%s: %.*s and %.*s set the same thing (%s, then %s); give one of them", cmd,
+                            (int)seen_l[ci], seen[ci], (int)al, a, was, now);
+        }
+        if (ci < MAXTAB) seen[ci] = a, seen_l[ci] = al, seen_v[ci] = v, seen_f[ci] = f;
         ZINF_TRY(parse_value(cmd, f, v));
     }
     return 0;
@@ -232,7 +253,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"gradient_checkpointing", F_BOOL, &o.gradient_checkpointing, &o.gradient_checkpointing_set, "recompute each block in the backward (the HF/ms-swift flag; the same as an activation_checkpointing block)"},
         {"swap_engine", F_STR, &o.swap_engine, NULL, "NVMe offload I/O: io_uring (O_DIRECT, default) or psync (pread/pwrite through the page cache, for file systems without O_DIRECT)"},
         {"ac_keep_attention", F_BOOL, &o.ac_keep_attention, NULL, "with activation_checkpointing, also keep each block's attention output: more memory, no recomputed attention"},
-        {"comm_timeout", F_DBL, &o.comm_timeout, &o.comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
+        {"comm_timeout", F_DBL, &fl->comm_timeout, &fl->comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
         FLAGS_HF(fl),
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
@@ -249,11 +270,11 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         }
         return 0;
     }
-    if (o.comm_timeout < 0) return zinf_comm_agree(comm, zinf_err("train: --comm_timeout must be >= 0"));
-    if (fl->save_steps < 0) return zinf_comm_agree(comm, zinf_err("train: --save_steps must be >= 0 (0: no periodic saves)"));
+    /* every value by the rule of the config key it fills, or its own (config.c) */
+    ZINF_TRY(zinf_comm_agree(comm, zinf_flags_check(fl)));
     if (o.save_total_limit < 0)
         return zinf_comm_agree(comm, zinf_err("train: --save_total_limit must be >= 0 (0: keep every checkpoint)"));
-    if (o.comm_timeout_set) comm->timeout_s = o.comm_timeout; /* 0: no limit */
+    if (fl->comm_timeout_set) comm->timeout_s = fl->comm_timeout; /* 0: no limit */
     return zinf_train_run(comm, &o);
 }
 

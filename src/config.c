@@ -765,6 +765,27 @@ static const char *expected(const keydef *k, char *buf, size_t cap)
     }
 }
 
+/* The rule a number must meet to be the value of k (each component of betas), whichever way it
+ * arrives: written in the config (parse_value) or given as the flag that fills the key or stands
+ * for it (zinf_flags_check). Infinities and NaN meet no rule. */
+static bool value_ok(const keydef *k, double d)
+{
+    if (!isfinite(d)) return false;
+    switch (k->type) {
+    case T_INT:
+        if (d != floor(d)) return false;
+        if ((k->flags & F_RANGE) && (d < (double)k->lo || d > (double)k->hi)) return false;
+        if ((k->flags & F_POS) && !(d > 0)) return false;
+        return (k->flags & (F_SIGNED | F_RANGE)) || d >= 0;
+    case T_NUM:
+        if ((k->flags & F_UNIT) && !(d >= 0 && d <= 1)) return false;
+        if ((k->flags & F_POS) && !(d > 0)) return false;
+        return (k->flags & F_SIGNED) || d >= 0;
+    case T_BETAS: return d >= 0 && d < 1;
+    default: return true;
+    }
+}
+
 /* Parse one present, non-"auto", non-null value into its field. */
 static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, const char *path)
 {
@@ -784,9 +805,7 @@ static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, con
         else if (!(d == floor(d) && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18))
             goto type_error;
         int64_t x = json_is_integer(v) ? json_integer_value(v) : (int64_t)d;
-        if ((k->flags & F_RANGE) && (x < k->lo || x > k->hi)) goto type_error;
-        if ((k->flags & F_POS) && x <= 0) goto type_error;
-        if (!(k->flags & (F_SIGNED | F_RANGE)) && x < 0) goto type_error;
+        if (!value_ok(k, (double)x)) goto type_error;
         if (k->flags & F_I32) *(int *)slot = (int)x;
         else *(int64_t *)slot = x;
         break;
@@ -794,9 +813,7 @@ static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, con
     case T_NUM: {
         if (!json_is_number(v)) goto type_error;
         double d = json_number_value(v);
-        if ((k->flags & F_UNIT) && !(d >= 0 && d <= 1)) goto type_error;
-        if ((k->flags & F_POS) && !(d > 0)) goto type_error;
-        if (!(k->flags & F_SIGNED) && !(d >= 0)) goto type_error;
+        if (!value_ok(k, d)) goto type_error;
         *(double *)slot = d;
         break;
     }
@@ -838,7 +855,7 @@ static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, con
             json_t *e = json_array_get(v, (size_t)i);
             if (!json_is_number(e)) goto type_error;
             double d = json_number_value(e);
-            if (!(d >= 0 && d < 1)) goto type_error;
+            if (!value_ok(k, d)) goto type_error;
             ((double *)slot)[i] = d;
         }
         break;
@@ -1350,6 +1367,78 @@ static int load_json(const char *text, size_t len, const char *src, json_t **roo
     return 0;
 }
 
+/* ============================================================================ flags' values */
+
+/* The key a flag fills or must agree with: the first in the tables' order (optimizer.params.lr
+ * before the scheduler's warmup_max_lr, which takes --learning_rate too); its path into path. */
+static const keydef *key_of_flag(const blockdef *b, int id, const char *prefix, char *path,
+                                 size_t cap)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const keydef *k = &b->keys[i];
+        char p[320];
+        join(p, sizeof p, prefix, k->name);
+        if (k->type == T_OBJ) {
+            const keydef *r = key_of_flag(k->sub, id, p, path, cap);
+            if (r) return r;
+        } else if (k->flag != FL_NONE && (k->flag == id || (k->type == T_BETAS && k->flag + 1 == id))) {
+            if (k->type == T_BETAS) snprintf(path, cap, "%s[%d]", p, id - k->flag);
+            else snprintf(path, cap, "%s", p);
+            return k;
+        }
+    }
+    return NULL;
+}
+
+/* The flags that stand for no DeepSpeed key, with their rules in the keys' terms. */
+static const struct flagrule {
+    const char *opt;
+    keydef rule;              /* type (T_INT: int64_t, T_NUM: double) and F_ rule flags */
+    size_t val, set;          /* in zinf_flags */
+    const char *note;
+} FLAG_RULES[] = {
+#define FR(field, ty, rflags, note) \
+    {"--" #field, {.type = ty, .flags = rflags}, offsetof(zinf_flags, field), offsetof(zinf_flags, field##_set), note}
+    FR(num_train_epochs, T_NUM, F_POS, NULL),
+    FR(warmup_steps, T_INT, 0, NULL),
+    FR(warmup_ratio, T_NUM, F_UNIT, NULL),
+    FR(max_length, T_INT, 0, "0: the model's n_positions"),
+    FR(logging_steps, T_INT, F_POS, "HF's Trainer refuses 0 too"),
+    FR(eval_steps, T_INT, F_POS, "leave it out to evaluate every --logging_steps steps"),
+    FR(save_steps, T_INT, 0, "0: no periodic saves"),
+    FR(comm_timeout, T_NUM, 0, "seconds; 0 waits forever"),
+#undef FR
+};
+
+int zinf_flags_check(const zinf_flags *f)
+{
+    char exp[96], val[64], path[340];
+    for (int id = FL_NONE + 1; id < (int)(sizeof FLAGS / sizeof FLAGS[0]); id++) {
+        if (FLAGS[id].kind == 'b' || !flag_given(f, id)) continue;
+        const keydef *k = key_of_flag(&B_TOP, id, "", path, sizeof path);
+        double d = flag_val(f, id);
+        if (!k || value_ok(k, d)) continue;
+        if (FLAGS[id].kind == 'i') snprintf(val, sizeof val, "%lld", (long long)d);
+        else snprintf(val, sizeof val, "%g", d);
+        return zinf_err("%s %s: expected %s, as %s in a DeepSpeed config", FLAGS[id].opt, val,
+                        k->type == T_BETAS ? "a number at least 0 and below 1"
+                                           : expected(k, exp, sizeof exp),
+                        path);
+    }
+    for (size_t i = 0; i < sizeof FLAG_RULES / sizeof FLAG_RULES[0]; i++) {
+        const struct flagrule *r = &FLAG_RULES[i];
+        const char *p = (const char *)f + r->val;
+        if (!*(const bool *)((const char *)f + r->set)) continue;
+        double d = r->rule.type == T_INT ? (double)*(const int64_t *)p : *(const double *)p;
+        if (value_ok(&r->rule, d)) continue;
+        if (r->rule.type == T_INT) snprintf(val, sizeof val, "%lld", (long long)*(const int64_t *)p);
+        else snprintf(val, sizeof val, "%g", d);
+        return zinf_err("%s %s: expected %s%s%s%s", r->opt, val, expected(&r->rule, exp, sizeof exp),
+                        r->note ? " (" : "", r->note ? r->note : "", r->note ? ")" : "");
+    }
+    return 0;
+}
+
 /* ============================================================================ API */
 
 int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char *source_name,
@@ -1362,10 +1451,14 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     }
     const char *src = source_name && *source_name ? source_name : "(config)";
     memset(cfg, 0, sizeof *cfg);
+    ZINF_TRY(zinf_flags_check(flags));
     snprintf(cfg->path, sizeof cfg->path, "%s", source_name ? source_name : "");
     cfg->world_size = world_size;
     if (world_size < 1) return zinf_err("%s: world size %d is not positive", src, world_size);
 
+    /* a UTF-8 byte-order mark (Windows editors write one) is skipped, as Python's utf-8-sig
+     * codec does: it is no part of the JSON text, and an error about it would show nothing */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3;
     json_t *root = NULL;
     ZINF_TRY(load_json(text, len, src, &root));
     ctx c = {cfg, flags, src, warn};

@@ -31,11 +31,18 @@ typedef struct zinf_flags {
     int64_t logging_steps;  bool logging_steps_set;
     int64_t eval_steps;     bool eval_steps_set;
     int64_t save_steps;     bool save_steps_set;
+    double comm_timeout;    bool comm_timeout_set;    /* seconds, 0 = no limit (zinf train) */
     int64_t hidden_size;    /* from the model: fills the size "auto"s; 0 = unknown */
     int64_t total_steps;    /* resolved number of optimizer steps for schedulers; 0 = unknown */
 } zinf_flags;
 
 void zinf_flags_defaults(zinf_flags *f);
+/* Every given flag against the rule of the config key it fills (--learning_rate as
+ * optimizer.params.lr, --per_device_train_batch_size as train_micro_batch_size_per_gpu, ...), or
+ * its own rule where it stands for no key (--logging_steps, --num_train_epochs, ...): one value,
+ * one rule, whichever way it arrives. zinf_config_parse calls it first. 0, or ZINF_EINVAL with
+ * "--FLAG VALUE: expected ..." in zinf_errmsg(). */
+int zinf_flags_check(const zinf_flags *f);
 
 /* ---------- the resolved config ------------------------------------------------------------ */
 typedef enum { ZINF_DEV_NONE = 0, ZINF_DEV_CPU = 1, ZINF_DEV_NVME = 2 } zinf_offload_device;

@@ -19,6 +19,7 @@
 #include "data.h"
 
 #include "err.h"
+#include "file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,7 +133,8 @@ static int shard_open(shard *f, const char *path, int vocab_size)
 {
     int fd;
     struct stat st;
-    ZINF_TRY(open_stat(path, &fd, &st));
+    /* a regular file only: a FIFO would block, a directory cannot be mapped */
+    ZINF_TRY(zinf_open_regular(NULL, path, &fd, &st));
     int64_t size = (int64_t)st.st_size;
     if (size < HEADER_BYTES) {
         close(fd);
@@ -419,7 +421,7 @@ static int slurp(const char *path, unsigned char **buf, int64_t *len)
 {
     *buf = NULL;
     *len = 0;
-    int fd;
+    int fd = -1;
     struct stat st;
     ZINF_TRY(open_stat(path, &fd, &st));
     size_t cap = st.st_size > 0 ? (size_t)st.st_size : 4096, n = 0;

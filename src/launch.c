@@ -12,7 +12,9 @@
 #include "err.h"
 #include "file.h"
 
-#define MAX_SLOTS (1 << 20) /* more slots than any node has GPUs or cores: a typo */
+/* slots per host, at most: more GPUs or cores than a node has is a typo, and each slot is a
+ * rank of the mpirun command line (a million made a 7 MB line) */
+#define MAX_SLOTS 4096
 
 void zinf_launch_opts_defaults(zinf_launch_opts *o)
 {
@@ -97,9 +99,9 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
         int nslots = 0;
         if (sl < 6 || strncmp(s, "slots=", 6) != 0) {
             rc = zinf_err("%s:%d: expected 'HOST slots=N', got '%.*s'", fname, lineno, (int)len, p);
-        } else if (!parse_count(s + 6, sl - 6, MAX_SLOTS, &nslots) || nslots < 1) {
-            rc = zinf_err("%s:%d: slots=%.*s: expected a whole number from 1 to %d", fname, lineno, (int)(sl - 6),
-                          s + 6, MAX_SLOTS - 1);
+        } else if (!parse_count(s + 6, sl - 6, MAX_SLOTS + 1, &nslots) || nslots < 1) {
+            rc = zinf_err("%s:%d: host %.*s: slots=%.*s: expected a whole number from 1 to %d", fname, lineno, (int)hl,
+                          p, (int)(sl - 6), s + 6, MAX_SLOTS);
         } else if (find_host(pool, p, hl) >= 0) {
             rc = zinf_err("%s:%d: host %.*s is listed twice (first on line %d)", fname, lineno, (int)hl, p,
                           line_of[find_host(pool, p, hl)]);

@@ -6,8 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "err.h"
+#include "file.h"
 
 /* ---------------------------------------------------------------- configs ------------------ */
 typedef struct { const char *name; int L, C, NH, V, T; } preset;
@@ -58,16 +60,17 @@ int zinf_model_cfg_load(zinf_model_cfg *m, const char *name_or_path)
             return finish_cfg(m, name_or_path);
         }
     }
+    struct stat st;
+    if (stat(name_or_path, &st) != 0)
+        return zinf_err("--model %s: not a preset (%s) and not a readable file", name_or_path,
+                        zinf_model_presets());
+    char *text;
+    size_t len;
+    ZINF_TRY(zinf_read_file("--model", name_or_path, &text, &len)); /* a FIFO is refused, not waited on */
     json_error_t je;
-    json_t *root = json_load_file(name_or_path, 0, &je);
-    if (!root) {
-        FILE *f = fopen(name_or_path, "r");
-        if (!f)
-            return zinf_err("--model %s: not a preset (%s) and not a readable file", name_or_path,
-                            zinf_model_presets());
-        fclose(f);
-        return zinf_err("%s:%d:%d: malformed JSON: %s", name_or_path, je.line, je.column, je.text);
-    }
+    json_t *root = json_loadb(text, len, 0, &je);
+    free(text);
+    if (!root) return zinf_err("%s:%d:%d: malformed JSON: %s", name_or_path, je.line, je.column, je.text);
     int rc = 0;
     json_t *mt = json_object_get(root, "model_type");
     if (!json_is_object(root)) rc = zinf_err("%s: a model file must hold a JSON object", name_or_path);

@@ -362,6 +362,40 @@ static int evaluate(run *r, double *val_loss)
     return 0;
 }
 
+/* One line of --eval_prompts, newline stripped: 1 for a blank line, 0 with line cut at the tab
+ * (the prompt) and *answer after it, or an error naming the file, the line and what is wrong.
+ * setup checks every line with it before the first step, check_prompts reads them with it. */
+static int prompt_line(char *line, const char *path, int64_t lineno, int T, int64_t max_new, char **answer)
+{
+    if (!*line) return 1;
+    char *tab = strchr(line, '\t');
+    if (!tab) return zinf_err("%s:%lld: expected \"prompt<TAB>answer\"", path, (long long)lineno);
+    *tab = 0;
+    *answer = tab + 1;
+    size_t pl = strlen(line);
+    if (!pl) return zinf_err("%s:%lld: the prompt is empty (nothing before the tab)", path, (long long)lineno);
+    if ((int64_t)pl + max_new > T)
+        return zinf_err("%s:%lld: the prompt's %zu bytes and --max_new_tokens %lld exceed the sequence length %d",
+                        path, (long long)lineno, pl, (long long)max_new, T);
+    if (strlen(*answer) >= 255) return zinf_err("%s:%lld: the answer is longer than 254 bytes", path, (long long)lineno);
+    return 0;
+}
+
+static int prompts_check(const char *path, int T, int64_t max_new)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return zinf_errc(-errno, "--eval_prompts %s: %s", path, strerror(errno));
+    char line[4096], *answer;
+    int rc = 0;
+    for (int64_t lineno = 1; !rc && fgets(line, sizeof line, f); lineno++) {
+        line[strcspn(line, "\r\n")] = 0;
+        rc = prompt_line(line, path, lineno, T, max_new, &answer);
+        if (rc > 0) rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
 /* Greedy completion of each prompt; exact match of the text generated up to a newline. */
 static int check_prompts(run *r, const char *path)
 {
@@ -386,20 +420,16 @@ static int check_prompts(run *r, const char *path)
             if (!fgets(line, sizeof line, f)) { eof = true; break; }
             lineno++;
             line[strcspn(line, "\r\n")] = 0;
-            char *tab = strchr(line, '\t');
-            if (!*line) continue;
-            if (!tab) { rc = zinf_err("%s:%lld: expected \"prompt<TAB>answer\"", path, (long long)lineno); break; }
-            *tab = 0;
+            char *answer;
+            int pr = prompt_line(line, path, lineno, T, r->o->max_new_tokens, &answer);
+            if (pr > 0) continue;
+            if (pr < 0) { rc = pr; break; }
             int pl = (int)strlen(line);
-            if (pl < 1 || pl + r->o->max_new_tokens > T || strlen(tab + 1) >= 255) {
-                rc = zinf_err("%s:%lld: prompt too long for sequence length %d", path, (long long)lineno, T);
-                break;
-            }
             for (int i = 0; i < pl; i++) tok[(int64_t)nb * T + i] = (unsigned char)line[i];
             len[nb] = pl;
             done[nb] = 0;
             got[nb][0] = 0;
-            snprintf(want[nb], 256, "%s", tab + 1);
+            snprintf(want[nb], 256, "%s", answer);
             nb++;
         }
         if (rc || nb == 0) break;
@@ -576,12 +606,8 @@ static int setup(run *r)
                       "--gradient_checkpointing asks for recomputation, so every activation is kept already");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
-    if (o->prompts) { /* fail before training, not after it */
-        FILE *pf = fopen(o->prompts, "r");
-        if (!pf) rc = zinf_errc(-errno, "--eval_prompts %s: %s", o->prompts, strerror(errno));
-        else fclose(pf);
-        ZINF_TRY(zinf_comm_agree(comm, rc));
-    }
+    if (o->prompts) /* every line, before training, not after it; said once */
+        ZINF_TRY(zinf_comm_agree(comm, comm->rank == 0 ? prompts_check(o->prompts, r->T, o->max_new_tokens) : 0));
     rc = zinf_data_open(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1);
     if (!rc && o->val) {
         rc = zinf_data_open(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0);

@@ -23,8 +23,6 @@ typedef struct zinf_train_opts {
     bool ac_keep_attention;  /* activation checkpointing keeps attention outputs (ZINF_RECOMPUTE_KEEP_ATTN) */
     bool gradient_checkpointing, gradient_checkpointing_set; /* HF/ms-swift: recompute blocks */
     int64_t max_new_tokens;  /* for the prompt check */
-    double comm_timeout;     /* seconds, 0 = no limit; when not set: ZINF_COMM_TIMEOUT or 600 */
-    bool comm_timeout_set;
     const char *resume;      /* --resume: "auto", a checkpoint file or a directory; NULL: fresh */
     const char *init_from;   /* --init_from: a Hugging Face GPT-2 directory (safetensors); NULL: random */
     int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */

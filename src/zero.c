@@ -700,45 +700,118 @@ static zinf_at at_of(zinf_offload_device d)
 
 static int64_t round4k(int64_t b) { return (b + 4095) / 4096 * 4096; }
 
-/* A swapper for the NVMe states of one offload block: nvme_path (one directory, or several, one
- * per line, striped), the aio block, and --swap_engine (io_uring with O_DIRECT, or psync
- * through the page cache). */
-static int open_swap(zinf_zero *z, zinf_swap **out, const char *tag, const zinf_offload_cfg *o,
-                     int64_t capacity, size_t nbuf, size_t bufsize)
+/* The swapper options for the NVMe states of one offload block: nvme_path (one directory, or
+ * several, one per line, striped, cut into list), the aio block, and --swap_engine (io_uring with
+ * O_DIRECT, or psync through the page cache). */
+static void swap_opts(const zinf_zero *z, zinf_swap_opts *so, char *paths, const char **list,
+                      const char *tag, const zinf_offload_cfg *o, int64_t capacity, size_t nbuf,
+                      size_t bufsize)
 {
     const zinf_config *c = z->cfg;
-    char paths[sizeof o->nvme_path];
-    snprintf(paths, sizeof paths, "%s", o->nvme_path);
-    const char *list[16];
+    snprintf(paths, sizeof o->nvme_path, "%s", o->nvme_path);
     int n = 0;
-    for (char *t = strtok(paths, "\n"); t && n < 16; t = strtok(NULL, "\n")) list[n++] = t;
-    zinf_swap_opts so;
-    zinf_swap_opts_defaults(&so);
-    so.engine = c->swap_engine[0] ? c->swap_engine : "io_uring";
-    so.buffered = strcmp(so.engine, "psync") == 0;
-    so.unlink_early = 1; /* a job that is killed leaves no swap file */
-    so.paths = list;
-    so.npaths = n;
-    so.tag = tag;
-    so.rank = z->rank;
-    so.capacity = capacity;
-    so.block_size = (size_t)c->aio_block_size;
-    so.queue_depth = (int)c->aio_queue_depth;
-    so.intra_op_parallelism = (int)c->aio_intra_op_parallelism;
-    so.single_submit = c->aio_single_submit;
-    so.overlap_events = c->aio_overlap_events;
-    so.buffer_count = nbuf;
-    so.buffer_size = bufsize;
-    int rc = zinf_swap_open(out, &so);
+    for (char *sv = NULL, *t = strtok_r(paths, "\n", &sv); t && n < 16; t = strtok_r(NULL, "\n", &sv))
+        list[n++] = t;
+    zinf_swap_opts_defaults(so);
+    so->engine = c->swap_engine[0] ? c->swap_engine : "io_uring";
+    so->buffered = strcmp(so->engine, "psync") == 0;
+    so->unlink_early = 1; /* a job that is killed leaves no swap file */
+    so->paths = list;
+    so->npaths = n;
+    so->tag = tag;
+    so->rank = z->rank;
+    so->capacity = capacity;
+    so->block_size = (size_t)c->aio_block_size;
+    so->queue_depth = (int)c->aio_queue_depth;
+    so->intra_op_parallelism = (int)c->aio_intra_op_parallelism;
+    so->single_submit = c->aio_single_submit;
+    so->overlap_events = c->aio_overlap_events;
+    so->buffer_count = nbuf;
+    so->buffer_size = bufsize;
+}
+
+static const char *swap_key(const char *tag)
+{
+    return strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param";
+}
+
+static int open_swap(zinf_zero *z, zinf_swap **out, const zinf_swap_opts *so)
+{
+    int rc = zinf_swap_open(out, so);
     if (rc) {
         char why[512];
         snprintf(why, sizeof why, "%s", zinf_errmsg());
-        return zinf_errc(rc, "rank %d: zero_optimization.%s.nvme_path: %s%s", z->rank,
-                         strcmp(tag, "optim") == 0 ? "offload_optimizer" : "offload_param", why,
-                         strstr(why, "O_DIRECT") ? " (zinf train --swap_engine psync)" : "");
+        return zinf_errc(rc, "rank %d: zero_optimization.%s.nvme_path: %s%s", z->rank, swap_key(so->tag), why,
+                         strstr(why, "psync engine") ? " (zinf train --swap_engine psync)" : "");
     }
     z->mem_at[ZINF_AT_HOST][ZINF_MEM_STAGING] += (int64_t)zinf_swap_pinned_bytes(*out);
     return 0;
+}
+
+/* The ranks of a node that share a file system preallocate their swap files on it together, and
+ * the swapper's own space check counts one rank's files (against a free space the others may have
+ * taken already). So before any rank makes a file, every rank measures its directories, the
+ * node's ranks exchange what each needs on which file system (st_dev, over the node's
+ * shared-memory communicator; the exchange completes only after every rank measured), and a
+ * file system that cannot hold all of their files is an error on each rank that uses it.
+ * Collective over the world: every rank calls it (with nso 0 where it has no NVMe state). */
+enum { SPACE_MAX = 32 }; /* two swappers of at most 16 directories */
+static int check_node_space(zinf_zero *z, const zinf_swap_opts *so, int nso)
+{
+    zinf_swap_space mine[SPACE_MAX] = {{0}};
+    const char *key[SPACE_MAX], *dir[SPACE_MAX];
+    int n = 0, rc = 0;
+    for (int s = 0; s < nso && !rc; s++) {
+        rc = zinf_swap_space_of(&so[s], mine + n);
+        if (rc) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", zinf_errmsg());
+            rc = zinf_errc(rc, "rank %d: zero_optimization.%s.nvme_path: %s", z->rank, swap_key(so[s].tag), why);
+        }
+        for (int i = 0; i < so[s].npaths && n < SPACE_MAX; i++) key[n] = swap_key(so[s].tag), dir[n++] = so[s].paths[i];
+    }
+    if (rc) n = 0; /* still in the exchange below, with nothing, so that no rank waits for this one */
+    int64_t send[3 * SPACE_MAX] = {0};
+    for (int i = 0; i < n; i++) {
+        send[3 * i] = (int64_t)mine[i].dev;
+        send[3 * i + 1] = mine[i].need;
+        send[3 * i + 2] = 1;
+    }
+    MPI_Comm node;
+    if (MPI_Comm_split_type(z->comm->world, MPI_COMM_TYPE_SHARED, z->rank, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return rc ? rc : zinf_errc(ZINF_ECOMM, "rank %d: cannot make the node's communicator", z->rank);
+    int nn = 1;
+    MPI_Comm_size(node, &nn);
+    int64_t *all = malloc((size_t)nn * sizeof send);
+    int mrc = all ? MPI_Allgather(send, 3 * SPACE_MAX, MPI_INT64_T, all, 3 * SPACE_MAX, MPI_INT64_T, node)
+                  : MPI_ERR_NO_MEM;
+    MPI_Comm_free(&node);
+    if (!rc && mrc != MPI_SUCCESS) rc = zinf_errc(ZINF_ECOMM, "rank %d: the NVMe space exchange failed", z->rank);
+    for (int i = 0; i < n && !rc; i++) {
+        bool first = true;
+        for (int j = 0; j < i; j++) first &= mine[j].dev != mine[i].dev;
+        if (!first) continue; /* that file system was checked with its first directory */
+        int64_t need = 0, own = 0;
+        int ranks = 0;
+        for (int r = 0; r < nn; r++) {
+            bool uses = false;
+            for (int e = 0; e < SPACE_MAX; e++) {
+                const int64_t *x = all + (size_t)r * 3 * SPACE_MAX + 3 * e;
+                if (!x[2] || (uint64_t)x[0] != mine[i].dev) continue;
+                need += x[1];
+                uses = true;
+            }
+            ranks += uses;
+        }
+        for (int j = 0; j < n; j++) own += mine[j].dev == mine[i].dev ? mine[j].need : 0;
+        if (need > mine[i].avail)
+            rc = zinf_errc(-ENOSPC, "rank %d: zero_optimization.%s.nvme_path: too little space: need %lld bytes, %s "
+                           "has %lld free (the swap files of the %d ranks of this node on that file system; this "
+                           "rank's take %lld)", z->rank, key[i], (long long)need, dir[i], (long long)mine[i].avail,
+                           ranks, (long long)own);
+    }
+    free(all);
+    return rc;
 }
 
 /* Where each unit's states live, the swappers of the NVMe ones, and the buffers of the host step.
@@ -820,10 +893,18 @@ static int plan_places(zinf_zero *z, int64_t maxp)
     if (t > maxp) t = maxp;
     z->tile = (t + 1023) / 1024 * 1024;
     z->depth = 1 + c->offload_optimizer.pipeline_read + c->offload_optimizer.pipeline_write;
+    zinf_swap_opts so[2];
+    char paths[2][sizeof c->offload_param.nvme_path];
+    const char *list[2][16];
+    int nso = 0;
     if (opt_nvme)
-        ZINF_TRY(open_swap(z, &z->swap_opt, "optim", &c->offload_optimizer, opt_nvme,
-                           3 * (size_t)z->depth, (size_t)z->tile * 4));
-    if (par_nvme) ZINF_TRY(open_swap(z, &z->swap_par, "param", &c->offload_param, par_nvme, 0, 0));
+        swap_opts(z, &so[nso], paths[nso], list[nso], "optim", &c->offload_optimizer, opt_nvme,
+                  3 * (size_t)z->depth, (size_t)z->tile * 4), nso++;
+    if (par_nvme) swap_opts(z, &so[nso], paths[nso], list[nso], "param", &c->offload_param, par_nvme, 0, 0), nso++;
+    /* a collective: decided by the config, the same on every rank, not by this rank's units */
+    if (c->offload_optimizer.device == ZINF_DEV_NVME || c->offload_param.device == ZINF_DEV_NVME)
+        ZINF_TRY(check_node_space(z, so, nso));
+    for (int s = 0; s < nso; s++) ZINF_TRY(open_swap(z, s == 0 && opt_nvme ? &z->swap_opt : &z->swap_par, &so[s]));
     bool dev = !z->be->host_visible;
     /* the host step's tile list, and per unit an event for its gradient's last write */
     if (any_host_opt) {

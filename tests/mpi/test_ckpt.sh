@@ -25,8 +25,12 @@ cfg() {
 # trn NAME NP OUT STEPS [flags]: train with NAME's config
 trn() {
     local name=$1 np=$2 out=$3 steps=$4; shift 4
+    # a flag is given once (zinf refuses a repeated one): seed 5 unless ARGS choose one
+    local seed="--seed 5"
+    case " $* " in *" --seed "*) seed="" ;; esac
+    # shellcheck disable=SC2086
     mpi "$np" train --model test-mini --data "$D" --max_length 32 --max_steps "$steps" --logging_steps 1 \
-        --config "$TMP/$name.json" --out "$TMP/$out" --seed 5 --swap_engine psync "$@"
+        --config "$TMP/$name.json" --out "$TMP/$out" $seed --swap_engine psync "$@"
 }
 hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 losses() { metric "$TMP/$1/metrics.jsonl" loss | tr -d ' ' | grep -v '^$' | tail -n "$2"; }

@@ -52,10 +52,88 @@ run data --random 100 --vocab 1 --out "$TMP/x"
 expect_err "data: --vocab 1" "--vocab must be at least 2"
 run data --random 1 --out "$TMP/x"
 expect_err "data: --random 1" "at least 2 tokens"
-run train --model test-mini --data "$TMP/rnd_train_*.bin" --comm_timeout -1
-expect_err "negative --comm_timeout" "--comm_timeout must be >= 0"
-run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_steps -1
-expect_err "negative --save_steps" "--save_steps must be >= 0"
+# one rule per value, whichever way it arrives: a flag is held to the rule of the config key it
+# fills (and says which), a flag that fills no key to its own; one line, exit 1, before any step
+# (--gradient_accumulation_steps -1 trained "batch -8", --per_device_train_batch_size -3 ran out
+# of host memory, --logging_steps 0 divided by zero)
+while IFS='|' read -r flag value msg; do
+    run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_steps 1 --out "$TMP/rule" "--$flag" "$value"
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --$flag $value: expected $msg" ] && pass ||
+        fail "--$flag $value: exit $RC, output '$OUTPUT'"
+done <<'EOF2'
+gradient_accumulation_steps|-1|a positive integer, as gradient_accumulation_steps in a DeepSpeed config
+per_device_train_batch_size|-3|a positive integer, as train_micro_batch_size_per_gpu in a DeepSpeed config
+learning_rate|-1|a non-negative number, as optimizer.params.lr in a DeepSpeed config
+learning_rate|nan|a non-negative number, as optimizer.params.lr in a DeepSpeed config
+adam_beta1|1.5|a number at least 0 and below 1, as optimizer.params.betas[0] in a DeepSpeed config
+adam_beta2|1|a number at least 0 and below 1, as optimizer.params.betas[1] in a DeepSpeed config
+adam_epsilon|-0.5|a non-negative number, as optimizer.params.eps in a DeepSpeed config
+weight_decay|inf|a non-negative number, as optimizer.params.weight_decay in a DeepSpeed config
+max_grad_norm|-1|a non-negative number, as gradient_clipping in a DeepSpeed config
+max_grad_norm|nan|a non-negative number, as gradient_clipping in a DeepSpeed config
+num_train_epochs|nan|a positive number
+num_train_epochs|0|a positive number
+warmup_ratio|1.5|a number from 0 to 1
+warmup_steps|-2|a non-negative integer
+max_length|-1|a non-negative integer (0: the model's n_positions)
+comm_timeout|nan|a non-negative number (seconds; 0 waits forever)
+comm_timeout|-1|a non-negative number (seconds; 0 waits forever)
+save_steps|-1|a non-negative integer (0: no periodic saves)
+logging_steps|0|a positive integer (HF's Trainer refuses 0 too)
+eval_steps|0|a positive integer (leave it out to evaluate every --logging_steps steps)
+EOF2
+# the config key itself, and "auto" filled from the flag, meet the same rule
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": -1}' > "$TMP/gas.json"
+run config show "$TMP/gas.json"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: $TMP/gas.json: gradient_accumulation_steps: expected a positive integer, got -1" ] &&
+    pass || fail "gradient_accumulation_steps -1 in a config: exit $RC, output '$OUTPUT'"
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto"}' > "$TMP/gasa.json"
+mpi 2 config show "$TMP/gasa.json" --gradient_accumulation_steps -1
+[ "$RC" -ne 0 ] && [ "$(count_lines 'zinf: error: ')" -eq 1 ] && [ "$(count_lines 'zinf: error: --gradient_accumulation_steps -1: expected a positive integer, as gradient_accumulation_steps in a DeepSpeed config')" -eq 1 ] &&
+    pass || fail "\"auto\" from --gradient_accumulation_steps -1 at 2 ranks: exit $RC, output '$OUTPUT'"
+# --logging_steps 0 with --val divided by zero (SIGFPE, exit 136)
+run data --random 20000 --vocab 300 --seed 6 --out "$TMP/rval"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --val "$TMP/rval_train_*.bin" --max_length 32 \
+    --max_steps 2 --out "$TMP/lz" --logging_steps 0
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --logging_steps 0: expected a positive integer (HF's Trainer refuses 0 too)" ] &&
+    pass || fail "--logging_steps 0 with --val: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --val "$TMP/rval_train_*.bin" --max_length 32 \
+    --max_steps 2 --out "$TMP/ez" --eval_steps 0
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --eval_steps 0: expected a positive integer (leave it out to evaluate every --logging_steps steps)" ] &&
+    pass || fail "--eval_steps 0 with --val: exit $RC, output '$OUTPUT'"
+
+# a flag given twice, or with its alias, is one line naming both spellings (no silent last-wins)
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --config a.json --deepspeed b.json
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --config and --deepspeed set the same thing (--config a.json, then --deepspeed b.json); give one of them" ] &&
+    pass || fail "--config and --deepspeed: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --learning_rate 1e-3 --learning-rate=2e-3
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --learning_rate is given twice (--learning_rate 1e-3, then --learning-rate 2e-3); give it once" ] &&
+    pass || fail "--learning_rate twice: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --out "$TMP/o1" --output_dir "$TMP/o2"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --out and --output_dir set the same thing (--out $TMP/o1, then --output_dir $TMP/o2); give one of them" ] &&
+    pass || fail "--out and --output_dir: exit $RC, output '$OUTPUT'"
+mpi 2 config show --bf16 --bf16 false
+[ "$RC" -ne 0 ] && [ "$(count_lines 'zinf: error: ')" -eq 1 ] && [ "$(count_lines 'zinf: error: config: --bf16 is given twice (--bf16 true, then --bf16 false); give it once')" -eq 1 ] &&
+    pass || fail "--bf16 twice at 2 ranks: exit $RC, output '$OUTPUT'"
+
+# what is not a regular file is refused, named as what it is, instead of read forever (/dev/zero),
+# waited on (a FIFO) or mapped (a directory)
+mkfifo "$TMP/fifo"; mkdir -p "$TMP/dir"
+for v in "--config /dev/zero|--config /dev/zero: is a character device" "--config $TMP/fifo|--config $TMP/fifo: is a FIFO" \
+         "--model $TMP/fifo|--model $TMP/fifo: is a FIFO" "--data $TMP/fifo|$TMP/fifo: is a FIFO" \
+         "--data $TMP/dir|$TMP/dir: is a directory" "--config $TMP/dir|--config $TMP/dir: is a directory"; do
+    args=${v%%|*}; msg=${v#*|}
+    set -- --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/nr"
+    case $args in --model*) shift 2 ;; --data*) set -- --model "$TMP/v300.json" --max_length 32 --max_steps 1 --out "$TMP/nr" ;; esac
+    # shellcheck disable=SC2086
+    OUTPUT=$(timeout 20 "$ZINF" train "$@" $args 2>&1); RC=$?
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: $msg, not a regular file" ] && pass || fail "$args: exit $RC, output '$OUTPUT'"
+done
+# a UTF-8 byte-order mark before a config is skipped (as Python's utf-8-sig reads it)
+printf '\357\273\277{"train_batch_size": 24}\n' > "$TMP/bom.json"
+run config show "$TMP/bom.json"
+expect_ok "a config with a byte-order mark"
+expect_has "a config with a byte-order mark" '"train_batch_size": 24'
 run train --model test-mini --data "$TMP/rnd_train_*.bin" --save_total_limit -2
 expect_err "negative --save_total_limit" "--save_total_limit must be >= 0"
 run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --init_from "$TMP/no-such-hf-dir" --max_steps 1 --out "$TMP/if"

@@ -127,6 +127,9 @@ bad "ssh port 0" "--ssh_port 0: expected 1-65535" --ssh_port 0 --num_gpus 1 true
 bad "master port too big" "--master_port 70000: expected 1-65535" --master_port 70000 --num_gpus 1 true
 bad "unterminated quote" "--launcher_args: an unterminated ' quote" --launcher_args "--mca x 'y" --num_gpus 1 true
 bad "zero GPUs" "--num_gpus must be at least 1" --num_gpus 0 true
+bad "hostfile twice" "--hostfile is given twice (-H $TMP/ab, then --hostfile $TMP/dup); give it once" -H "$TMP/ab" --hostfile "$TMP/dup" true
+printf 'a slots=2\nbig slots=1000000\n' > "$TMP/big"
+bad "a million slots" "$TMP/big:2: host big: slots=1000000: expected a whole number from 1 to 4096" -H "$TMP/big" true
 # the master address is taken for DeepSpeed's command lines and said to be unused
 launch --dry-run --num_gpus 2 --master_addr 10.0.0.1 --master_port 29500 touch "$TMP/ran"
 expect_ok "dry run"

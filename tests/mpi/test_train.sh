@@ -229,7 +229,7 @@ expect_ok "hostfile launcher"
 expect_has "hostfile launcher" "on 2 ranks"
 printf 'localhost slots=two\n' > "$TMP/badhosts"
 OUTPUT=$(ZINF="$ZINF" sh "${top_srcdir:-.}/jobs/mpirun/train.sh" "$TMP/badhosts" --data "$D" 2>&1); RC=$?
-expect_err "hostfile with bad slots" "badhosts:1: slots=two: expected a whole number"
+expect_err "hostfile with bad slots" "badhosts:1: host localhost: slots=two: expected a whole number from 1 to 4096"
 
 # --per_rank_logs: every rank writes its own log
 mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 1 --out "$TMP/pr" --per_rank_logs
@@ -256,5 +256,27 @@ printf '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "optimizer"
 mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --config "$TMP/nf.json" --out "$TMP/nf"
 expect_err "a non-finite norm on 2 ranks" "step 2: the gradient norm is not finite"
 [ "$(count_lines 'zinf: error')" -eq 1 ] && pass || fail "a non-finite norm on 2 ranks: $(count_lines 'zinf: error') error lines, want 1"
+
+# --eval_prompts is checked line by line before the first step (with --save_steps 0 an error after
+# training lost the model), said once on 2 ranks, and an empty prompt is called empty
+pq() { # pq NAME TEXT MESSAGE: a prompts file of TEXT fails with MESSAGE before any step
+    printf "$2" > "$TMP/$1.tsv"
+    mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --logging_steps 1 --save_steps 0 \
+        --eval_prompts "$TMP/$1.tsv" --out "$TMP/$1"
+    [ "$RC" -ne 0 ] && [ "$(count_lines 'zinf: error: ')" -eq 1 ] &&
+        [ "$(count_lines "zinf: error: $TMP/$1.tsv:$3")" -eq 1 ] && pass ||
+        fail "--eval_prompts $1: exit $RC, want one line '$TMP/$1.tsv:$3'; output: $(printf '%s\n' "$OUTPUT" | grep -v '^ *$' | head -5)"
+    [ "$(count_lines 'step ')" -eq 0 ] && [ ! -e "$TMP/$1/metrics.jsonl" ] && pass || fail "--eval_prompts $1: training ran"
+}
+pq pempty '1+2\t3\n\n\t5\n' '3: the prompt is empty (nothing before the tab)'
+pq plong '12345678901234567890\t5\n' '1: the prompt'"'"'s 20 bytes and --max_new_tokens 16 exceed the sequence length 32'
+pq ptab '1+2=3\n' '1: expected "prompt<TAB>answer"'
+pq panswer "1+1\\t$(printf '%0300d' 0)\\n" '1: the answer is longer than 254 bytes'
+# a good file still runs after training, once
+printf '1+2=\t3\n2+2=\t4\n' > "$TMP/pgood.tsv"
+mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --save_steps 0 --eval_prompts "$TMP/pgood.tsv" \
+    --out "$TMP/pgood"
+expect_ok "--eval_prompts, a good file"
+[ "$(count_lines 'held-out prompts: ')" -eq 1 ] && [ "$(count_lines '/2 exact')" -eq 1 ] && pass || fail "--eval_prompts: no single 'held-out prompts: N/2 exact' line"
 
 finish

@@ -2,6 +2,7 @@
  * the flags, the batch rule, validation messages naming the key, unknown-key warnings, comments,
  * and the five fixture configs at the world size their numbers imply. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -888,8 +889,97 @@ static void test_default_and_print(void)
     free(buf);
 }
 
+/* One rule per value, whichever way it arrives: a flag that fills a key (through "auto", an
+ * absent key, or the built-in default config) meets that key's rule, with the key named; a flag
+ * that fills no key meets its own. The message is the flag and its value. */
+static void test_flag_rules(void)
+{
+    zinf_config c;
+    zinf_flags f;
+    static const struct { const char *json, *msg; } cases[] = {
+        /* "auto" filled from the flag */
+        {"{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": \"auto\"}",
+         "--gradient_accumulation_steps -1: expected a positive integer, as gradient_accumulation_steps in a "
+         "DeepSpeed config"},
+        /* an absent key that the flag fills */
+        {"{\"train_micro_batch_size_per_gpu\": 2}",
+         "--gradient_accumulation_steps -1: expected a positive integer, as gradient_accumulation_steps in a "
+         "DeepSpeed config"},
+        /* a key the config gives: the flag is still wrong, whatever it would have been checked against */
+        {"{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 3}",
+         "--gradient_accumulation_steps -1: expected a positive integer, as gradient_accumulation_steps in a "
+         "DeepSpeed config"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zinf_flags_defaults(&f);
+        f.gradient_accumulation_steps = -1, f.gradient_accumulation_steps_set = true;
+        CHECK(parse_w(&c, cases[i].json, &f, 1) == ZINF_EINVAL && strcmp(zinf_errmsg(), cases[i].msg) == 0,
+              "case %zu: %s", i, zinf_errmsg());
+    }
+    /* the same rule written in the config: the same words */
+    CHECK(parse(&c, "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": -1}", 1) ==
+                  ZINF_EINVAL &&
+              strcmp(zinf_errmsg(), "cfg.json: gradient_accumulation_steps: expected a positive integer, got -1") == 0,
+          "key: %s", zinf_errmsg());
+    /* the built-in default config takes every value from the flags */
+    zinf_flags_defaults(&f);
+    f.learning_rate = NAN, f.learning_rate_set = true;
+    CHECK(zinf_config_default(&c, &f, 1, NULL) == ZINF_EINVAL &&
+              strcmp(zinf_errmsg(), "--learning_rate nan: expected a non-negative number, as optimizer.params.lr in "
+                                    "a DeepSpeed config") == 0,
+          "default config, lr nan: %s", zinf_errmsg());
+    zinf_flags_defaults(&f);
+    f.adam_beta1 = 1.5, f.adam_beta1_set = true;
+    CHECK(zinf_flags_check(&f) == ZINF_EINVAL &&
+              strcmp(zinf_errmsg(), "--adam_beta1 1.5: expected a number at least 0 and below 1, as "
+                                    "optimizer.params.betas[0] in a DeepSpeed config") == 0,
+          "beta1: %s", zinf_errmsg());
+    zinf_flags_defaults(&f);
+    f.max_grad_norm = INFINITY, f.max_grad_norm_set = true;
+    CHECK(zinf_flags_check(&f) == ZINF_EINVAL &&
+              strcmp(zinf_errmsg(), "--max_grad_norm inf: expected a non-negative number, as gradient_clipping in a "
+                                    "DeepSpeed config") == 0,
+          "clip inf: %s", zinf_errmsg());
+    /* the flags that fill no key */
+    zinf_flags_defaults(&f);
+    f.logging_steps = 0, f.logging_steps_set = true;
+    CHECK(zinf_flags_check(&f) == ZINF_EINVAL &&
+              strcmp(zinf_errmsg(), "--logging_steps 0: expected a positive integer (HF's Trainer refuses 0 too)") == 0,
+          "logging 0: %s", zinf_errmsg());
+    zinf_flags_defaults(&f);
+    f.num_train_epochs = NAN, f.num_train_epochs_set = true;
+    CHECK(zinf_flags_check(&f) == ZINF_EINVAL &&
+              strcmp(zinf_errmsg(), "--num_train_epochs nan: expected a positive number") == 0,
+          "epochs nan: %s", zinf_errmsg());
+    /* the defaults, unset flags whatever their value, and edge values that are valid */
+    zinf_flags_defaults(&f);
+    CHECK(zinf_flags_check(&f) == 0, "defaults: %s", zinf_errmsg());
+    f.logging_steps = 0; /* not given */
+    f.learning_rate = 0, f.learning_rate_set = true;
+    f.adam_beta2 = 0, f.adam_beta2_set = true;
+    f.max_grad_norm = 0, f.max_grad_norm_set = true;
+    f.save_steps = 0, f.save_steps_set = true;
+    f.comm_timeout = 0, f.comm_timeout_set = true;
+    f.warmup_ratio = 1, f.warmup_ratio_set = true;
+    CHECK(zinf_flags_check(&f) == 0, "valid edges: %s", zinf_errmsg());
+}
+
+/* A UTF-8 byte-order mark before the JSON text is skipped, as Python's utf-8-sig codec does. */
+static void test_bom(void)
+{
+    zinf_config c;
+    CHECK(parse(&c, "\xEF\xBB\xBF{\"train_batch_size\": 16}", 2) == 0 && c.train_batch_size == 16 &&
+              c.train_micro_batch_size_per_gpu == 8,
+          "BOM: %s", zinf_errmsg());
+    /* only at the start: elsewhere it is what JSON makes of it */
+    CHECK(parse(&c, "{\"train_batch_size\": 16}\xEF\xBB\xBF", 2) == ZINF_EINVAL && HAS("malformed JSON"),
+          "BOM at the end: %s", zinf_errmsg());
+}
+
 int main(void)
 {
+    test_flag_rules();
+    test_bom();
     test_fixtures();
     test_defaults();
     test_types();

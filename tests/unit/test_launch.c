@@ -51,10 +51,17 @@ static void test_hostfile(void)
     expect_err(parse(&p, "a slots=2\nb slots=1\na slots=3\n"), "hf:3: host a is listed twice (first on line 1)", "dup");
     expect_err(parse(&p, "a slots=2\nb\n"), "hf:2: expected 'HOST slots=N', got 'b'", "no slots");
     expect_err(parse(&p, "a slot=2\n"), "hf:1: expected 'HOST slots=N'", "slot=");
-    expect_err(parse(&p, "a slots=x\n"), "hf:1: slots=x", "slots=x");
-    expect_err(parse(&p, "a slots=0\n"), "hf:1: slots=0", "slots=0");
+    expect_err(parse(&p, "a slots=x\n"), "hf:1: host a: slots=x", "slots=x");
+    expect_err(parse(&p, "a slots=0\n"), "hf:1: host a: slots=0", "slots=0");
     expect_err(parse(&p, "a slots=-1\n"), "slots=-1", "slots=-1");
     expect_err(parse(&p, "a slots=99999999999\n"), "slots=99999999999", "huge slots");
+    /* a sane bound: every slot is a rank on the mpirun line */
+    expect_err(parse(&p, "a slots=4\nnode-7 slots=1000000\n"),
+               "hf:2: host node-7: slots=1000000: expected a whole number from 1 to 4096", "slots=1000000");
+    expect_err(parse(&p, "a slots=4097\n"), "hf:1: host a: slots=4097: expected a whole number from 1 to 4096",
+               "slots=4097");
+    CHECK(parse(&p, "a slots=4096\n") == 0 && p.h[0].nslots == 4096, "slots=4096: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
     expect_err(parse(&p, "# nothing\n\n   \n"), "hf: names no hosts", "empty");
     expect_err(parse(&p, ""), "names no hosts", "empty text");
 }

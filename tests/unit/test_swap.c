@@ -15,9 +15,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <liburing.h>
@@ -462,6 +464,51 @@ static void test_open_errors(void)
     CHECK(zinf_swap_open(&sw, &o) < 0 && has("ZINF_SWAP_FAULT=eio@0: expected"), "bad fault: %s",
           zinf_errmsg());
     unsetenv("ZINF_SWAP_FAULT");
+
+    /* what a swapper would take, measured without making anything: the file system, the bytes
+     * free (injected: free@N) and each directory's file (3 MiB over 2 paths of 1 MiB blocks is
+     * 2 files of 2 MiB) */
+    base_opts(&o, "psync", 2, 1);
+    o.capacity = 3 << 20;
+    setenv("ZINF_SWAP_FAULT", "free@1228800", 1);
+    zinf_swap_space sp[2];
+    rc = zinf_swap_space_of(&o, sp);
+    struct stat st0;
+    stat(dirs[0], &st0);
+    CHECK(rc == 0 && sp[0].dev == (uint64_t)st0.st_dev && sp[0].dev == sp[1].dev && sp[0].avail == 1228800 &&
+              sp[0].need == 2 << 20 && sp[1].need == 2 << 20,
+          "space_of: rc %d dev %llu/%llu avail %lld need %lld %lld", rc, (unsigned long long)sp[0].dev,
+          (unsigned long long)sp[1].dev, (long long)sp[0].avail, (long long)sp[0].need, (long long)sp[1].need);
+    rc = zinf_swap_open(&sw, &o);
+    unsetenv("ZINF_SWAP_FAULT");
+    snprintf(want, sizeof want, "too little space: need 4194304 bytes, %s has 1228800 free (ZINF_SWAP_FAULT=free@N)",
+             dirs[0]);
+    CHECK(rc == -ENOSPC && strcmp(zinf_errmsg(), want) == 0, "free@N: %d %s", rc, zinf_errmsg());
+
+    /* a set-up that fails after its file was made leaves no file (unlinked early or not): the
+     * preallocation is refused by RLIMIT_FSIZE (EFBIG, SIGXFSZ ignored) */
+    for (int early = 0; early < 2; early++) {
+        struct rlimit old, lim;
+        getrlimit(RLIMIT_FSIZE, &old);
+        lim = old;
+        lim.rlim_cur = 64 << 10;
+        void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+        base_opts(&o, "psync", 1, 1);
+        o.unlink_early = early;
+        o.capacity = 1 << 20;
+        setrlimit(RLIMIT_FSIZE, &lim);
+        rc = zinf_swap_open(&sw, &o);
+        setrlimit(RLIMIT_FSIZE, &old);
+        signal(SIGXFSZ, prev);
+        snprintf(want, sizeof want, "swap file %s/zinf-swap-t-r3.swp: preallocating 1048576 bytes failed: File too large",
+                 dirs[0]);
+        CHECK(rc == -EFBIG && strcmp(zinf_errmsg(), want) == 0, "EFBIG (unlink_early %d): %d %s", early, rc,
+              zinf_errmsg());
+        char f[700];
+        snprintf(f, sizeof f, "%s/zinf-swap-t-r3.swp", dirs[0]);
+        CHECK(access(f, F_OK) != 0, "a failed open (unlink_early %d) left %s behind", early, f);
+        unlink(f);
+    }
 
     /* too little space, really: a 1 MiB tmpfs */
     snprintf(p, sizeof p, "%s/tiny", root);
