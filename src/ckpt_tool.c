@@ -114,21 +114,24 @@ static int ck_open(ck *c, const char *spec)
     for (size_t i = 0; i < sizeof sc / sizeof *sc; i++)
         if (zinf_h5_get_num(c->f, sc[i].name, sc[i].t, sc[i].p))
             return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, sc[i].name);
-    /* the model: its layout names and shapes every dataset the file must hold */
-    const char *names[6] = {"n_layer", "n_embd", "n_head", "vocab_size", "padded_vocab", "n_positions"};
-    int64_t v[6];
-    for (int i = 0; i < 6; i++) {
-        if (zinf_h5_get_num(c->f, names[i], H5T_NATIVE_INT64, &v[i]))
-            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, names[i]);
+    /* the model: its layout names and shapes every dataset the file must hold. A checkpoint names
+     * it by model_type and the config's text (zinf_model_identity), one from before model_type by
+     * GPT-2's six integers */
+    char type[32], text[4096] = "";
+    int64_t v[ZINF_MODEL_LEGACY_NATTRS] = {0};
+    bool named = !get_str(c->f, "model_type", type, sizeof type);
+    if (named && get_str(c->f, "model_config", text, sizeof text))
+        return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, "model_config");
+    for (int i = 0; !named && i < ZINF_MODEL_LEGACY_NATTRS; i++) {
+        const char *name = zinf_model_legacy_attrs[i];
+        if (zinf_h5_get_num(c->f, name, H5T_NATIVE_INT64, &v[i]))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", c->path, name);
         if (v[i] < 1 || v[i] > (1 << 30))
-            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %lld", c->path, names[i], (long long)v[i]);
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %lld", c->path, name, (long long)v[i]);
     }
-    zinf_model_cfg mc = {.n_layer = (int)v[0], .n_embd = (int)v[1], .n_head = (int)v[2], .vocab_size = (int)v[3],
-                         .padded_vocab = (int)v[4], .n_positions = (int)v[5]};
+    zinf_model_cfg mc;
+    ZINF_TRY(zinf_model_cfg_from_identity(&mc, named ? type : NULL, text, v, c->path));
     snprintf(mc.name, sizeof mc.name, "checkpoint");
-    if (mc.n_layer > (1 << 16) || mc.n_embd % mc.n_head || mc.padded_vocab != (mc.vocab_size + 127) / 128 * 128)
-        return zinf_errc(ZINF_EINVAL, "%s: the model attributes disagree (n_embd %d, n_head %d, vocab_size %d, "
-                                      "padded_vocab %d)", c->path, mc.n_embd, mc.n_head, mc.vocab_size, mc.padded_vocab);
     return zinf_model_init(&c->m, &mc, NULL);
 }
 
