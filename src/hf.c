@@ -1,4 +1,4 @@
-/* Hugging Face GPT-2 interchange: see hf.h. */
+/* Hugging Face interchange through the model's family: see hf.h. */
 #include "hf.h"
 
 #include <errno.h>
