@@ -166,7 +166,7 @@ static int count_datasets(const zinf_model *m, zinf_zero *z, int64_t *maxp)
     return n;
 }
 
-static void attrs_of(zinf_ckpt_attrs *a, const zinf_ckpt_meta *meta, const zinf_model *m, int world)
+static int attrs_of(zinf_ckpt_attrs *a, const zinf_ckpt_meta *meta, const zinf_model *m, int world)
 {
     memset(a, 0, sizeof *a);
     a->step = meta->step, a->opt_steps = meta->opt_steps, a->seed = meta->seed;
@@ -174,9 +174,7 @@ static void attrs_of(zinf_ckpt_attrs *a, const zinf_ckpt_meta *meta, const zinf_
     a->loss_scale = meta->ls.cur_scale, a->ls_hysteresis = meta->ls.cur_hysteresis;
     a->ls_iter = meta->ls.cur_iter, a->ls_last_overflow = meta->ls.last_overflow_iter;
     a->saved_world_size = world;
-    const zinf_model_cfg *mc = &m->c;
-    a->n_layer = mc->n_layer, a->n_embd = mc->n_embd, a->n_head = mc->n_head, a->vocab_size = mc->vocab_size;
-    a->padded_vocab = mc->padded_vocab, a->n_positions = mc->n_positions;
+    return zinf_ckpt_attrs_set_model(a, &m->c);
 }
 
 /* ---------------------------------------------------------------- isolation ---------------- */
@@ -323,9 +321,10 @@ int zinf_ckpt_save(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     int rc = 0, fd = -1;
     if (!sums || !offs || !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for a checkpoint");
     if (!rc && comm->rank == 0) {
-        zinf_ckpt_attrs a;
-        attrs_of(&a, meta, m, comm->size);
-        rc = prepare(tmp, &a, cfg_json, m, offs, ndset, comm->timeout_s);
+        zinf_ckpt_attrs *a = malloc(sizeof *a);
+        rc = !a ? zinf_errc(ZINF_ENOMEM, "out of host memory for a checkpoint") : attrs_of(a, meta, m, comm->size);
+        if (!rc) rc = prepare(tmp, a, cfg_json, m, offs, ndset, comm->timeout_s);
+        free(a);
     }
     rc = zinf_comm_agree(comm, rc);
     bool agreed = rc != 0;
@@ -506,16 +505,8 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
     zinf_ckf c;
     int rc = zinf_ckf_open(&c, path);
     /* the model must be the one the checkpoint holds */
-    const zinf_model_cfg *mc = &m->c;
     const zinf_ckpt_attrs *a = &c.a;
-    struct { const char *name; int64_t got, want; } shape[] = {
-        {"n_layer", a->n_layer, mc->n_layer}, {"n_embd", a->n_embd, mc->n_embd}, {"n_head", a->n_head, mc->n_head},
-        {"vocab_size", a->vocab_size, mc->vocab_size}, {"padded_vocab", a->padded_vocab, mc->padded_vocab},
-        {"n_positions", a->n_positions, mc->n_positions}};
-    for (size_t i = 0; i < sizeof shape / sizeof *shape && !rc; i++)
-        if (shape[i].got != shape[i].want)
-            rc = zinf_errc(ZINF_EINVAL, "%s: the checkpoint's model has %s %lld, this run's %lld", path, shape[i].name,
-                           (long long)shape[i].got, (long long)shape[i].want);
+    if (!rc) rc = zinf_ckpt_attrs_check_model(a, &m->c, path);
     if (!rc) rc = zinf_ckf_no_extra(&c, m);
     meta->step = a->step, meta->opt_steps = a->opt_steps, meta->seed = a->seed;
     meta->train_batch_size = a->train_batch_size, meta->max_length = a->max_length, meta->run_id = a->run_id;

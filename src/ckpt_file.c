@@ -22,11 +22,12 @@ typedef struct {
     const char *name;
     char kind;
     size_t off;
-    int since;
+    int since, until; /* the formats that hold it */
     int64_t lo, hi;
 } attr_row;
 #define BIG INT64_MAX
-#define ROW(n, k, f, s, lo, hi) {n, k, offsetof(zinf_ckpt_attrs, f), s, lo, hi}
+#define ROW(n, k, f, s, lo, hi) {n, k, offsetof(zinf_ckpt_attrs, f), s, ZINF_CKPT_FORMAT, lo, hi}
+#define V1(n, i) {n, 'i', offsetof(zinf_ckpt_attrs, legacy) + (i) * sizeof(int64_t), 1, 1, 1, 1 << 30}
 static const attr_row rows[] = {
     ROW("step", 'i', step, 1, 0, BIG),
     ROW("opt_steps", 'i', opt_steps, 1, 0, BIG),
@@ -39,12 +40,8 @@ static const attr_row rows[] = {
     ROW("loss_scale_iter", 'i', ls_iter, 1, 0, BIG),
     ROW("loss_scale_last_overflow_iter", 'i', ls_last_overflow, 1, -1, BIG),
     ROW("saved_world_size", 'i', saved_world_size, 1, 1, 1 << 30),
-    ROW("n_layer", 'i', n_layer, 1, 1, 1 << 16),
-    ROW("n_embd", 'i', n_embd, 1, 1, 1 << 30),
-    ROW("n_head", 'i', n_head, 1, 1, 1 << 30),
-    ROW("vocab_size", 'i', vocab_size, 1, 1, 1 << 30),
-    ROW("padded_vocab", 'i', padded_vocab, 1, 1, 1 << 30),
-    ROW("n_positions", 'i', n_positions, 1, 1, 1 << 30),
+    V1("n_layer", 0), V1("n_embd", 1), V1("n_head", 2), V1("vocab_size", 3), V1("padded_vocab", 4),
+    V1("n_positions", 5),
 };
 #define NROWS (sizeof rows / sizeof *rows)
 
@@ -95,16 +92,35 @@ static uint64_t meta_sum(const zinf_ckpt_attrs *a, const char *cfg)
         h = mix_bytes(h, (const char *)a + rows[i].off, 8);
     }
     h = mix_bytes(h, a->version, strlen(a->version));
+    h = mix_bytes(h, a->model_type, strlen(a->model_type));
+    h = mix_bytes(h, a->model_config, strlen(a->model_config));
     return mix_bytes(h, cfg ? cfg : "", cfg ? strlen(cfg) : 0);
 }
 
-void zinf_ckpt_attrs_model(const zinf_ckpt_attrs *a, zinf_model_cfg *mc)
+int zinf_ckpt_attrs_model(const zinf_ckpt_attrs *a, zinf_model_cfg *mc, const char *src)
 {
-    memset(mc, 0, sizeof *mc);
-    mc->n_layer = (int)a->n_layer, mc->n_embd = (int)a->n_embd, mc->n_head = (int)a->n_head;
-    mc->vocab_size = (int)a->vocab_size, mc->padded_vocab = (int)a->padded_vocab;
-    mc->n_positions = (int)a->n_positions;
+    bool named = a->format >= 2;
+    ZINF_TRY(zinf_model_cfg_from_identity(mc, named ? a->model_type : NULL, a->model_config, a->legacy, src));
     snprintf(mc->name, sizeof mc->name, "checkpoint");
+    return 0;
+}
+
+int zinf_ckpt_attrs_check_model(const zinf_ckpt_attrs *a, const zinf_model_cfg *run, const char *src)
+{
+    return zinf_model_identity_check(run, a->format >= 2 ? a->model_type : NULL, a->model_config, a->legacy, src);
+}
+
+int zinf_ckpt_attrs_set_model(zinf_ckpt_attrs *a, const zinf_model_cfg *mc)
+{
+    char *text = NULL;
+    ZINF_TRY(zinf_model_identity(mc, a->model_type, sizeof a->model_type, &text));
+    int rc = strlen(text) < sizeof a->model_config
+                 ? 0
+                 : zinf_errc(ZINF_EINVAL, "the model's config text is longer than a checkpoint holds (%zu bytes)",
+                             strlen(text));
+    if (!rc) snprintf(a->model_config, sizeof a->model_config, "%s", text);
+    free(text);
+    return rc;
 }
 
 /* a fixed-length string attribute, cut to cap */
@@ -202,7 +218,7 @@ int zinf_ckf_open(zinf_ckf *c, const char *path)
     for (size_t i = 0; i < NROWS; i++) {
         const attr_row *r = &rows[i];
         void *p = (char *)a + r->off;
-        if (r->since > a->format) continue; /* not in this format: stays 0 */
+        if (r->since > a->format || r->until < a->format) continue; /* not in this format: stays 0 */
         hid_t mt = r->kind == 'i' ? H5T_NATIVE_INT64 : r->kind == 'u' ? H5T_NATIVE_UINT64 : H5T_NATIVE_DOUBLE;
         if (zinf_h5_get_num(c->f, r->name, mt, p))
             return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", path, r->name);
@@ -216,11 +232,10 @@ int zinf_ckf_open(zinf_ckf *c, const char *path)
     if (a->opt_steps > a->step)
         return zinf_errc(ZINF_EINVAL, "%s: attribute opt_steps %lld exceeds step %lld (the file was edited or is "
                                       "corrupted)", path, (long long)a->opt_steps, (long long)a->step);
-    if (a->n_embd % a->n_head || a->padded_vocab != (a->vocab_size + 127) / 128 * 128)
-        return zinf_errc(ZINF_EINVAL, "%s: the model attributes disagree (n_embd %lld, n_head %lld, vocab_size "
-                                      "%lld, padded_vocab %lld)", path, (long long)a->n_embd, (long long)a->n_head,
-                         (long long)a->vocab_size, (long long)a->padded_vocab);
     if (a->format >= 2) {
+        if (get_str(c->f, "model_type", a->model_type, sizeof a->model_type) ||
+            get_str(c->f, "model_config", a->model_config, sizeof a->model_config))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute model_type or model_config is missing", path);
         uint64_t want = 0;
         if (zinf_h5_get_num(c->f, "meta_checksum", H5T_NATIVE_UINT64, &want))
             return zinf_errc(ZINF_EINVAL, "%s: attribute meta_checksum is missing", path);
@@ -372,8 +387,10 @@ int zinf_ckf_create(const char *path, const zinf_ckpt_attrs *a0, const char *cfg
     H5Pclose(fapl);
     if (f < 0) return zinf_errc(ZINF_EIO, "%s: cannot create the checkpoint file (is the directory writable?)", path);
     int e = zinf_h5_attr_i64(f, "format_version", a.format) | zinf_h5_attr_str(f, "zinf_version", a.version);
+    e |= zinf_h5_attr_str(f, "model_type", a.model_type) | zinf_h5_attr_str(f, "model_config", a.model_config);
     for (size_t i = 0; i < NROWS && !e; i++) {
         const void *p = (const char *)&a + rows[i].off;
+        if (rows[i].until < a.format) continue;
         e |= rows[i].kind == 'i'   ? zinf_h5_attr_i64(f, rows[i].name, *(const int64_t *)p)
              : rows[i].kind == 'u' ? zinf_h5_attr_u64(f, rows[i].name, *(const uint64_t *)p)
                                    : zinf_h5_attr_f64(f, rows[i].name, *(const double *)p);

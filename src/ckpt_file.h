@@ -13,7 +13,8 @@
 
 #include "model.h"
 
-/* format 2 adds run_id, max_length and meta_checksum; format 1 files still load */
+/* format 2 adds run_id, max_length, meta_checksum, and names the model by model_type and its
+ * config's text (format 1: GPT-2's six integers); format 1 files still load */
 #define ZINF_CKPT_FORMAT 2
 #define ZINF_CKPT_FORMAT_MIN 1
 
@@ -31,7 +32,9 @@ typedef struct zinf_ckpt_attrs {
     double loss_scale;
     int64_t ls_hysteresis, ls_iter, ls_last_overflow;
     int64_t saved_world_size;
-    int64_t n_layer, n_embd, n_head, vocab_size, padded_vocab, n_positions;
+    int64_t legacy[ZINF_MODEL_LEGACY_NATTRS]; /* format 1: GPT-2's six integers (zinf_model_legacy_attrs) */
+    char model_type[32];      /* format 2: the model's identity (zinf_model_identity) */
+    char model_config[16384];
     char version[64];         /* the zinf that wrote it */
 } zinf_ckpt_attrs;
 
@@ -43,7 +46,11 @@ typedef struct zinf_ckf {
 } zinf_ckf;
 
 /* The model configuration the attributes describe (no memory, no backend needed to lay it out). */
-void zinf_ckpt_attrs_model(const zinf_ckpt_attrs *a, zinf_model_cfg *mc);
+int zinf_ckpt_attrs_model(const zinf_ckpt_attrs *a, zinf_model_cfg *mc, const char *src);
+/* The attributes' model identity against the run's model: one line naming the first difference. */
+int zinf_ckpt_attrs_check_model(const zinf_ckpt_attrs *a, const zinf_model_cfg *run, const char *src);
+/* The run's model's identity into the attributes. */
+int zinf_ckpt_attrs_set_model(zinf_ckpt_attrs *a, const zinf_model_cfg *mc);
 
 /* Open a checkpoint read-only: its format, every root scalar present and in range, and (format
  * 2) their checksum, which also covers /meta/config. One error names the file and the attribute. */

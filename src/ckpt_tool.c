@@ -79,8 +79,9 @@ static int ck_open(ck *c, const char *spec)
     c->ls_last_overflow = a->ls_last_overflow, c->seed = a->seed, c->loss_scale = a->loss_scale;
     c->max_length = a->max_length, c->run_id = a->run_id;
     snprintf(c->version, sizeof c->version, "%s", a->version);
+    /* the model: its layout names and shapes every dataset the file must hold */
     zinf_model_cfg mc;
-    zinf_ckpt_attrs_model(a, &mc);
+    ZINF_TRY(zinf_ckpt_attrs_model(a, &mc, c->path));
     return zinf_model_init(&c->m, &mc, NULL);
 }
 

@@ -200,34 +200,31 @@ int zinf_estimate_states(double psi, int stage, int off_opt, int off_param, doub
     return 0;
 }
 
-/* GPT-2 unit sizes: the embedding (wte + wpe), each block, the final LayerNorm (the head reuses
- * wte and has no parameters of its own). */
-/* Elements of unit u of zinf_model_init (0 the embedding wte + wpe, 1..n_layer the blocks,
- * n_layer + 1 the final LayerNorm): the exact counts the engine shards. */
-static int64_t unit_numel(const zinf_model_cfg *m, int u)
+/* The engine's units for model c: zinf_model_init without a backend, the exact counts it shards. */
+static int layout(const zinf_model_cfg *c, zinf_model *m)
 {
-    const int64_t C = m->n_embd;
-    if (u == 0) return (int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C;
-    return u == m->n_layer + 1 ? 2 * C : 12 * C * C + 13 * C;
+    int rc = zinf_model_init(m, c, NULL);
+    if (rc) zinf_model_free(m);
+    return rc;
 }
 
-static void unit_sizes(const zinf_model_cfg *m, double *emb, double *block, double *lnf)
+/* the first of the largest units of m, and what it is */
+static int64_t largest_unit(const zinf_model *m, const char **name)
 {
-    *emb = (double)unit_numel(m, 0);
-    *block = (double)unit_numel(m, 1);
-    *lnf = (double)unit_numel(m, m->n_layer + 1);
+    int best = 0;
+    for (int u = 1; u < m->nunits; u++)
+        if (m->units[u].numel > m->units[best].numel) best = u;
+    if (name) *name = m->units[best].what ? m->units[best].what : "unit"; /* static: outlives m */
+    return m->units[best].numel;
 }
 
 int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name)
 {
-    double emb, block, lnf;
-    unit_sizes(m, &emb, &block, &lnf);
-    const char *n = "embedding (wte+wpe)";
-    double best = emb;
-    if (block > best) { best = block; n = "transformer block"; }
-    if (lnf > best) { best = lnf; n = "final LayerNorm"; }
-    if (name) *name = n;
-    return (int64_t)best;
+    zinf_model mm;
+    ZINF_TRY(layout(m, &mm));
+    int64_t n = largest_unit(&mm, name);
+    zinf_model_free(&mm);
+    return n;
 }
 
 int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world,
@@ -239,27 +236,22 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
         return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
     if (stage < 0 || stage > 3) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     if (world < 1) return zinf_err("world size %d: must be at least 1", world);
-    /* the units of zinf_model_init: embedding (wte + wpe), n_layer blocks, final LayerNorm */
-    const int64_t sizes[3] = {unit_numel(m, 0), unit_numel(m, 1), unit_numel(m, m->n_layer + 1)};
-    const int64_t counts[3] = {1, m->n_layer, 1};
+    zinf_model mm;
+    ZINF_TRY(layout(m, &mm));
     const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2; /* bytes of the compute dtype */
     const int64_t W = world;
-    int64_t total_n = 0;
-    for (int i = 0; i < 3; i++) {
-        const int64_t n = sizes[i], c = counts[i];
+    for (int u = 0; u < mm.nunits; u++) {
+        const int64_t n = mm.units[u].numel;
         const int64_t pn = stage == 0 ? n : (n + W - 1) / W * W; /* zero.c's padding */
         const int64_t p = stage == 0 ? n : pn / W;
-        total_n += c * n;
-        if (stage < 3) bytes_out[ZINF_EST_PARAM] += c * e * pn;
-        else bytes_out[ZINF_EST_PARAM_SHARD] += c * e * p;
-        if (stage < 2) bytes_out[ZINF_EST_GRAD] += c * e * pn;
-        else bytes_out[ZINF_EST_GRAD_ACC] += c * e * p;
-        if (precision == ZINF_EST_MIXED) bytes_out[ZINF_EST_MASTER] += c * 4 * p;
-        bytes_out[ZINF_EST_ADAM] += c * 8 * p;
+        if (stage < 3) bytes_out[ZINF_EST_PARAM] += e * pn;
+        else bytes_out[ZINF_EST_PARAM_SHARD] += e * p;
+        if (stage < 2) bytes_out[ZINF_EST_GRAD] += e * pn;
+        else bytes_out[ZINF_EST_GRAD_ACC] += e * p;
+        if (precision == ZINF_EST_MIXED) bytes_out[ZINF_EST_MASTER] += 4 * p;
+        bytes_out[ZINF_EST_ADAM] += 8 * p;
     }
-    if (total_n != zinf_model_num_params(m))
-        return zinf_err("estimate: units sum to %" PRId64 " parameters, model has %" PRId64,
-                         total_n, zinf_model_num_params(m));
+    zinf_model_free(&mm);
     return 0;
 }
 
@@ -306,24 +298,27 @@ static int states_fp32(const zinf_model_cfg *m, int stage, int off_opt, int off_
  * gradient reduction bucket; at stages 1-2 the post-step all-gather bucket; at stage 3 the
  * gathered units in flight and the full gradient of the unit being differentiated. *pers gets the
  * stage-3 persistent units (whole on every GPU from the start). */
-static void step_buffers(const zinf_model_cfg *m, int stage, double L, double psi, double rbs, double abs_,
-                         double prefetch, double max_live, double persist, const zinf_config *cfg, double *step,
-                         double *pers)
+static int step_buffers(const zinf_model_cfg *m, int stage, double L, double psi, double rbs, double abs_,
+                        double prefetch, double max_live, double persist, const zinf_config *cfg, double *step,
+                        double *pers)
 {
     *step = dmin(rbs, psi); /* gradient reduction bucket */
     *pers = 0;
     if (stage == 1 || stage == 2) *step += dmin(abs_, psi); /* post-step all-gather bucket */
-    if (stage != 3) return;
+    if (stage != 3) return 0;
+    zinf_model mm;
+    ZINF_TRY(layout(m, &mm));
     /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model order,
      * a unit of at most stage3_param_persistence_threshold elements persists while the persistent
      * units, it included, hold at most stage3_model_persistence_threshold */
     const double model_persist = cfg ? (double)cfg->stage3_model_persistence_threshold : DS_MODEL_PERSISTENCE;
     double gath_total = 0, gath_max = 0;
-    for (int u = 0; u < m->n_layer + 2; u++) {
-        const double n = (double)unit_numel(m, u);
+    for (int u = 0; u < mm.nunits; u++) {
+        const double n = (double)mm.units[u].numel;
         if (n <= persist && *pers + n <= model_persist) *pers += n;
         else { gath_total += n; gath_max = dmax(gath_max, n); }
     }
+    zinf_model_free(&mm);
     /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
     if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
     double live = 0;
@@ -331,6 +326,7 @@ static void step_buffers(const zinf_model_cfg *m, int stage, double L, double ps
         /* prefetch goes on while less than the bucket is in flight: up to one unit more */
         live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + (prefetch > 0 ? prefetch + gath_max : 0))));
     *step += live + L; /* gathered units; the full gradient of the unit being differentiated */
+    return 0;
 }
 
 int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int off_opt,
@@ -343,7 +339,9 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
         return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
     const bool fp32 = precision == ZINF_EST_FP32;
     const double esz = fp32 ? 4.0 : 2.0; /* bytes per element of the compute dtype */
-    const double psi = (double)zinf_model_num_params(m);
+    const int64_t nparams = zinf_model_num_params(m);
+    ZINF_TRY(nparams);
+    const double psi = (double)nparams;
     /* partial optimizer offload (stage 3): the config's ratio applies to its own device */
     double ratio = 1.0;
     if (cfg && off_opt && (int)cfg->offload_optimizer.device == off_opt &&
@@ -370,8 +368,9 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     }
 
     const double N = (double)nodes * gpus_per_node, G = gpus_per_node;
-    const double L = largest_layer_params > 0 ? (double)largest_layer_params
-                                              : (double)zinf_estimate_largest_unit(m, NULL);
+    const int64_t largest = largest_layer_params > 0 ? largest_layer_params : zinf_estimate_largest_unit(m, NULL);
+    ZINF_TRY(largest);
+    const double L = (double)largest;
     const double rbs = cfg_or(cfg, cfg ? cfg->reduce_bucket_size : 0, DS_REDUCE_BUCKET);
     const double abs_ = cfg_or(cfg, cfg ? cfg->allgather_bucket_size : 0, DS_ALLGATHER_BUCKET);
     const double sub = cfg_or(cfg, cfg ? cfg->sub_group_size : 0, DS_SUB_GROUP);
@@ -392,7 +391,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
 
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
     double step_bufs = 0, pers = 0;
-    step_buffers(m, stage, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers);
+    ZINF_TRY(step_buffers(m, stage, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
     gbuf += esz * step_bufs; /* the buckets, and at stage 3 the gathered units and a unit's gradient */
     gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;
@@ -475,6 +474,8 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     const char *lname;
     const int64_t psi = zinf_model_num_params(m);
     const int64_t L = zinf_estimate_largest_unit(m, &lname);
+    ZINF_TRY(psi);
+    ZINF_TRY(L);
     const int world = nodes * gpus_per_node;
 
     fprintf(out, "zinf estimate: memory for parameters, gradients and optimizer states "
@@ -584,20 +585,24 @@ int zinf_estimate_print(FILE *out, const zinf_model_cfg *m, const zinf_config *c
 static int rank_places(const zinf_model_cfg *m, int precision, int stage, int world,
                        const zinf_config *cfg, int64_t at[ZINF_AT_N])
 {
-    const int64_t W = world, L = m->n_layer;
+    const int64_t W = world;
     const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2;
-    const int n = (int)L + 2;
+    zinf_model mm;
+    ZINF_TRY(layout(m, &mm));
+    const int n = mm.nunits;
     int64_t *p = calloc((size_t)n, sizeof *p), *pn = calloc((size_t)n, sizeof *pn);
     zinf_unit_place *pl = calloc((size_t)n, sizeof *pl);
     if (!p || !pn || !pl) {
         free(p), free(pn), free(pl);
+        zinf_model_free(&mm);
         return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
     }
     for (int u = 0; u < n; u++) {
-        int64_t size = unit_numel(m, u);
+        int64_t size = mm.units[u].numel;
         pn[u] = stage == 0 ? size : (size + W - 1) / W * W;
         p[u] = stage == 0 ? size : pn[u] / W;
     }
+    zinf_model_free(&mm);
     zinf_zero_places(cfg, stage, precision == ZINF_EST_FP32, n, p, pl);
     for (int k = 0; k < ZINF_AT_N; k++) at[k] = 0;
     for (int u = 0; u < n; u++) {

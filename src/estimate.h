@@ -79,14 +79,15 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
                   int gpus_per_node, int64_t largest_layer_params, const zinf_config *cfg,
                   zinf_mem_estimate *out);
 
-/* The largest unit of a GPT-2 model (the grain zinf gathers by): the embedding unit wte + wpe
- * (padded_vocab x C + n_positions x C), a block (12C^2 + 13C) or the final LayerNorm (2C).
- * *name (may be NULL) is set to a static description. */
+/* The largest unit of the model (the grain zinf gathers by), the first in unit order of the
+ * largest size, from the model's own layout (zinf_model_init without a backend); for GPT-2 the
+ * embedding unit wte + wpe (padded_vocab x C + n_positions x C) or a block (12C^2 + 13C). *name
+ * (may be NULL) is set to a static description ("transformer block"). Negative on error. */
 int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name);
 
 /* The model states one rank of a world of `world` ranks holds at rest (after a step), in bytes,
- * exactly as zinf's ZeRO engine allocates them: each unit (the embedding wte + wpe, each block,
- * the final LayerNorm) is split on its own; from stage 1 on its n elements are padded to
+ * exactly as zinf's ZeRO engine allocates them: each unit of the model's layout (GPT-2's
+ * embedding wte + wpe, each block, the final LayerNorm) is split on its own; from stage 1 on its n elements are padded to
  * pn = ceil(n / world) x world and each rank owns p = pn / world of them (stage 0: pn = p = n).
  * Summed over the units, for fp32 (the CPU backend; zero.c reports the same numbers):
  *   stage 0: param 4n, grad 4n, adam 8n
@@ -141,7 +142,7 @@ int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, 
 
 /* What `zinf estimate` prints (cli.c fills it from the command line). */
 typedef struct zinf_estimate_opts {
-    const char *model;                /* preset or GPT-2 config.json; required */
+    const char *model;                /* preset or HF config.json; required */
     const char *config;               /* DeepSpeed config: only its row, its buffer sizes; or NULL */
     int64_t nodes, gpus_per_node;     /* 1 to 1000000 each; default 1 */
     const char *precision;            /* "mixed" (default) or "fp32" */

@@ -1,4 +1,4 @@
-/* Hugging Face GPT-2 interchange: see hf.h. */
+/* Hugging Face interchange through the model's family: see hf.h. */
 #include "hf.h"
 
 #include <errno.h>
@@ -12,78 +12,29 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "family.h"
 
 /* ---------------------------------------------------------------- names -------------------- */
-/* HF's names of a block's tensors, in zinf's order within the unit (model.c, ZINF_T_LN1W..), and
- * which of them are Conv1D weights, stored (in, out) */
-static const char *const block_names[ZINF_MAX_UNIT_TENSORS] = {
-    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-    "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-static const bool block_conv1d[ZINF_MAX_UNIT_TENSORS] = {false, false, true,  false, true,  false,
-                                                         false, false, true,  false, true,  false};
-
 void zinf_hf_tensor(const zinf_model *m, int u, int t, char *name, size_t cap, int64_t shape[2], bool *transposed)
 {
     const zinf_tensor_view *tv = &m->units[u].t[t];
-    int L = m->c.n_layer;
-    *transposed = false;
-    shape[0] = tv->shape[0];
-    shape[1] = tv->shape[1];
-    if (u == 0) {
-        snprintf(name, cap, "transformer.%s.weight", t == ZINF_T_WTE ? "wte" : "wpe");
-        if (t == ZINF_T_WTE) shape[0] = m->c.vocab_size; /* without the padded rows */
-    } else if (u == L + 1) {
-        snprintf(name, cap, "transformer.ln_f.%s", t == ZINF_T_LNFW ? "weight" : "bias");
-    } else {
-        snprintf(name, cap, "transformer.h.%d.%s", u - 1, block_names[t]);
-        if (block_conv1d[t]) {
-            *transposed = true;
-            shape[0] = tv->shape[1];
-            shape[1] = tv->shape[0];
-        }
-    }
+    zinf_hf_part part[ZINF_HF_MAX_PARTS];
+    m->f->hf_parts(m, u, t, part); /* the first part: a family with fused tensors exports by parts */
+    snprintf(name, cap, "%s", part[0].name);
+    *transposed = part[0].transposed;
+    shape[0] = part[0].transposed ? tv->shape[1] : part[0].rows;
+    shape[1] = part[0].transposed ? part[0].rows : tv->shape[1];
 }
 
 char *zinf_hf_config_text(const zinf_model_cfg *c, zinf_dtype dt)
 {
-    json_t *o = json_object();
-    if (!o) return NULL;
-    json_t *arch = json_array();
-    json_array_append_new(arch, json_string("GPT2LMHeadModel"));
-    json_object_set_new(o, "architectures", arch);
-    json_object_set_new(o, "model_type", json_string("gpt2"));
-    json_object_set_new(o, "n_layer", json_integer(c->n_layer));
-    json_object_set_new(o, "n_embd", json_integer(c->n_embd));
-    json_object_set_new(o, "n_head", json_integer(c->n_head));
-    json_object_set_new(o, "n_inner", json_null()); /* 4 x n_embd, as zinf's MLP */
-    json_object_set_new(o, "vocab_size", json_integer(c->vocab_size)); /* the real vocabulary */
-    json_object_set_new(o, "n_positions", json_integer(c->n_positions));
-    json_object_set_new(o, "n_ctx", json_integer(c->n_positions));
-    json_object_set_new(o, "activation_function", json_string("gelu_new")); /* GELU, tanh approximation */
-    json_object_set_new(o, "layer_norm_epsilon", json_real(ZINF_HF_LN_EPS));
-    json_object_set_new(o, "initializer_range", json_real(0.02));
-    json_object_set_new(o, "tie_word_embeddings", json_true());
-    json_object_set_new(o, "scale_attn_weights", json_true()); /* 1/sqrt(head size), as zinf */
-    json_object_set_new(o, "scale_attn_by_inverse_layer_idx", json_false());
-    json_object_set_new(o, "reorder_and_upcast_attn", json_false());
-    /* zinf trains without dropout; HF's defaults of 0.1 would make the exported model another one */
-    json_object_set_new(o, "resid_pdrop", json_real(0.0));
-    json_object_set_new(o, "embd_pdrop", json_real(0.0));
-    json_object_set_new(o, "attn_pdrop", json_real(0.0));
-    json_object_set_new(o, "summary_first_dropout", json_real(0.0));
-    /* zinf has no special tokens; GPT-2's <|endoftext|> is its last token, so the last token here
-     * too (HF's default, 50256, lies outside a smaller vocabulary) */
-    json_object_set_new(o, "bos_token_id", json_integer(c->vocab_size - 1));
-    json_object_set_new(o, "eos_token_id", json_integer(c->vocab_size - 1));
-    json_object_set_new(o, "torch_dtype", json_string(dt == ZINF_BF16 ? "bfloat16" : dt == ZINF_F16 ? "float16"
-                                                                                                    : "float32"));
-    json_object_set_new(o, "use_cache", json_true());
-    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)); /* 1e-05, not 1.0000000000000001e-05 */
-    json_decref(o);
-    return s;
+    const zinf_family *f = zinf_family_find(c->model_type);
+    return f ? f->hf_config(c, dt) : NULL;
 }
 
 /* ---------------------------------------------------------------- config.json -------------- */
+/* The model DIR/config.json describes (its model_type's family reads its fields) must be the
+ * run's. */
 static int check_config(const char *dir, const zinf_model_cfg *c)
 {
     char path[4200];
@@ -94,23 +45,13 @@ static int check_config(const char *dir, const zinf_model_cfg *c)
         if (access(path, R_OK)) return zinf_errc(-errno, "--init_from %s: %s", path, strerror(errno));
         return zinf_err("%s:%d:%d: malformed JSON: %s", path, je.line, je.column, je.text);
     }
-    int rc = 0;
-    json_t *mt = json_object_get(o, "model_type");
-    if (!json_is_object(o)) rc = zinf_err("%s: not a JSON object", path);
-    else if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "gpt2")))
-        rc = zinf_err("%s: model_type %s: zinf reads gpt2", path, json_is_string(mt) ? json_string_value(mt) : "(not a string)");
-    struct { const char *key; int want; } f[] = {{"n_layer", c->n_layer}, {"n_embd", c->n_embd}, {"n_head", c->n_head},
-                                                 {"n_positions", c->n_positions}, {"vocab_size", c->vocab_size}};
-    for (size_t i = 0; i < sizeof f / sizeof *f && !rc; i++) {
-        json_t *v = json_object_get(o, f[i].key);
-        if (!v) rc = zinf_err("%s: %s is missing", path, f[i].key);
-        else if (!json_is_integer(v)) rc = zinf_err("%s: %s is not an integer", path, f[i].key);
-        else if (json_integer_value(v) != f[i].want)
-            rc = zinf_err("%s: %s is %lld, this run's model has %d", path, f[i].key, (long long)json_integer_value(v),
-                          f[i].want);
-    }
+    zinf_model_cfg got;
+    int rc = zinf_model_cfg_from_json(&got, o, path);
     json_decref(o);
-    return rc;
+    char key[64], want[128], has[128];
+    int d = rc ? rc : zinf_model_cfg_diff(&got, c, key, sizeof key, has, want, sizeof has);
+    if (d > 0) return zinf_err("%s: %s is %s, this run's model has %s", path, key, has, want);
+    return d;
 }
 
 /* ---------------------------------------------------------------- safetensors -------------- */
@@ -194,12 +135,13 @@ static int st_open(st_file *s, const char *dir)
     return 0;
 }
 
-/* Find `name` (or the name without "transformer.", as GPT2Model saves it), check its dtype, shape
- * and extent. */
-static int st_find(const st_file *s, const char *name, const int64_t shape[2], st_tensor *out)
+/* Find `name` (or the name without the family's prefix, as the headless model - GPT2Model -
+ * saves it), check its dtype, shape and extent. */
+static int st_find(const st_file *s, const char *name, const char *prefix, const int64_t shape[2], st_tensor *out)
 {
     json_t *e = json_object_get(s->hdr, name);
-    if (!e && !strncmp(name, "transformer.", 12)) e = json_object_get(s->hdr, name + 12);
+    size_t np = strlen(prefix);
+    if (!e && np && !strncmp(name, prefix, np)) e = json_object_get(s->hdr, name + np);
     if (!e) return zinf_err("%s: tensor %s is missing", s->path, name);
     json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"), *off = json_object_get(e, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2)
@@ -249,24 +191,27 @@ static inline float st_at(const st_tensor *t, int64_t i)
     return t->dt == ZINF_BF16 ? zinf_bf16_to_f32(h) : zinf_f16_to_f32(h);
 }
 
-/* Elements [a, b) of zinf tensor tv (counted from the tensor's start) into dst[0..b-a), from the
- * HF tensor src. A transposed tensor is read in bands of 16 zinf rows: each HF row then gives 16
- * neighbouring values, not one per page. Rows of wte beyond the HF tensor's (the padding) are 0. */
-static void fill(const zinf_tensor_view *tv, const st_tensor *src, bool transposed, int64_t hf_rows, int64_t a,
-                 int64_t b, float *dst)
+/* The elements of [a, b) of zinf tensor tv (counted from the tensor's start) that HF tensor src,
+ * part p of it, holds, into dst (dst[0] is element a); the others are left alone. A transposed
+ * part is read in bands of 16 zinf rows: each HF row then gives 16 neighbouring values, not one
+ * per page. */
+static void fill(const zinf_tensor_view *tv, const zinf_hf_part *p, const st_tensor *src, int64_t a, int64_t b,
+                 float *dst)
 {
-    int64_t C = tv->shape[1] ? tv->shape[1] : 1, R = tv->shape[0];
-    if (!transposed) {
-        int64_t end = hf_rows * C; /* elements the HF tensor has */
-        for (int64_t e = a; e < b; e++) dst[e - a] = e < end ? st_at(src, e) : 0.0f;
+    int64_t C = tv->shape[1] ? tv->shape[1] : 1;
+    int64_t lo = p->row0 * C, s = a > lo ? a : lo, hi = (p->row0 + p->rows) * C, e = b < hi ? b : hi;
+    if (s >= e) return;
+    if (!p->transposed) {
+        for (int64_t x = s; x < e; x++) dst[x - a] = st_at(src, x - lo);
         return;
     }
-    for (int64_t r0 = a / C; r0 <= (b - 1) / C; r0 += 16) {
-        int64_t r1 = r0 + 16 < R ? r0 + 16 : R;
+    int64_t R = p->rows, end = p->row0 + p->rows;
+    for (int64_t r0 = s / C; r0 <= (e - 1) / C; r0 += 16) {
+        int64_t r1 = r0 + 16 < end ? r0 + 16 : end;
         for (int64_t c = 0; c < C; c++)
             for (int64_t r = r0; r < r1; r++) {
-                int64_t e = r * C + c;
-                if (e >= a && e < b) dst[e - a] = st_at(src, c * R + r);
+                int64_t x = r * C + c;
+                if (x >= s && x < e) dst[x - a] = st_at(src, c * R + (r - p->row0));
             }
     }
 }
@@ -280,21 +225,24 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     /* every tensor is found and checked before any state changes */
     int ntens = 0;
     for (int u = 0; u < m->nunits; u++) ntens += m->units[u].ntensors;
-    st_tensor *src = calloc((size_t)ntens, sizeof *src);
-    bool *tr = calloc((size_t)ntens, sizeof *tr);
-    int64_t *rows = calloc((size_t)ntens, sizeof *rows);
-    if (!rc && (!src || !tr || !rows)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    st_tensor *src = calloc((size_t)ntens * ZINF_HF_MAX_PARTS, sizeof *src);
+    zinf_hf_part *part = calloc((size_t)ntens * ZINF_HF_MAX_PARTS, sizeof *part);
+    int *nparts = calloc((size_t)ntens, sizeof *nparts);
+    if (!rc && (!src || !part || !nparts)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     int64_t maxp = 1;
     for (int u = 0, i = 0; u < m->nunits && !rc; u++) {
         int64_t lo, len;
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
         maxp = len > maxp ? len : maxp;
         for (int t = 0; t < m->units[u].ntensors && !rc; t++, i++) {
-            char name[128];
-            int64_t shape[2];
-            zinf_hf_tensor(m, u, t, name, sizeof name, shape, &tr[i]);
-            rows[i] = shape[0];
-            rc = st_find(&sf, name, shape, &src[i]);
+            const zinf_tensor_view *tv = &m->units[u].t[t];
+            zinf_hf_part *pp = &part[(size_t)i * ZINF_HF_MAX_PARTS];
+            nparts[i] = m->f->hf_parts(m, u, t, pp);
+            for (int k = 0; k < nparts[i] && !rc; k++) {
+                int64_t shape[2] = {pp[k].transposed ? tv->shape[1] : pp[k].rows,
+                                    pp[k].transposed ? pp[k].rows : tv->shape[1]};
+                rc = st_find(&sf, pp[k].name, m->f->hf_prefix, shape, &src[(size_t)i * ZINF_HF_MAX_PARTS + k]);
+            }
         }
     }
     float *buf = rc ? NULL : malloc((size_t)maxp * 4);
@@ -310,7 +258,9 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
             const zinf_tensor_view *tv = &un->t[t];
             int64_t a = lo > tv->offset ? lo : tv->offset;
             int64_t b = lo + len < tv->offset + tv->numel ? lo + len : tv->offset + tv->numel;
-            if (b > a) fill(tv, &src[i], tr[i], rows[i], a - tv->offset, b - tv->offset, buf + (a - lo));
+            for (int k = 0; b > a && k < nparts[i]; k++)
+                fill(tv, &part[(size_t)i * ZINF_HF_MAX_PARTS + k], &src[(size_t)i * ZINF_HF_MAX_PARTS + k],
+                     a - tv->offset, b - tv->offset, buf + (a - lo));
         }
         rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, buf);
         memset(buf, 0, (size_t)maxp * 4);
@@ -321,8 +271,8 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     }
     free(buf);
     free(src);
-    free(tr);
-    free(rows);
+    free(part);
+    free(nparts);
     st_close(&sf);
     /* each agree above printed a failure once; only the last step is still to agree on */
     if (!rc) rc = zinf_comm_agree(comm, zinf_zero_ckpt_params_from_master(z));

@@ -1,7 +1,7 @@
-/* GPT-2 over the backend interface: unit layout, deterministic init, forward, backward. */
+/* What every family shares: units, init, activation sizing, the loss; see model.h. The family
+ * (family.h) is reached only through its table. */
 #include "model.h"
 
-#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,57 +9,39 @@
 #include <sys/stat.h>
 
 #include "err.h"
+#include "family.h"
 #include "file.h"
 
 /* ---------------------------------------------------------------- configs ------------------ */
-typedef struct { const char *name; int L, C, NH, V, T; } preset;
-static const preset presets[] = {
-    {"gpt2-124m", 12, 768, 12, 50257, 1024},
-    {"gpt2-350m", 24, 1024, 16, 50257, 1024},
-    {"gpt2-774m", 36, 1280, 20, 50257, 1024},
-    {"gpt2-1.5b", 48, 1600, 25, 50257, 1024},
-    {"test-tiny", 2, 32, 4, 256, 64},    /* unit tests */
-    {"test-mini", 2, 64, 4, 256, 64},    /* MPI tests */
-    {"test-small", 4, 128, 4, 256, 128}, /* the addition demo */
-};
+const char *zinf_model_presets(void) { return zinf_family_presets(); }
 
-const char *zinf_model_presets(void)
+static const zinf_family *family_of(const char *model_type, const char *src)
 {
-    return "gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b test-tiny test-mini test-small";
+    const zinf_family *f = zinf_family_find(model_type);
+    if (!f) zinf_err("%s: model_type %s is not supported (zinf has %s)", src, model_type, zinf_family_types());
+    return f;
 }
 
-static int finish_cfg(zinf_model_cfg *m, const char *src)
+/* the family of a config.json object (model_type, default gpt2) reads its fields into c */
+int zinf_model_cfg_from_json(zinf_model_cfg *c, json_t *root, const char *src)
 {
-    if (m->n_layer < 1 || m->n_embd < 1 || m->n_head < 1 || m->vocab_size < 2 || m->n_positions < 1)
-        return zinf_err("%s: n_layer, n_embd, n_head, n_positions must be positive and vocab_size >= 2",
-                        src);
-    if (m->n_embd % m->n_head)
-        return zinf_err("%s: n_embd %d is not divisible by n_head %d", src, m->n_embd, m->n_head);
-    m->padded_vocab = (m->vocab_size + 127) / 128 * 128;
-    return 0;
-}
-
-static int json_int_field(json_t *o, const char *key, int *out, const char *src)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v) return zinf_err("%s: model file lacks \"%s\"", src, key);
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
-        return zinf_err("%s: \"%s\" must be a positive integer", src, key);
-    *out = (int)json_integer_value(v);
-    return 0;
+    memset(c, 0, sizeof *c);
+    if (!json_is_object(root)) return zinf_err("%s: a model file must hold a JSON object", src);
+    json_t *mt = json_object_get(root, "model_type");
+    if (mt && !json_is_string(mt))
+        return zinf_err("%s: model_type %s is not supported (zinf has %s)", src, "(not a string)",
+                        zinf_family_types());
+    const zinf_family *f = family_of(mt ? json_string_value(mt) : NULL, src);
+    if (!f) return ZINF_EINVAL;
+    snprintf(c->name, sizeof c->name, "%s", src);
+    return f->cfg_from_hf(c, root, src);
 }
 
 int zinf_model_cfg_load(zinf_model_cfg *m, const char *name_or_path)
 {
     memset(m, 0, sizeof *m);
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        if (strcmp(presets[i].name, name_or_path) == 0) {
-            snprintf(m->name, sizeof m->name, "%s", presets[i].name);
-            m->n_layer = presets[i].L; m->n_embd = presets[i].C; m->n_head = presets[i].NH;
-            m->vocab_size = presets[i].V; m->n_positions = presets[i].T;
-            return finish_cfg(m, name_or_path);
-        }
-    }
+    int found = zinf_family_preset(m, name_or_path);
+    if (found) return found < 0 ? found : 0;
     struct stat st;
     if (stat(name_or_path, &st) != 0)
         return zinf_err("--model %s: not a preset (%s) and not a readable file", name_or_path,
@@ -71,44 +53,37 @@ int zinf_model_cfg_load(zinf_model_cfg *m, const char *name_or_path)
     json_t *root = json_loadb(text, len, 0, &je);
     free(text);
     if (!root) return zinf_err("%s:%d:%d: malformed JSON: %s", name_or_path, je.line, je.column, je.text);
-    int rc = 0;
-    json_t *mt = json_object_get(root, "model_type");
-    if (!json_is_object(root)) rc = zinf_err("%s: a model file must hold a JSON object", name_or_path);
-    else if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "gpt2") != 0))
-        rc = zinf_err("%s: model_type %s is not supported (zinf has gpt2)", name_or_path,
-                      json_is_string(mt) ? json_string_value(mt) : "(not a string)");
-    if (!rc) rc = json_int_field(root, "n_layer", &m->n_layer, name_or_path);
-    if (!rc) rc = json_int_field(root, "n_embd", &m->n_embd, name_or_path);
-    if (!rc) rc = json_int_field(root, "n_head", &m->n_head, name_or_path);
-    if (!rc) rc = json_int_field(root, "vocab_size", &m->vocab_size, name_or_path);
-    if (!rc) rc = json_int_field(root, "n_positions", &m->n_positions, name_or_path);
+    int rc = zinf_model_cfg_from_json(m, root, name_or_path);
     json_decref(root);
-    if (rc) return rc;
-    snprintf(m->name, sizeof m->name, "%s", name_or_path);
-    return finish_cfg(m, name_or_path);
+    return rc;
 }
 
-int64_t zinf_model_num_params(const zinf_model_cfg *m)
+int64_t zinf_model_num_params(const zinf_model_cfg *c)
 {
-    int64_t C = m->n_embd, L = m->n_layer;
-    int64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
-    return (int64_t)m->padded_vocab * C + (int64_t)m->n_positions * C + L * block + 2 * C;
+    zinf_model m;
+    int rc = zinf_model_init(&m, c, NULL);
+    int64_t n = rc ? rc : m.num_params;
+    zinf_model_free(&m);
+    return n;
 }
 
 /* ---------------------------------------------------------------- layout ------------------- */
-static void add_tensor(zinf_unit *u, const char *name, int64_t rows, int64_t cols, bool decay,
-                       float std, bool one)
+zinf_tensor_view *zinf_unit_add(zinf_unit *u, const char *name, int64_t rows, int64_t cols, bool decay, float std,
+                                bool one)
 {
     zinf_tensor_view *t = &u->t[u->ntensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->offset = u->numel;
     t->shape[0] = rows;
     t->shape[1] = cols;
+    t->init_rows = rows;
     t->numel = rows * (cols ? cols : 1);
     t->decay = decay;
     t->init_std = std;
     t->init_one = one;
+    t->trainable = true;
     u->numel += t->numel;
+    return t;
 }
 
 int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be)
@@ -116,46 +91,29 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be)
     memset(m, 0, sizeof *m);
     m->c = *c;
     m->be = be;
-    int L = c->n_layer;
-    int64_t C = c->n_embd;
-    m->nunits = L + 2;
+    m->f = family_of(c->model_type, "the model");
+    if (!m->f) return ZINF_EINVAL;
+    m->nunits = m->f->nunits(c);
     m->units = calloc((size_t)m->nunits, sizeof *m->units);
     m->params = calloc((size_t)m->nunits, sizeof *m->params);
     m->grads = calloc((size_t)m->nunits, sizeof *m->grads);
     if (!m->units || !m->params || !m->grads) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    const float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)L);
-    zinf_unit *u = &m->units[0];
-    snprintf(u->name, sizeof u->name, "embed");
-    add_tensor(u, "wte", c->padded_vocab, C, true, std, false);
-    add_tensor(u, "wpe", c->n_positions, C, true, std, false);
-    for (int l = 0; l < L; l++) {
-        u = &m->units[1 + l];
-        snprintf(u->name, sizeof u->name, "blocks.%d", l);
-        char nm[64];
-#define T_(suffix, r, cc, dec, sd, one)                                                           \
-    snprintf(nm, sizeof nm, "blocks.%d." suffix, l);                                              \
-    add_tensor(u, nm, r, cc, dec, sd, one)
-        T_("ln1.weight", C, 0, false, 0, true);
-        T_("ln1.bias", C, 0, false, 0, false);
-        T_("attn.qkv.weight", 3 * C, C, true, std, false);
-        T_("attn.qkv.bias", 3 * C, 0, false, 0, false);
-        T_("attn.proj.weight", C, C, true, pstd, false);
-        T_("attn.proj.bias", C, 0, false, 0, false);
-        T_("ln2.weight", C, 0, false, 0, true);
-        T_("ln2.bias", C, 0, false, 0, false);
-        T_("mlp.fc.weight", 4 * C, C, true, std, false);
-        T_("mlp.fc.bias", 4 * C, 0, false, 0, false);
-        T_("mlp.proj.weight", C, 4 * C, true, pstd, false);
-        T_("mlp.proj.bias", C, 0, false, 0, false);
-#undef T_
+    ZINF_TRY(m->f->layout(m));
+    for (int i = 0; i < m->nunits; i++) {
+        zinf_unit *u = &m->units[i];
+        u->trainable = true;
+        for (int t = 0; t < u->ntensors; t++) u->trainable = u->trainable && u->t[t].trainable;
+        m->num_params += u->numel;
     }
-    u = &m->units[L + 1];
-    snprintf(u->name, sizeof u->name, "lnf"); /* the final LayerNorm only: the head reuses wte */
-    add_tensor(u, "lnf.weight", C, 0, false, 0, true);
-    add_tensor(u, "lnf.bias", C, 0, false, 0, false);
-    for (int i = 0; i < m->nunits; i++) m->num_params += m->units[i].numel;
     return 0;
 }
+
+int zinf_model_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfwd)
+{
+    return m->f->use_order(m, out, cap, nfwd);
+}
+
+double zinf_model_flops_per_token(const zinf_model *m, int T) { return m->f->flops_per_token(m, T); }
 
 /* Counter-based normal numbers: element i of tensor t of unit u depends on nothing else. */
 static uint64_t mix64(uint64_t x)
@@ -191,8 +149,8 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
             int64_t i = e - tv->offset;
             if (tv->init_one) v = 1.0f;
             else if (tv->init_std > 0) {
-                bool pad_row = (u == 0 && t == ZINF_T_WTE && i / tv->shape[1] >= m->c.vocab_size);
-                v = pad_row ? 0.0f : tv->init_std * normal_at(seed, u, t, i);
+                int64_t row = tv->shape[1] ? i / tv->shape[1] : i;
+                v = row >= tv->init_rows ? 0.0f : tv->init_std * normal_at(seed, u, t, i);
             }
         }
         out[k] = v; /* elements past numel are the shard padding: zero */
@@ -200,14 +158,7 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
 }
 
 /* ---------------------------------------------------------------- activations -------------- */
-typedef struct zinf_layer_acts {
-    void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;
-} zinf_layer_acts;
-
-/* Carve buffers from one allocation: pass base NULL to measure. */
-typedef struct { char *base; size_t off; } carver;
-static void *carve(carver *c, size_t bytes)
+void *zinf_carve(zinf_carver *c, size_t bytes)
 {
     bytes = (bytes + 255) & ~(size_t)255;
     void *p = c->base ? c->base + c->off : NULL;
@@ -215,55 +166,15 @@ static void *carve(carver *c, size_t bytes)
     return p;
 }
 
-static void carve_layer(carver *cv, zinf_layer_acts *a, size_t N, size_t C, size_t NH,
-                        size_t es)
+/* the family's activations and scratch, then what every family has: logits, losses, tokens */
+static void carve_all(zinf_model *m, zinf_carver *cv, zinf_carver *cg, size_t es)
 {
-    a->ln1 = carve(cv, N * C * es);
-    a->qkv = carve(cv, N * 3 * C * es);
-    a->atty = carve(cv, N * C * es);
-    a->res2 = carve(cv, N * C * es);
-    a->ln2 = carve(cv, N * C * es);
-    a->fch = carve(cv, N * 4 * C * es);
-    a->fchg = carve(cv, N * 4 * C * es);
-    a->ln1_mean = carve(cv, N * 4);
-    a->ln1_rstd = carve(cv, N * 4);
-    a->ln2_mean = carve(cv, N * 4);
-    a->ln2_rstd = carve(cv, N * 4);
-    a->lse = carve(cv, N * NH * 4);
-}
-
-static void carve_acts(zinf_model *m, carver *cv, size_t es)
-{
-    size_t N = (size_t)m->B * m->T, C = m->c.n_embd, NH = m->c.n_head, L = m->c.n_layer;
-    for (size_t l = 0; l <= L; l++) m->res[l] = carve(cv, N * C * es);
-    for (size_t l = 0; l < L; l++) {
-        if (m->recompute == ZINF_RECOMPUTE_NONE || l == 0 || l >= (size_t)m->recompute_blocks) {
-            carve_layer(cv, &m->layers[l], N, C, NH, es);
-            continue;
-        }
-        m->layers[l] = m->layers[0]; /* the recomputed activations share one set */
-        if (m->recompute == ZINF_RECOMPUTE_KEEP_ATTN) {
-            m->layers[l].atty = carve(cv, N * C * es);
-            m->layers[l].lse = carve(cv, N * NH * 4);
-        }
-    }
-    m->lnf = carve(cv, N * C * es);
-    m->lnf_mean = carve(cv, N * 4);
-    m->lnf_rstd = carve(cv, N * 4);
-    m->logits = carve(cv, N * m->c.padded_vocab * es);
-    m->losses = carve(cv, N * 4);
-    m->tokens = carve(cv, N * 4);
-    m->targets = carve(cv, N * 4);
-}
-
-static void carve_grads(zinf_model *m, carver *cv, size_t es)
-{
-    size_t N = (size_t)m->B * m->T, C = m->c.n_embd;
-    m->d_res = carve(cv, N * C * es);
-    m->d_ln = carve(cv, N * C * es);
-    m->d_qkv = carve(cv, N * 3 * C * es);
-    m->d_atty = carve(cv, N * C * es);
-    m->d_fch = carve(cv, N * 4 * C * es); /* d(fch): matmul_dgelu_bwd writes it directly */
+    size_t N = (size_t)m->B * m->T;
+    m->f->carve(m, cv, cg, es);
+    m->logits = zinf_carve(cv, N * m->c.padded_vocab * es);
+    m->losses = zinf_carve(cv, N * 4);
+    m->tokens = zinf_carve(cv, N * 4);
+    m->targets = zinf_carve(cv, N * 4);
 }
 
 static int recompute_count(const zinf_model_cfg *c, zinf_recompute recompute, int blocks)
@@ -290,19 +201,17 @@ int zinf_model_alloc_acts_n(zinf_model *m, int B, int T, zinf_recompute recomput
     m->recompute = nrc ? recompute : ZINF_RECOMPUTE_NONE;
     m->recompute_blocks = nrc;
     size_t es = zinf_dtype_size(m->be->cdt);
-    m->res = calloc((size_t)m->c.n_layer + 1, sizeof *m->res);
-    m->layers = calloc((size_t)m->c.n_layer, sizeof *m->layers);
     m->host_losses = calloc((size_t)B * T, sizeof(float));
-    if (!m->res || !m->layers || !m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    if (!m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    ZINF_TRY(m->f->acts_init(m));
     ZINF_TRY(zinf_model_act_bytes_n(&m->c, B, T, es, recompute, nrc, &m->act_bytes, &m->grad_bytes));
     m->act_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->act_bytes);
     m->grad_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->grad_bytes);
     if (!m->act_mem || !m->grad_mem)
         return zinf_errc(ZINF_ENOMEM, "cannot allocate %.1f MiB of activations for B=%d T=%d",
                          (double)(m->act_bytes + m->grad_bytes) / 1048576.0, B, T);
-    carver cv = {m->act_mem, 0}, cg = {m->grad_mem, 0};
-    carve_acts(m, &cv, es);
-    carve_grads(m, &cg, es);
+    zinf_carver cv = {m->act_mem, 0}, cg = {m->grad_mem, 0};
+    carve_all(m, &cv, &cg, es);
     return 0;
 }
 
@@ -319,19 +228,17 @@ int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zin
     ZINF_TRY(nrc);
     zinf_model m = {.c = *c, .B = B, .T = T, .recompute = nrc ? recompute : ZINF_RECOMPUTE_NONE,
                     .recompute_blocks = nrc};
-    m.res = calloc((size_t)c->n_layer + 1, sizeof *m.res);
-    m.layers = calloc((size_t)c->n_layer, sizeof *m.layers);
-    if (!m.res || !m.layers) {
-        free(m.res), free(m.layers);
-        return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    m.f = family_of(c->model_type, "the model");
+    if (!m.f) return ZINF_EINVAL;
+    int rc = m.f->acts_init(&m);
+    if (!rc) {
+        zinf_carver ca = {0}, cg = {0};
+        carve_all(&m, &ca, &cg, es);
+        *acts = ca.off;
+        *grads = cg.off;
     }
-    carver ca = {0}, cg = {0};
-    carve_acts(&m, &ca, es);
-    carve_grads(&m, &cg, es);
-    *acts = ca.off;
-    *grads = cg.off;
-    free(m.res), free(m.layers);
-    return 0;
+    m.f->acts_free(&m);
+    return rc;
 }
 
 int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
@@ -358,82 +265,31 @@ void zinf_model_free(zinf_model *m)
         if (m->act_mem) m->be->free(m->be, ZINF_PLACE_DEVICE, m->act_mem);
         if (m->grad_mem) m->be->free(m->be, ZINF_PLACE_DEVICE, m->grad_mem);
     }
+    if (m->f) m->f->acts_free(m);
     free(m->units);
     free(m->params);
     free(m->grads);
-    free(m->res);
-    free(m->layers);
     free(m->host_losses);
     memset(m, 0, sizeof *m);
 }
 
 /* ---------------------------------------------------------------- forward / backward ------- */
-static inline void *tp(const zinf_model *m, void **bufs, int u, int t)
-{
-    return (char *)bufs[u] + (size_t)m->units[u].t[t].offset * zinf_dtype_size(m->be->cdt);
-}
-
-#define HOOK(h, fn, ...) ((h) && (h)->fn ? (h)->fn((h)->ctx, __VA_ARGS__) : 0)
-
-/* Block l's forward. For the backward's recomputation (for_backward) it stops after the MLP's
- * GELU: the MLP projection (with the residual sum) produces only res[l+1], which the backward
- * never reads (it starts from d(res[l+1])), and that projection is a third of the block's
- * matrix FLOPs. Under KEEP_ATTN the recomputation also reuses the kept attention output. */
-static void block_forward(zinf_model *m, int l, bool for_backward)
+int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
+                             float *mean_loss)
 {
     zinf_backend *be = m->be;
-    zinf_layer_acts *a = &m->layers[l];
-    int B = m->B, T = m->T, C = m->c.n_embd, NH = m->c.n_head;
-    int64_t N = (int64_t)B * T;
-    int u = 1 + l;
-    void **P = m->params;
-    be->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->res[l], tp(m, P, u, ZINF_T_LN1W),
-                      tp(m, P, u, ZINF_T_LN1B), N, C);
-    be->matmul_fwd(be, a->qkv, a->ln1, tp(m, P, u, ZINF_T_QKVW), tp(m, P, u, ZINF_T_QKVB), N, C, 3 * C);
-    if (!for_backward || m->recompute != ZINF_RECOMPUTE_KEEP_ATTN)
-        be->attention_fwd(be, a->atty, a->lse, a->qkv, B, T, C, NH);
-    /* res2 = res[l] + atty @ Wproj^T + bproj: the residual sum rides on the GEMM */
-    be->matmul_fwd_res(be, a->res2, a->atty, tp(m, P, u, ZINF_T_PROJW), tp(m, P, u, ZINF_T_PROJB), m->res[l],
-                       N, C, C);
-    be->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, tp(m, P, u, ZINF_T_LN2W),
-                      tp(m, P, u, ZINF_T_LN2B), N, C);
-    /* fch = ln2 @ Wfc^T + bfc, fchg = gelu(fch), in one GEMM with a GELU epilogue */
-    be->matmul_gelu_fwd(be, a->fchg, a->fch, a->ln2, tp(m, P, u, ZINF_T_FCW), tp(m, P, u, ZINF_T_FCB),
-                        N, C, 4 * C);
-    if (for_backward) return;
-    be->matmul_fwd_res(be, m->res[l + 1], a->fchg, tp(m, P, u, ZINF_T_FCPROJW), tp(m, P, u, ZINF_T_FCPROJB),
-                       a->res2, N, 4 * C, C);
-}
-
-static int forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
-                   const zinf_unit_hooks *h, float dloss_scale, float *mean_loss)
-{
-    zinf_backend *be = m->be;
-    int B = m->B, T = m->T, C = m->c.n_embd, L = m->c.n_layer;
-    int64_t N = (int64_t)B * T;
+    if (b->B != m->B || b->T != m->T)
+        return zinf_errc(ZINF_EINVAL, "internal: a batch of %d x %d tokens for activations of %d x %d", b->B, b->T,
+                         m->B, m->T);
+    int64_t N = (int64_t)m->B * m->T;
+    const int32_t *tokens = b->tok, *targets = b->tgt;
     for (int64_t i = 0; i < N; i++)
         if (tokens[i] < 0 || tokens[i] >= m->c.vocab_size)
             return zinf_err("token %d at position %lld is outside the vocabulary (size %d)", tokens[i],
                             (long long)i, m->c.vocab_size);
     ZINF_TRY(be->copy(be, m->tokens, tokens, (size_t)N * 4, NULL));
     if (targets) ZINF_TRY(be->copy(be, m->targets, targets, (size_t)N * 4, NULL));
-
-    ZINF_TRY(HOOK(h, acquire, 0, 0));
-    be->encoder_fwd(be, m->res[0], m->tokens, tp(m, m->params, 0, ZINF_T_WTE),
-                    tp(m, m->params, 0, ZINF_T_WPE), B, T, C);
-    ZINF_TRY(HOOK(h, release, 0, 0));
-    for (int l = 0; l < L; l++) {
-        ZINF_TRY(HOOK(h, acquire, 1 + l, 0));
-        block_forward(m, l, false);
-        ZINF_TRY(HOOK(h, release, 1 + l, 0));
-    }
-    ZINF_TRY(HOOK(h, acquire, L + 1, 0));
-    be->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->res[L], tp(m, m->params, L + 1, ZINF_T_LNFW),
-                      tp(m, m->params, L + 1, ZINF_T_LNFB), N, C);
-    ZINF_TRY(HOOK(h, release, L + 1, 0));
-    ZINF_TRY(HOOK(h, acquire, 0, 0));
-    be->matmul_fwd(be, m->logits, m->lnf, tp(m, m->params, 0, ZINF_T_WTE), NULL, N, C, m->c.padded_vocab);
-    ZINF_TRY(HOOK(h, release, 0, 0));
+    ZINF_TRY(m->f->forward(m, b, h));
     m->logits_hold_grad = false;
     if (!targets) return be->sync(be);
     m->nvalid = 0;
@@ -453,77 +309,124 @@ static int forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
 int zinf_model_forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
                        const zinf_unit_hooks *h, float *mean_loss)
 {
-    return forward(m, tokens, targets, h, 0.0f, mean_loss);
+    zinf_batch b = {.tok = tokens, .tgt = targets, .B = m->B, .T = m->T};
+    return zinf_model_forward_batch(m, &b, h, 0.0f, mean_loss);
 }
 
 int zinf_model_forward_train(zinf_model *m, const int32_t *tokens, const int32_t *targets,
                              const zinf_unit_hooks *h, float dloss_scale, float *mean_loss)
 {
     if (!targets) return zinf_errc(ZINF_EINVAL, "internal: a training forward needs targets");
-    return forward(m, tokens, targets, h, dloss_scale, mean_loss);
-}
-
-static void block_backward(zinf_model *m, int l)
-{
-    zinf_backend *be = m->be;
-    zinf_layer_acts *a = &m->layers[l];
-    int B = m->B, T = m->T, C = m->c.n_embd, NH = m->c.n_head;
-    int64_t N = (int64_t)B * T;
-    int u = 1 + l;
-    void **P = m->params, **G = m->grads;
-    if (l < m->recompute_blocks) block_forward(m, l, true); /* from the kept input */
-    /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation. The input
-     * gradients of the products and of attention overwrite their buffers: nothing is zeroed. */
-    /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM
-     * with a dGELU epilogue (it overwrites d_fch, so d_fch needs no zeroing) */
-    be->matmul_bwd(be, NULL, tp(m, G, u, ZINF_T_FCPROJW), tp(m, G, u, ZINF_T_FCPROJB), m->d_res,
-                   a->fchg, tp(m, P, u, ZINF_T_FCPROJW), N, 4 * C, C);
-    be->matmul_dgelu_bwd(be, m->d_fch, m->d_res, tp(m, P, u, ZINF_T_FCPROJW), a->fch, N, 4 * C, C);
-    be->matmul_bwd(be, m->d_ln, tp(m, G, u, ZINF_T_FCW), tp(m, G, u, ZINF_T_FCB), m->d_fch, a->ln2,
-                   tp(m, P, u, ZINF_T_FCW), N, C, 4 * C);
-    be->layernorm_bwd(be, m->d_res, tp(m, G, u, ZINF_T_LN2W), tp(m, G, u, ZINF_T_LN2B), m->d_ln, a->res2,
-                      tp(m, P, u, ZINF_T_LN2W), a->ln2_mean, a->ln2_rstd, N, C);
-    be->matmul_bwd(be, m->d_atty, tp(m, G, u, ZINF_T_PROJW), tp(m, G, u, ZINF_T_PROJB), m->d_res, a->atty,
-                   tp(m, P, u, ZINF_T_PROJW), N, C, C);
-    be->attention_bwd(be, m->d_qkv, m->d_atty, a->qkv, a->atty, a->lse, B, T, C, NH);
-    be->matmul_bwd(be, m->d_ln, tp(m, G, u, ZINF_T_QKVW), tp(m, G, u, ZINF_T_QKVB), m->d_qkv, a->ln1,
-                   tp(m, P, u, ZINF_T_QKVW), N, C, 3 * C);
-    be->layernorm_bwd(be, m->d_res, tp(m, G, u, ZINF_T_LN1W), tp(m, G, u, ZINF_T_LN1B), m->d_ln, m->res[l],
-                      tp(m, P, u, ZINF_T_LN1W), a->ln1_mean, a->ln1_rstd, N, C);
+    zinf_batch b = {.tok = tokens, .tgt = targets, .B = m->B, .T = m->T};
+    return zinf_model_forward_batch(m, &b, h, dloss_scale, mean_loss);
 }
 
 int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_scale)
 {
     zinf_backend *be = m->be;
-    int B = m->B, T = m->T, C = m->c.n_embd, L = m->c.n_layer;
-    int64_t N = (int64_t)B * T;
-    size_t es = zinf_dtype_size(be->cdt);
+    int64_t N = (int64_t)m->B * m->T;
     /* the loss gradient replaces the logits (already, after a training forward) */
     if (!m->logits_hold_grad) {
         float dloss = m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
         be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
     }
     m->logits_hold_grad = false;
-    ZINF_TRY(HOOK(h, acquire, 0, 1));
-    be->matmul_bwd(be, m->d_ln, tp(m, m->grads, 0, ZINF_T_WTE), NULL, m->logits, m->lnf,
-                   tp(m, m->params, 0, ZINF_T_WTE), N, C, m->c.padded_vocab);
-    ZINF_TRY(HOOK(h, release, 0, 1));
-    ZINF_TRY(HOOK(h, acquire, L + 1, 1));
-    be->memset0(be, m->d_res, (size_t)N * C * es, NULL);
-    be->layernorm_bwd(be, m->d_res, tp(m, m->grads, L + 1, ZINF_T_LNFW), tp(m, m->grads, L + 1, ZINF_T_LNFB),
-                      m->d_ln, m->res[L], tp(m, m->params, L + 1, ZINF_T_LNFW), m->lnf_mean, m->lnf_rstd, N, C);
-    ZINF_TRY(HOOK(h, release, L + 1, 1));
-    ZINF_TRY(HOOK(h, grad_ready, L + 1));
-    for (int l = L - 1; l >= 0; l--) {
-        ZINF_TRY(HOOK(h, acquire, 1 + l, 1));
-        block_backward(m, l);
-        ZINF_TRY(HOOK(h, release, 1 + l, 1));
-        ZINF_TRY(HOOK(h, grad_ready, 1 + l));
+    return m->f->backward(m, h);
+}
+
+/* ---------------------------------------------------------------- identity ----------------- */
+const char *const zinf_model_legacy_attrs[ZINF_MODEL_LEGACY_NATTRS] = {"n_layer",    "n_embd",       "n_head",
+                                                                       "vocab_size", "padded_vocab", "n_positions"};
+
+/* the family's fields of c as JSON text: compact, in the family's order */
+static char *config_text(const zinf_family *f, const zinf_model_cfg *c)
+{
+    json_t *o = f->cfg_json(c);
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+int zinf_model_identity(const zinf_model_cfg *c, char *model_type, size_t cap, char **config)
+{
+    const zinf_family *f = family_of(c->model_type, "the model");
+    if (!f) return ZINF_EINVAL;
+    snprintf(model_type, cap, "%s", f->model_type);
+    *config = config_text(f, c);
+    return *config ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
+}
+
+int zinf_model_cfg_from_identity(zinf_model_cfg *c, const char *model_type, const char *config,
+                                 const int64_t legacy[ZINF_MODEL_LEGACY_NATTRS], const char *src)
+{
+    memset(c, 0, sizeof *c);
+    json_t *given = NULL;
+    if (model_type) {
+        json_error_t je;
+        given = json_loads(config ? config : "", 0, &je);
+        if (!json_is_object(given)) {
+            json_decref(given);
+            return zinf_err("%s: the model's config is not a JSON object (%s)", src, given ? "another value" : je.text);
+        }
+    } else { /* before model_type: GPT-2's six integers, which are its identity's fields */
+        given = json_object();
+        for (int i = 0; given && i < ZINF_MODEL_LEGACY_NATTRS; i++)
+            json_object_set_new(given, zinf_model_legacy_attrs[i], json_integer(legacy[i]));
+        if (!given) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     }
-    ZINF_TRY(HOOK(h, acquire, 0, 1));
-    be->encoder_bwd(be, tp(m, m->grads, 0, ZINF_T_WTE), tp(m, m->grads, 0, ZINF_T_WPE), m->d_res, m->tokens,
-                    B, T, C);
-    ZINF_TRY(HOOK(h, release, 0, 1));
-    ZINF_TRY(HOOK(h, grad_ready, 0));
+    const zinf_family *f = family_of(model_type, src);
+    int rc = f ? f->cfg_from_hf(c, given, src) : ZINF_EINVAL;
+    /* the family must write the same fields back: nothing missing, nothing derived otherwise */
+    json_t *back = rc ? NULL : f->cfg_json(c);
+    if (!rc && (!json_equal(given, back) || c->n_layer > (1 << 16))) {
+        char *s = json_dumps(given, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        rc = zinf_errc(ZINF_EINVAL, "%s: the model attributes disagree (%s)", src, s ? s : "?");
+        free(s);
+    }
+    json_decref(back);
+    json_decref(given);
+    if (!rc) snprintf(c->name, sizeof c->name, "%s", src);
+    return rc;
+}
+
+int zinf_model_cfg_diff(const zinf_model_cfg *a, const zinf_model_cfg *b, char *key, size_t keycap, char *va,
+                        char *vb, size_t valcap)
+{
+    const zinf_family *fa = family_of(a->model_type, "the model"), *fb = family_of(b->model_type, "the model");
+    if (!fa || !fb) return ZINF_EINVAL;
+    if (fa != fb) {
+        snprintf(key, keycap, "model_type");
+        snprintf(va, valcap, "%s", fa->model_type);
+        snprintf(vb, valcap, "%s", fb->model_type);
+        return 1;
+    }
+    json_t *ja = fa->cfg_json(a), *jb = fb->cfg_json(b);
+    int rc = ja && jb ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
+    const char *k;
+    json_t *v;
+    json_object_foreach(ja, k, v) { /* in the family's order: the first field that differs */
+        json_t *w = json_object_get(jb, k);
+        if (rc || json_equal(v, w)) continue;
+        char *sa = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT), *sb = w ? json_dumps(w, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        snprintf(key, keycap, "%s", k);
+        snprintf(va, valcap, "%s", sa ? sa : "?");
+        snprintf(vb, valcap, "%s", sb ? sb : "(none)");
+        free(sa), free(sb);
+        rc = 1;
+    }
+    json_decref(ja);
+    json_decref(jb);
+    return rc;
+}
+
+int zinf_model_identity_check(const zinf_model_cfg *run, const char *model_type, const char *config,
+                              const int64_t legacy[ZINF_MODEL_LEGACY_NATTRS], const char *src)
+{
+    zinf_model_cfg got;
+    ZINF_TRY(zinf_model_cfg_from_identity(&got, model_type, config, legacy, src));
+    char key[64], va[128], vb[128];
+    int d = zinf_model_cfg_diff(&got, run, key, sizeof key, va, vb, sizeof va);
+    ZINF_TRY(d);
+    if (d) return zinf_errc(ZINF_EINVAL, "%s: the checkpoint's model has %s %s, this run's %s", src, key, va, vb);
     return 0;
 }

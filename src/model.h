@@ -1,8 +1,11 @@
-/* model: GPT-2 (learned positions, pre-LayerNorm, GELU-tanh, tied embeddings, biases, vocabulary
- * padded to a multiple of 128) as a list of units - the embedding, each block, the final LayerNorm
- * (the head has no parameters of its own: its product reads the embedding unit's wte) - each
- * unit's parameters one flat buffer with tensors as views at fixed offsets. Forward and backward
- * run on any backend; hooks around every unit use let ZeRO gather, release and reduce by unit. */
+/* model: what every model family shares. A model is a list of units - for GPT-2 the embedding,
+ * each block, the final LayerNorm - each unit's parameters one flat buffer with tensors as views
+ * at fixed offsets. model.c keeps the units, counter-based init, activation sizing (the carver),
+ * the loss and the recompute fit; the architecture (tensor table, unit use order, activations,
+ * forward and backward, Hugging Face names) is the family's, behind src/family.h, and the model
+ * reaches it only through that table (src/models/registry.c maps model_type to it). Forward and
+ * backward run on any backend; hooks around every unit use let ZeRO gather, release and reduce by
+ * unit. */
 #ifndef ZINF_MODEL_H
 #define ZINF_MODEL_H
 
@@ -11,21 +14,40 @@
 
 #include "kernels.h"
 
+struct zinf_family;
+
+/* The fields every family has come first; GPT-2 reads only those. The rest are for the families
+ * after it (Llama, Qwen): 0 means the family's own value, and GPT-2's loader fills in its fixed
+ * ones so that generic code may read them. */
 typedef struct zinf_model_cfg {
-    char name[64];      /* preset name or file */
-    int n_layer, n_embd, n_head;
-    int vocab_size;     /* real vocabulary V */
-    int padded_vocab;   /* Vp: V rounded up to a multiple of 128 */
-    int n_positions;    /* maximum sequence length */
+    char name[64];       /* preset name or file */
+    char model_type[32]; /* HF's model_type, naming the family; "" is "gpt2" (a config made by hand) */
+    int n_layer;         /* blocks */
+    int n_embd;          /* hidden size C */
+    int n_head;          /* query heads */
+    int vocab_size;      /* real vocabulary V */
+    int padded_vocab;    /* Vp: V rounded up to a multiple of 128 */
+    int n_positions;     /* maximum sequence length */
+    int n_kv_head;       /* key/value heads (GQA); GPT-2: n_head */
+    int head_dim;        /* GPT-2: n_embd / n_head */
+    int d_ff;            /* the MLP's inner width; GPT-2: 4 n_embd */
+    double norm_eps;     /* the norms' epsilon; GPT-2's LayerNorm: 1e-5 */
+    double rope_theta;   /* RoPE base; 0 without RoPE (GPT-2: learned positions) */
+    bool tie_embeddings; /* the head reads the token embedding; GPT-2: true */
+    bool bias;           /* the linear layers have biases; GPT-2: true */
 } zinf_model_cfg;
 
-/* A preset (gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, test-tiny, test-small, test-mini) or a JSON
- * file with HF config.json names (model_type "gpt2", n_layer, n_embd, n_head, vocab_size,
+/* A preset (zinf_model_presets) or a JSON file with HF config.json names: model_type (default
+ * "gpt2") names the family, which reads its fields (GPT-2: n_layer, n_embd, n_head, vocab_size,
  * n_positions). */
 int zinf_model_cfg_load(zinf_model_cfg *m, const char *name_or_path);
-/* Non-embedding + embedding parameter count, with the padded vocabulary rows. */
+/* The same from a parsed config.json object (jansson's); src names it in messages. */
+struct json_t;
+int zinf_model_cfg_from_json(zinf_model_cfg *m, struct json_t *config, const char *src);
+/* The parameter count of the model's units, with the padded vocabulary rows; negative (and an
+ * error message) when the layout cannot be built. */
 int64_t zinf_model_num_params(const zinf_model_cfg *m);
-/* The list of presets, for --help. */
+/* The list of presets of every family, for --help. */
 const char *zinf_model_presets(void);
 
 #define ZINF_MAX_UNIT_TENSORS 12
@@ -35,29 +57,40 @@ typedef struct zinf_tensor_view {
     int64_t offset;     /* elements from the unit's start */
     int64_t numel;
     int64_t shape[2];   /* rows, cols (cols 0 for vectors) */
+    int64_t init_rows;  /* rows drawn at init; the rest (GPT-2's padded vocabulary rows) are zero */
     bool decay;         /* weight decay applies (2-D weights and embeddings, not biases/LN) */
     float init_std;     /* normal(0, std); 0 with init_one/zero */
     bool init_one;      /* LayerNorm weights */
+    bool trainable;     /* the optimizer updates it (every tensor today; frozen bases come with LoRA) */
 } zinf_tensor_view;
 
 typedef struct zinf_unit {
     char name[32];
+    const char *what;   /* what the unit is, for messages: "transformer block" */
     int ntensors;
     zinf_tensor_view t[ZINF_MAX_UNIT_TENSORS];
     int64_t numel;
+    bool trainable;     /* all its tensors are (a unit is all trainable or all frozen) */
 } zinf_unit;
 
-/* Tensor indices inside units. */
-enum { ZINF_T_WTE = 0, ZINF_T_WPE = 1 };
-enum { ZINF_T_LN1W = 0, ZINF_T_LN1B, ZINF_T_QKVW, ZINF_T_QKVB, ZINF_T_PROJW, ZINF_T_PROJB,
-       ZINF_T_LN2W, ZINF_T_LN2B, ZINF_T_FCW, ZINF_T_FCB, ZINF_T_FCPROJW, ZINF_T_FCPROJB };
-enum { ZINF_T_LNFW = 0, ZINF_T_LNFB = 1 };
+/* One use of a unit by forward (phase 0) or backward (phase 1). */
+typedef struct zinf_use { int u, phase; } zinf_use;
+
+/* A micro-batch: B rows of T tokens (host int32 arrays of B*T). tgt < 0 is not predicted; tgt
+ * NULL: logits only. pos[i] (token i's position) and kv_start[i] (where in its row token i's
+ * sample starts, the first token its attention sees) describe samples packed into rows: then
+ * pos[i] = i % T - kv_start[i]. NULL is one sample per row (pos[i] = i % T, kv_start[i] = 0), the
+ * only kind GPT-2 takes today: it refuses others. */
+typedef struct zinf_batch {
+    const int32_t *tok, *tgt, *pos, *kv_start;
+    int B, T;
+} zinf_batch;
 
 /* Called by forward/backward around each unit's use. `phase` 0 = forward, 1 = backward.
  * acquire: the unit's parameters must be usable at params[u] when it returns.
  * release: the unit is not needed until its next acquire.
  * grad_ready (backward only): the unit's gradient grads[u] is complete for this micro-step.
- * The use order is static: forward 0, 1..L, L+1, 0 (tied head); backward 0 (head), L+1, L..1, 0. */
+ * The use order is static, the family's: zinf_model_use_order. */
 typedef struct zinf_unit_hooks {
     void *ctx;
     int (*acquire)(void *ctx, int u, int phase);
@@ -77,8 +110,9 @@ typedef enum { ZINF_RECOMPUTE_NONE, ZINF_RECOMPUTE_FULL, ZINF_RECOMPUTE_KEEP_ATT
 
 typedef struct zinf_model {
     zinf_model_cfg c;
+    const struct zinf_family *f; /* the architecture (family.h) */
     zinf_backend *be;
-    int nunits;          /* L + 2 */
+    int nunits;          /* GPT-2: L + 2 */
     zinf_unit *units;
     int64_t num_params;  /* sum of unit numel */
     void **params;       /* [nunits] compute-dtype unit buffers; set by the owner (ZeRO) */
@@ -89,23 +123,24 @@ typedef struct zinf_model {
     zinf_recompute recompute; /* activation checkpointing policy (below) */
     int recompute_blocks;     /* blocks 0..recompute_blocks-1 are recomputed (NONE: 0) */
     void *act_mem, *grad_mem; size_t act_bytes, grad_bytes;
-    void *encoded;       /* residual stream entries: res[l] is block l's input, res[L] the last */
-    void **res;
-    struct zinf_layer_acts *layers; /* per layer (all alias one set when recomputing, except the
-                                     * attention output and LSE under ZINF_RECOMPUTE_KEEP_ATTN) */
-    void *lnf; float *lnf_mean, *lnf_rstd;
+    void *acts;          /* the family's activations and gradient scratch (its own struct) */
     void *logits;        /* [B*T, Vp] */
     float *losses;       /* [B*T] */
     int32_t *tokens, *targets; /* [B*T] in device memory */
     int64_t nvalid;      /* targets >= 0 in the last forward */
     bool logits_hold_grad; /* the last forward was zinf_model_forward_train */
-    /* gradient scratch */
-    void *d_res, *d_ln, *d_qkv, *d_atty, *d_fch;
     float *host_losses;
 } zinf_model;
 
-/* Build the unit layout (no parameter memory: the owner allocates params[u]/grads[u]). */
+/* Build the unit layout of c's family (no parameter memory: the owner allocates params[u] and
+ * grads[u]). be may be NULL for a model that is only a layout (estimate, ckpt tools). */
 int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be);
+/* The order in which forward, then backward, use the units (ZeRO's stage-3 plan). With out NULL
+ * only counts; else fills out[0..cap). Returns the number of uses of forward + backward (or a
+ * negative error) and sets *nfwd to the number of forward's, which come first. */
+int zinf_model_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfwd);
+/* Model FLOPs of one training token (forward and backward) at sequence length T. */
+double zinf_model_flops_per_token(const zinf_model *m, int T);
 /* Allocate activations for micro-batch B and sequence length T, every block recomputed under
  * FULL or KEEP_ATTN; the _n form recomputes the first `blocks` (0..n_layer) only. */
 int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute);
@@ -131,8 +166,15 @@ int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, z
 void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t first, int64_t count,
                             float *out);
 
-/* Forward for tokens/targets (host int32 arrays of B*T; targets may be NULL: logits only).
- * Returns 0 or negative; *mean_loss is the mean over non-ignored targets (when targets given). */
+/* Forward of a batch b (b->B and b->T those of the activations). With dloss_scale != 0, the
+ * training forward: the fused cross-entropy also leaves the loss gradient (scaled by dloss_scale
+ * / the valid targets) in the logits for the backward that must follow. *mean_loss is the mean
+ * over non-ignored targets (when targets given). */
+int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
+                             float *mean_loss);
+/* Forward for tokens/targets (host int32 arrays of B*T; targets may be NULL: logits only): one
+ * sample per row. Returns 0 or negative; *mean_loss is the mean over non-ignored targets (when
+ * targets given). */
 int zinf_model_forward(zinf_model *m, const int32_t *tokens, const int32_t *targets,
                        const zinf_unit_hooks *h, float *mean_loss);
 /* Forward of a training micro-step: as zinf_model_forward with targets, but the fused
@@ -144,5 +186,34 @@ int zinf_model_forward_train(zinf_model *m, const int32_t *tokens, const int32_t
  * dloss_scale (d mean_loss multiplier: e.g. loss_scale / grad_accum; ignored after
  * zinf_model_forward_train, which applied it). */
 int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_scale);
+
+/* ---- the model's identity, as a checkpoint records it (no HDF5 here: ckpt.c reads and writes
+ * the attributes, these say what they hold) ---- */
+
+/* The model's identity: its model_type and the canonical text of its config, the family's fields
+ * under HF's names in the family's order, compact JSON, e.g. {"n_layer":2,"n_embd":64,...}.
+ * *config is to free(). */
+int zinf_model_identity(const zinf_model_cfg *c, char *model_type, size_t cap, char **config);
+
+/* Checkpoints written before model_type carry GPT-2's six integer attributes instead, in this
+ * order: n_layer, n_embd, n_head, vocab_size, padded_vocab, n_positions. */
+#define ZINF_MODEL_LEGACY_NATTRS 6
+extern const char *const zinf_model_legacy_attrs[ZINF_MODEL_LEGACY_NATTRS];
+
+/* The config a checkpoint names: from (model_type, config) as zinf_model_identity wrote them, or,
+ * with model_type NULL, from the legacy attributes (a GPT-2). An identity that its family does
+ * not write back to the same text is refused ("the model attributes disagree"); src names the
+ * file in messages. */
+int zinf_model_cfg_from_identity(zinf_model_cfg *c, const char *model_type, const char *config,
+                                 const int64_t legacy[ZINF_MODEL_LEGACY_NATTRS], const char *src);
+/* The checkpoint's identity (either form, as above) against the run's model: 0 when they are the
+ * same model, else an error naming the first field that differs ("SRC: the checkpoint's model
+ * has n_layer 3, this run's 2"). */
+int zinf_model_identity_check(const zinf_model_cfg *run, const char *model_type, const char *config,
+                              const int64_t legacy[ZINF_MODEL_LEGACY_NATTRS], const char *src);
+/* The first of the family's config fields in which a and b differ: 1 with its HF name and both
+ * values as JSON text, 0 when none does (a and b of one family), negative on error. */
+int zinf_model_cfg_diff(const zinf_model_cfg *a, const zinf_model_cfg *b, char *key, size_t keycap, char *va,
+                        char *vb, size_t valcap);
 
 #endif

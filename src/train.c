@@ -744,7 +744,8 @@ static int setup(run *r)
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     if (ck[0] && r->start_step == r->cfg.max_steps)
         zinf_info("zinf: %s is at --max_steps %lld already: nothing to train", ck, (long long)r->cfg.max_steps);
-    else if (o->init_from) zinf_info("zinf: initial weights from %s (Hugging Face GPT-2 safetensors)", o->init_from);
+    else if (o->init_from) zinf_info("zinf: initial weights from %s (Hugging Face %s safetensors)", o->init_from,
+                                   r->m.c.model_type);
     return 0;
 }
 
@@ -779,8 +780,7 @@ static int loop(run *r)
 {
     const zinf_config *c = &r->cfg;
     int64_t total = c->max_steps, tokens_per_step = c->train_batch_size * r->T;
-    double flops_per_token = 6.0 * (double)r->m.num_params +
-                             12.0 * r->m.c.n_layer * r->m.c.n_embd * (double)r->T;
+    double flops_per_token = zinf_model_flops_per_token(&r->m, r->T);
     double window_t = 0;
     int64_t window_steps = 0;
     for (int64_t step = r->start_step; step < total; step++) {

@@ -58,8 +58,6 @@ typedef struct pending {
     int64_t stage_bytes;
 } pending;
 
-typedef struct use { int u, phase; } use;
-
 /* one tile of the host optimizer step: [k0, k0+len) of unit u's shard */
 typedef struct htile { int u; int64_t k0, len; } htile;
 
@@ -79,7 +77,7 @@ struct zinf_zero {
     int npend, cappend;
     bool last_micro;        /* the pass in progress is the last micro-step of the step */
     /* stage-3 plan */
-    use *seq;
+    zinf_use *seq;
     int *nextuse;
     int64_t *reuse_dist;
     int nseq_full, nseq_fwd, nseq, cursor;
@@ -650,24 +648,17 @@ static int hook_grad_ready(void *ctx, int u)
 const zinf_unit_hooks *zinf_zero_hooks(zinf_zero *z) { return &z->hooks; }
 
 /* ---------------------------------------------------------------- plan --------------------- */
+/* the model's static order of unit uses (zinf_model_use_order): forward's first, then backward's */
 static int build_plan(zinf_zero *z)
 {
-    int L = z->m->c.n_layer, n = 0;
-    z->nseq_full = 2 * (L + 3);
-    z->seq = calloc((size_t)z->nseq_full, sizeof *z->seq);
-    z->nextuse = calloc((size_t)z->nseq_full, sizeof(int));
-    z->reuse_dist = calloc((size_t)z->nseq_full, sizeof(int64_t));
+    int nfwd = 0, n = zinf_model_use_order(z->m, NULL, 0, &nfwd);
+    ZINF_TRY(n);
+    z->nseq_full = n;
+    z->seq = calloc((size_t)n, sizeof *z->seq);
+    z->nextuse = calloc((size_t)n, sizeof(int));
+    z->reuse_dist = calloc((size_t)n, sizeof(int64_t));
     if (!z->seq || !z->nextuse || !z->reuse_dist) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    /* the static order of zinf_model_forward/backward (model.h) */
-    z->seq[n++] = (use){0, 0};
-    for (int l = 0; l < L; l++) z->seq[n++] = (use){1 + l, 0};
-    z->seq[n++] = (use){L + 1, 0};
-    z->seq[n++] = (use){0, 0};
-    z->nseq_fwd = n;
-    z->seq[n++] = (use){0, 1};
-    z->seq[n++] = (use){L + 1, 1};
-    for (int l = L - 1; l >= 0; l--) z->seq[n++] = (use){1 + l, 1};
-    z->seq[n++] = (use){0, 1};
+    ZINF_TRY(zinf_model_use_order(z->m, z->seq, n, &z->nseq_fwd));
     return 0;
 }
 

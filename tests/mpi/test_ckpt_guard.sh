@@ -45,7 +45,8 @@ expect_ok "run 2 continued to step 9"
 [ "$(ckpts ret)" = "6 9 15 20 " ] && pass || fail "after step 9: $(ckpts ret) (this run's newest 2, run 1's untouched)"
 T 2 ret --max_steps 8 --resume auto --learning_rate 1e-3
 expect_err "a resume past --max_steps" "$TMP/ret/checkpoint-9.h5: the checkpoint is at step 9, past this run's --max_steps 8"
-T 2 ret --max_steps 12 --max_length 16 --resume auto --learning_rate 1e-3
+mpi 2 train --model test-mini --data "$D" --max_length 16 --per_device_train_batch_size 4 --out "$TMP/ret" --seed 9 \
+    --max_steps 12 --resume auto --learning_rate 1e-3
 expect_err "a resume with another --max_length" \
     "$TMP/ret/checkpoint-9.h5: saved with --max_length 32, this run has 16: the data position would not carry over"
 
@@ -137,7 +138,10 @@ for k, v in a.items(): d.attrs[k] = v"
     T 2 f2 --max_steps 12 --save_steps 0 --resume "$C" --learning_rate 1e-3
     expect_ok "resume from format 2"
     H2=$(hash_of)
-    edit fmt1 "for k in ('run_id', 'max_length', 'meta_checksum'): del f.attrs[k]
+    # (format 1 named the model by GPT-2's six integers; test-mini's are written out here)
+    edit fmt1 "for k in ('run_id', 'max_length', 'meta_checksum', 'model_type', 'model_config'): del f.attrs[k]
+for k, v in dict(n_layer=2, n_embd=64, n_head=4, vocab_size=256, padded_vocab=256, n_positions=64).items():
+    f.attrs[k] = np.int64(v)
 f.attrs['format_version'] = np.int64(1)"
     T 2 ed/fmt1 --max_steps 12 --save_steps 0 --resume auto --learning_rate 1e-3
     expect_ok "resume from format 1"
