@@ -74,11 +74,16 @@ struct zinf_backend {
     int (*mem_info)(zinf_backend *be, size_t *used, size_t *total);
 
     /* ---- operations; B batch, T time, C channels, NH heads, N = B*T rows ---- */
-    /* out[N,C] = wte[tok] + wpe[t] */
+    /* out[N,C] = wte[tok] + wpe[t]; wpe NULL: no learned positions (RoPE models), out = wte[tok];
+     * the backward then takes dwpe NULL */
     void (*encoder_fwd)(zinf_backend *be, void *out, const int32_t *tok, const void *wte,
                         const void *wpe, int B, int T, int C);
     void (*encoder_bwd)(zinf_backend *be, void *dwte, void *dwpe, const void *dout,
                         const int32_t *tok, int B, int T, int C);
+    /* rows of cols compute-dtype elements from src (rows ld_src apart) to dst (ld_dst apart): a
+     * part of each row of a packed buffer, such as the v heads of q|k|v rows */
+    void (*copy_rows)(zinf_backend *be, void *dst, int64_t ld_dst, const void *src, int64_t ld_src, int64_t rows,
+                      int64_t cols);
     /* out = (x - mean) * rstd * w + b over the last dimension C; eps 1e-5 */
     void (*layernorm_fwd)(zinf_backend *be, void *out, float *mean, float *rstd, const void *x,
                           const void *w, const void *b, int64_t N, int C);

@@ -35,7 +35,20 @@ typedef struct zinf_model_cfg {
     double rope_theta;   /* RoPE base; 0 without RoPE (GPT-2: learned positions) */
     bool tie_embeddings; /* the head reads the token embedding; GPT-2: true */
     bool bias;           /* the linear layers have biases; GPT-2: true */
+    /* the Llama family (llama, qwen2, qwen3, mistral); GPT-2 leaves them 0 */
+    int rope_type;       /* ZINF_ROPE_*: how inv_freq is scaled */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor; /* llama3 (factor: also linear) */
+    int rope_original_max; /* llama3's original_max_position_embeddings */
+    bool qkv_bias;       /* q/k/v projections have biases (Qwen2; Llama's and Qwen3's attention_bias) */
+    bool o_bias;         /* the output projection has one (Llama's and Qwen3's attention_bias) */
+    bool mlp_bias;       /* gate/up/down have biases (Llama's mlp_bias) */
+    bool qk_norm;        /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+    int sliding_window;  /* an active sliding attention window (0: none): refused when shorter than T */
+    int pad_token_id;    /* its embedding row gets no gradient, as nn.Embedding's padding_idx (-1: none) */
+    double init_std;     /* initializer_range */
 } zinf_model_cfg;
+
+enum { ZINF_ROPE_NONE = 0, ZINF_ROPE_DEFAULT, ZINF_ROPE_LLAMA3, ZINF_ROPE_LINEAR };
 
 /* A preset (zinf_model_presets) or a JSON file with HF config.json names: model_type (default
  * "gpt2") names the family, which reads its fields (GPT-2: n_layer, n_embd, n_head, vocab_size,

@@ -93,9 +93,12 @@ static void cpu_encoder_fwd(zinf_backend *be, void *out_, const int32_t *tok, co
     int64_t N = (int64_t)B * T;
 #pragma omp parallel for if (N * C > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float *e = wte + (int64_t)tok[n] * C, *p = wpe + (n % T) * C;
+        const float *e = wte + (int64_t)tok[n] * C, *p = wpe ? wpe + (n % T) * C : NULL;
         float *o = out + n * C;
-        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        if (p)
+            for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        else
+            memcpy(o, e, (size_t)C * sizeof *o);
     }
 }
 
@@ -113,13 +116,23 @@ static void cpu_encoder_bwd(zinf_backend *be, void *dwte_, void *dwpe_, const vo
         int c0 = cb * CH_BLOCK, c1 = MIN(C, c0 + CH_BLOCK);
         for (int64_t n = 0; n < N; n++) {
             const float *d = dout + n * C;
-            float *gte = dwte + (int64_t)tok[n] * C, *gpe = dwpe + (n % T) * C;
-            for (int c = c0; c < c1; c++) {
-                gte[c] += d[c];
-                gpe[c] += d[c];
-            }
+            float *gte = dwte + (int64_t)tok[n] * C, *gpe = dwpe ? dwpe + (n % T) * C : NULL;
+            for (int c = c0; c < c1; c++) gte[c] += d[c];
+            if (gpe)
+                for (int c = c0; c < c1; c++) gpe[c] += d[c];
         }
     }
+}
+
+/* dst rows (ld_dst apart) = src rows (ld_src apart), cols compute-dtype elements each */
+static void cpu_copy_rows(zinf_backend *be, void *dst_, int64_t ld_dst, const void *src_, int64_t ld_src, int64_t rows,
+                          int64_t cols)
+{
+    (void)be;
+    float *dst = dst_;
+    const float *src = src_;
+#pragma omp parallel for if (rows * cols > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) memcpy(dst + r * ld_dst, src + r * ld_src, (size_t)cols * sizeof *dst);
 }
 
 /* ---------------------------------------------------------------- layernorm */
@@ -537,6 +550,7 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .sync = cpu_sync,
         .encoder_fwd = cpu_encoder_fwd,
         .encoder_bwd = cpu_encoder_bwd,
+        .copy_rows = cpu_copy_rows,
         .layernorm_fwd = cpu_layernorm_fwd,
         .layernorm_bwd = cpu_layernorm_bwd,
         .matmul_fwd = cpu_matmul_fwd,

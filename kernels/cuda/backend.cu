@@ -411,6 +411,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->mem_info = cu_mem_info;
     be->encoder_fwd = cu_encoder_fwd;
     be->encoder_bwd = cu_encoder_bwd;
+    be->copy_rows = cu_copy_rows;
     be->layernorm_fwd = cu_layernorm_fwd;
     be->layernorm_bwd = cu_layernorm_bwd;
     be->matmul_fwd = cu_matmul_fwd;

@@ -132,6 +132,8 @@ void cu_encoder_fwd(zinf_backend *be, void *out, const int32_t *tok, const void 
                     const void *wpe, int B, int T, int C);
 void cu_encoder_bwd(zinf_backend *be, void *dwte, void *dwpe, const void *dout, const int32_t *tok,
                     int B, int T, int C);
+void cu_copy_rows(zinf_backend *be, void *dst, int64_t ld_dst, const void *src, int64_t ld_src, int64_t rows,
+                  int64_t cols);
 void cu_layernorm_fwd(zinf_backend *be, void *out, float *mean, float *rstd, const void *x,
                       const void *w, const void *b, int64_t N, int C);
 void cu_layernorm_bwd(zinf_backend *be, void *dx, void *dw, void *db, const void *dout,

@@ -114,9 +114,14 @@ __global__ void encoder_fwd_k(T *out, const int32_t *tok, const T *wte, const T 
         int64_t n = i / cp;
         int c = (int)(i - n * cp) * VEC;
         Pack<T, VEC> e = load_pack<T, VEC>(wte + (int64_t)tok[n] * C + c);
-        Pack<T, VEC> p = load_pack<T, VEC>(wpe + (n % T_) * C + c), o;
+        Pack<T, VEC> o;
+        if (wpe) {
+            Pack<T, VEC> p = load_pack<T, VEC>(wpe + (n % T_) * C + c);
 #pragma unroll
-        for (int k = 0; k < VEC; k++) o.v[k] = from_f<T>(to_f(e.v[k]) + to_f(p.v[k]));
+            for (int k = 0; k < VEC; k++) o.v[k] = from_f<T>(to_f(e.v[k]) + to_f(p.v[k]));
+        } else {
+            o = e;
+        }
         store_pack<T, VEC>(out + n * C + c, o);
     }
 }
@@ -126,7 +131,7 @@ static void encoder_fwd_t(CudaImpl *im, T *out, const int32_t *tok, const T *wte
                           int64_t N, int T_, int C)
 {
     constexpr int V = 16 / sizeof(T);
-    if (C % V == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
+    if (C % V == 0 && aligned16(out) && aligned16(wte) && (!wpe || aligned16(wpe)))
         encoder_fwd_k<T, V><<<ew_grid(im, N * C / V), EW_THREADS, 0, im->stream>>>(out, tok, wte, wpe, N, T_, C);
     else
         encoder_fwd_k<T, 1><<<ew_grid(im, N * C), EW_THREADS, 0, im->stream>>>(out, tok, wte, wpe, N, T_, C);
@@ -207,9 +212,23 @@ void cu_encoder_bwd(zinf_backend *be, void *dwte, void *dwpe, const void *dout, 
     int threads = C >= 512 ? 512 : ((C + 31) / 32) * 32;
     ZINF_DISPATCH_CDT(im->cdt, {
         encoder_wte_bwd_k<T><<<(unsigned)N, threads, 0, im->stream>>>((T *)dwte, (const T *)dout, keys, rows, N, C);
-        encoder_wpe_bwd_k<T><<<ew_grid(im, (int64_t)T_ * C), EW_THREADS, 0, im->stream>>>((T *)dwpe, (const T *)dout, B, T_, C);
+        if (dwpe)
+            encoder_wpe_bwd_k<T><<<ew_grid(im, (int64_t)T_ * C), EW_THREADS, 0, im->stream>>>((T *)dwpe, (const T *)dout, B, T_, C);
     });
     zinf_cuda_check_launch(im, "encoder_bwd");
+}
+
+/* ===================================================================== copy_rows */
+void cu_copy_rows(zinf_backend *be, void *dst, int64_t ld_dst, const void *src, int64_t ld_src, int64_t rows,
+                  int64_t cols)
+{
+    CudaImpl *im = impl_of(be);
+    if (rows <= 0 || cols <= 0) return;
+    size_t es = zinf_dtype_size(im->cdt);
+    cudaError_t e = cudaMemcpy2DAsync(dst, (size_t)ld_dst * es, src, (size_t)ld_src * es, (size_t)cols * es,
+                                      (size_t)rows, cudaMemcpyDeviceToDevice, im->stream);
+    if (e != cudaSuccess)
+        zinf_cuda_fail(im, "copy_rows", ZINF_CUDA_EIO, "copy_rows: %s", cudaGetErrorString(e));
 }
 
 /* ===================================================================== layernorm */
