@@ -97,12 +97,57 @@ typedef struct run {
     char *cfg_json;          /* the resolved config, stored in checkpoints */
     double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
+    char resumed[4096];      /* the checkpoint this run resumes from, "" for a fresh start */
 } run;
 
 /* SIGUSR1 or SIGTERM (Slurm's warning before the time limit, preemption): finish the step, save
- * a checkpoint and stop (ZINF_TRAIN_STOPPED). A second signal changes nothing: the save goes on. */
+ * a checkpoint and stop (ZINF_TRAIN_STOPPED); before the first step, stop without a save. A
+ * signal during a save stops the run right after it; a second signal changes nothing. The
+ * handler only records the signal: the ranks agree on it where they are in step (stop_agreed). */
 static volatile sig_atomic_t stop_signal;
 static void on_stop_signal(int sig) { stop_signal = sig; }
+
+void zinf_train_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    /* the start-up's reads and waits go on where they were; the loop looks at stop_signal */
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The largest signal number any rank recorded (0: none). A signal may reach some ranks only, or
+ * reach them at different moments; every rank takes the decision this returns. */
+static int stop_agreed(run *r, int *sig)
+{
+    double s = stop_signal;
+    ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, &s, 1));
+    *sig = (int)s;
+    return 0;
+}
+
+/* A stop asked for before this run's first step: there is nothing new to save, so the run ends
+ * now (ZINF_TRAIN_STOPPED) and the checkpoint it started from, if any, stays as it is. Asked
+ * before the load (loaded false), it also spares the load. */
+static int stop_before_first_step(run *r, bool loaded)
+{
+    int sig;
+    ZINF_TRY(stop_agreed(r, &sig));
+    if (!sig) return 0;
+    if (r->resumed[0] && !loaded)
+        zinf_info("stopped by signal %d during the start-up, before loading %s: no checkpoint written; requeue "
+                  "with --resume auto", sig, r->resumed);
+    else if (r->resumed[0])
+        zinf_info("stopped by signal %d before step %lld: no checkpoint written (no step done since %s); "
+                  "requeue with --resume auto", sig, (long long)r->start_step + 1, r->resumed);
+    else
+        zinf_info("stopped by signal %d before step 1: no checkpoint written (no step done); requeue with "
+                  "--resume auto", sig);
+    return ZINF_TRAIN_STOPPED;
+}
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
  * of step S (1-based), to test that the job ends with that rank's message, or with a collective
@@ -591,6 +636,11 @@ static int setup(run *r)
     rc = comm->rank == 0 ? zinf_ckpt_resolve(o->resume, o->out, ck, sizeof ck) : 0;
     ZINF_TRY(zinf_comm_agree(comm, rc));
     MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, comm->world);
+    snprintf(r->resumed, sizeof r->resumed, "%s", ck);
+    /* a stop asked for during the start-up so far: the load (minutes for a large model) is not
+     * worth starting; one asked for during the load is the loop's to act on */
+    rc = stop_before_first_step(r, false);
+    if (rc) return rc;
     double tload = zinf_now();
     if (o->init_from && !ck[0]) /* a resumed run has its weights already */
         ZINF_TRY(zinf_hf_import(o->init_from, comm, &r->m, r->z));
@@ -619,13 +669,6 @@ static int setup(run *r)
         zinf_config_print(&r->cfg, ms);
         fclose(ms);
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
     rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
     if (!rc && comm->rank == 0) {
         char path[4096];
@@ -693,11 +736,13 @@ static int loop(run *r)
                              12.0 * r->m.c.n_layer * r->m.c.n_embd * (double)r->T;
     double window_t = 0;
     int64_t window_steps = 0;
+    int rc = stop_before_first_step(r, true);
+    if (rc) return rc;
     for (int64_t step = r->start_step; step < total; step++) {
         double t0 = zinf_now();
         ZINF_TRY(fault_at(&r->fault, r->comm->rank, step + 1)); /* ZINF_FAULT (see fault_parse) */
         step_result s;
-        int rc = train_step(r, step, &s);
+        rc = train_step(r, step, &s);
         if (rc) return rc;
         double dt = zinf_now() - t0;
         window_t += dt;
@@ -721,8 +766,8 @@ static int loop(run *r)
             if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;
         }
         /* a signal on any rank stops every rank after this step, with a checkpoint */
-        double sig = stop_signal;
-        ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, &sig, 1));
+        int sig;
+        ZINF_TRY(stop_agreed(r, &sig));
         bool save_now = sig > 0 || (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
@@ -744,6 +789,9 @@ static int loop(run *r)
                 int rc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, ZINF_EXPORT_HDF5, r->be.cdt, stdout) : 0;
                 ZINF_TRY(zinf_comm_agree(r->comm, rc));
             }
+            /* a signal that came during the save: the checkpoint just written holds this step's
+             * state, so the run stops here rather than after one more step and a second save */
+            if (!sig) ZINF_TRY(stop_agreed(r, &sig));
         }
         /* the step a signal stops at is the last of this run: logged like the last step, so that
          * metrics.jsonl of a run and its resumption has every logged step */
@@ -806,7 +854,7 @@ static int loop(run *r)
         window_steps = 0;
         if (sig > 0) {
             zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",
-                      (int)sig, (long long)done);
+                      sig, (long long)done);
             return ZINF_TRAIN_STOPPED;
         }
     }
