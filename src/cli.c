@@ -682,6 +682,9 @@ int zinf_cli_main(int argc, char **argv)
         fprintf(stderr, "zinf: error: unknown command '%s' (see zinf --help)\n", cmd);
         return 2;
     }
+    /* before MPI_Init, whose start-up takes long on many nodes: a stop asked for from here on
+     * ends the run with 75 (zinf_train_run acts on it) */
+    if (!strcmp(cmd, "train")) zinf_train_catch_signals();
     zinf_comm comm;
     if (zinf_comm_init(&comm, &argc, &argv)) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }
     int rc = !strcmp(cmd, "train") ? cmd_train(&comm, argc, argv, 2, &help) : cmd_config(&comm, argc, argv, 2, &help);

@@ -25,6 +25,10 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,6 +109,94 @@ static void epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t e
     }
 }
 
+/* ---------------------------------------------------------------- a shard that shrinks */
+/* The shards are read through their mappings. A shard truncated after it was mapped (or whose
+ * storage fails) makes the next load from a page past its new end raise SIGBUS, which would end
+ * the process without a word. Every read of a mapping is therefore guarded: SIGBUS at an address
+ * inside one of the shards being read jumps back to the guard, which returns an error naming
+ * that shard.
+ * Checking the size first (fstat at each read) would leave a window between the check and the
+ * loads in which a truncation still kills the process; the guard catches the fault itself,
+ * whenever it comes, and costs nothing on the way through but a sigsetjmp per read. The handler
+ * is process-wide: a SIGBUS anywhere else (another address, another thread, or sent with kill)
+ * goes to the handler that was there before (MPI's, or the default action). */
+typedef struct bus_guard {
+    sigjmp_buf env;
+    const shard *files; /* the mappings this read may touch */
+    int n;
+    const shard *volatile hit; /* set by the handler: the one that faulted */
+} bus_guard;
+static _Thread_local bus_guard *volatile bus_cur; /* this thread's guarded read, if any */
+static struct sigaction bus_prev;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static int bus_errno;
+
+static void on_bus(int sig, siginfo_t *si, void *ctx)
+{
+    bus_guard *g = bus_cur;
+    const char *a = si->si_addr;
+    for (int i = 0; g && si->si_code > 0 && i < g->n; i++) {
+        const char *lo = g->files[i].map;
+        if (lo && a >= lo && a < lo + g->files[i].map_len) {
+            g->hit = &g->files[i];
+            siglongjmp(g->env, 1);
+        }
+    }
+    /* not a shard's: the handler that was there before takes it (MPI's, say) */
+    if ((bus_prev.sa_flags & SA_SIGINFO) && bus_prev.sa_sigaction) {
+        bus_prev.sa_sigaction(sig, si, ctx);
+        return;
+    }
+    if (bus_prev.sa_handler != SIG_DFL && bus_prev.sa_handler != SIG_IGN) {
+        bus_prev.sa_handler(sig);
+        return;
+    }
+    /* the default action: from the faulting load, run again once this returns, or for a signal
+     * sent, from raise (blocked here, it arrives once this returns) */
+    signal(SIGBUS, SIG_DFL);
+    if (si->si_code <= 0) raise(sig);
+}
+
+static void bus_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &bus_prev)) bus_errno = errno;
+}
+
+/* The error of a guarded read that faulted in shard f. */
+static int shard_fault(const shard *f)
+{
+    struct stat st;
+    if (stat(f->path, &st) == 0 && (int64_t)st.st_size < (int64_t)f->map_len)
+        return zinf_errc(ZINF_EIO, "%s: the shard was truncated while in use: %lld bytes now, %lld when it was "
+                         "opened", f->path, (long long)st.st_size, (long long)f->map_len);
+    return zinf_errc(ZINF_EIO, "%s: the shard's data cannot be read (SIGBUS in its mapping: the file "
+                     "shrank or its storage failed after it was opened)", f->path);
+}
+
+/* Guard the loads from the mappings of files[0..n) between BUS_GUARD and BUS_UNGUARD in one
+ * function: a fault in one of them makes the function return shard_fault's error for it. */
+#define BUS_GUARD(files_, n_)                                                                     \
+    bus_guard bus_g_;                                                                             \
+    bus_g_.files = (files_);                                                                      \
+    bus_g_.n = (n_);                                                                              \
+    bus_g_.hit = NULL;                                                                            \
+    if (sigsetjmp(bus_g_.env, 1)) { /* 1: the handler's blocking of SIGBUS is undone */           \
+        bus_cur = NULL;                                                                           \
+        return shard_fault(bus_g_.hit);                                                           \
+    }                                                                                             \
+    bus_cur = &bus_g_;                                                                            \
+    atomic_signal_fence(memory_order_seq_cst) /* the loads come after it */
+#define BUS_UNGUARD()                                                                             \
+    do {                                                                                          \
+        atomic_signal_fence(memory_order_seq_cst); /* the loads stay inside the guard */          \
+        bus_cur = NULL;                                                                           \
+    } while (0)
+
 /* ---------------------------------------------------------------- opening */
 
 static uint32_t token_at(const shard *f, int64_t i)
@@ -128,26 +220,12 @@ static int open_stat(const char *path, int *fd_out, struct stat *st)
     return 0;
 }
 
-/* Map one shard and check its header, size and tokens. On error nothing stays mapped. */
-static int shard_open(shard *f, const char *path, int vocab_size)
+/* Check a mapped shard's header, size and tokens (f->map, f->map_len set), guarded. */
+static int shard_check(shard *f, const char *path, int vocab_size)
 {
-    int fd;
-    struct stat st;
-    /* a regular file only: a FIFO would block, a directory cannot be mapped */
-    ZINF_TRY(zinf_open_regular(NULL, path, &fd, &st));
-    int64_t size = (int64_t)st.st_size;
-    if (size < HEADER_BYTES) {
-        close(fd);
-        return zinf_err("%s: truncated: %lld bytes, shorter than the %lld-byte header", path,
-                        (long long)size, (long long)HEADER_BYTES);
-    }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
-    int map_errno = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED)
-        return zinf_errc(-map_errno, "%s: mmap failed: %s", path, strerror(map_errno));
-
-    const int32_t *h = (const int32_t *)map;
+    int64_t size = (int64_t)f->map_len;
+    BUS_GUARD(f, 1);
+    const int32_t *h = (const int32_t *)f->map;
     int rc = 0;
     int64_t ntok = h[2];
     int tokbytes = h[1] == 1 ? 2 : h[1] == 2 ? 4 : 0;
@@ -171,32 +249,53 @@ static int shard_open(shard *f, const char *path, int vocab_size)
                           path, (long long)size, (long long)want, (long long)ntok,
                           (long long)(size - want));
     }
-    if (rc < 0) {
-        munmap(map, (size_t)size);
-        return rc;
+    if (!rc) {
+        f->ntok = ntok;
+        f->tokbytes = tokbytes;
     }
-
-    f->map = map;
-    f->map_len = (size_t)size;
-    f->ntok = ntok;
-    f->tokbytes = tokbytes;
     /* Every token must index the embedding table; uint16 tokens need no check when vocab > 65535. */
-    if (!(tokbytes == 2 && vocab_size > 65535)) {
+    if (!rc && !(tokbytes == 2 && vocab_size > 65535)) {
         for (int64_t i = 0; i < ntok; i++) {
             uint32_t t = token_at(f, i);
             if (t >= (uint32_t)vocab_size) {
-                munmap(map, (size_t)size);
-                f->map = NULL;
-                return zinf_err("%s: token %u at index %lld is >= vocab size %d", path, t,
-                                (long long)i, vocab_size);
+                rc = zinf_err("%s: token %u at index %lld is >= vocab size %d", path, t,
+                              (long long)i, vocab_size);
+                break;
             }
         }
     }
+    BUS_UNGUARD();
+    return rc;
+}
+
+/* Map one shard and check its header, size and tokens. On error nothing stays mapped. */
+static int shard_open(shard *f, const char *path, int vocab_size)
+{
+    int fd;
+    struct stat st;
+    /* a regular file only: a FIFO would block, a directory cannot be mapped */
+    ZINF_TRY(zinf_open_regular(NULL, path, &fd, &st));
+    int64_t size = (int64_t)st.st_size;
+    if (size < HEADER_BYTES) {
+        close(fd);
+        return zinf_err("%s: truncated: %lld bytes, shorter than the %lld-byte header", path,
+                        (long long)size, (long long)HEADER_BYTES);
+    }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    int map_errno = errno;
+    close(fd); /* the mapping keeps the file alive */
+    if (map == MAP_FAILED)
+        return zinf_errc(-map_errno, "%s: mmap failed: %s", path, strerror(map_errno));
+    f->map = map;
+    f->map_len = (size_t)size;
     f->path = strdup(path);
-    if (!f->path) {
+    int rc = f->path ? shard_check(f, path, vocab_size) : zinf_errc(ZINF_ENOMEM, "%s: out of memory", path);
+    if (rc < 0) {
         munmap(map, (size_t)size);
         f->map = NULL;
-        return zinf_errc(ZINF_ENOMEM, "%s: out of memory", path);
+        free(f->path);
+        f->path = NULL;
+        return rc;
     }
     return 0;
 }
@@ -217,6 +316,8 @@ int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, 
                    int shuffle)
 {
     *out = NULL;
+    pthread_once(&bus_once, bus_install);
+    if (bus_errno) return zinf_errc(-bus_errno, "data: cannot catch SIGBUS: %s", strerror(bus_errno));
     if (T < 1) return zinf_err("data: sequence length T = %d must be >= 1", T);
     if (vocab_size < 1) return zinf_err("data: vocab size %d must be >= 1", vocab_size);
 
@@ -294,6 +395,7 @@ int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int
         return zinf_err("data: bad read of %lld sequences at stream position %lld",
                         (long long)count, (long long)first);
     const int T = d->T;
+    BUS_GUARD(d->files, d->nfiles);
     for (int64_t k = 0; k < count; k++) {
         int64_t p = first + k, e = p / d->nseq, q = p % d->nseq, g = q;
         if (d->shuffle) {
@@ -312,6 +414,7 @@ int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int
             y[i] = (int32_t)token_at(f, t0 + i + 1);
         }
     }
+    BUS_UNGUARD();
     return 0;
 }
 

@@ -27,7 +27,8 @@ int zinf_data_num_files(const zinf_data *d);
 
 /* Sequences are numbered along an endless stream: position p is sequence perm_e[p mod N] of
  * epoch e = p / N. Fill inp[count*T] and tgt[count*T] (tgt = inp shifted by one) with the
- * sequences at stream positions first .. first+count-1. */
+ * sequences at stream positions first .. first+count-1. A shard truncated since the open makes
+ * a read past its new end ZINF_EIO, naming the shard and both sizes (not a SIGBUS). */
 int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int32_t *tgt);
 
 /* Stream position of sequence j (0 <= j < global_batch) of optimizer step `step`, and the first

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,9 @@ typedef struct run {
     zinf_zero *z;
     zinf_data *train, *val;
     zinf_loss_scaler ls;
-    FILE *metrics;
+    FILE *metrics;           /* OUT/metrics.jsonl on rank 0, else NULL */
+    char metrics_path[4200];
+    int metrics_rc;          /* its first failed write (0: none); the run ends at the next logs_agreed */
     int32_t *inp, *tgt;
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
@@ -100,12 +103,57 @@ typedef struct run {
     char *cfg_json;          /* the resolved config, stored in checkpoints */
     double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
+    char resumed[4096];      /* the checkpoint this run resumes from, "" for a fresh start */
 } run;
 
 /* SIGUSR1 or SIGTERM (Slurm's warning before the time limit, preemption): finish the step, save
- * a checkpoint and stop (ZINF_TRAIN_STOPPED). A second signal changes nothing: the save goes on. */
+ * a checkpoint and stop (ZINF_TRAIN_STOPPED); before the first step, stop without a save. A
+ * signal during a save stops the run right after it; a second signal changes nothing. The
+ * handler only records the signal: the ranks agree on it where they are in step (stop_agreed). */
 static volatile sig_atomic_t stop_signal;
 static void on_stop_signal(int sig) { stop_signal = sig; }
+
+void zinf_train_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    /* the start-up's reads and waits go on where they were; the loop looks at stop_signal */
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The largest signal number any rank recorded (0: none). A signal may reach some ranks only, or
+ * reach them at different moments; every rank takes the decision this returns. */
+static int stop_agreed(run *r, int *sig)
+{
+    double s = stop_signal;
+    ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, &s, 1));
+    *sig = (int)s;
+    return 0;
+}
+
+/* A stop asked for before this run's first step: there is nothing new to save, so the run ends
+ * now (ZINF_TRAIN_STOPPED) and the checkpoint it started from, if any, stays as it is. Asked
+ * before the load (loaded false), it also spares the load. */
+static int stop_before_first_step(run *r, bool loaded)
+{
+    int sig;
+    ZINF_TRY(stop_agreed(r, &sig));
+    if (!sig) return 0;
+    if (r->resumed[0] && !loaded)
+        zinf_info("stopped by signal %d during the start-up, before loading %s: no checkpoint written; requeue "
+                  "with --resume auto", sig, r->resumed);
+    else if (r->resumed[0])
+        zinf_info("stopped by signal %d before step %lld: no checkpoint written (no step done since %s); "
+                  "requeue with --resume auto", sig, (long long)r->start_step + 1, r->resumed);
+    else
+        zinf_info("stopped by signal %d before step 1: no checkpoint written (no step done); requeue with "
+                  "--resume auto", sig);
+    return ZINF_TRAIN_STOPPED;
+}
 
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
  * of step S (1-based), to test that the job ends with that rank's message, or with a collective
@@ -225,6 +273,57 @@ static int agreed(run *r, int rc)
 {
     r->agreed = true;
     return zinf_comm_agree(r->comm, rc);
+}
+
+/* One record of metrics.jsonl (`what` names it in the error), written and flushed at once. The
+ * first write that fails (a full disk) is kept, with the file and errno, in r->metrics_rc, and
+ * nothing more is written there; the part of the record that did reach the file is cut off
+ * again, so that the file holds whole records and a resumed run appends after the last one. */
+__attribute__((format(printf, 3, 4))) static void metrics_put(run *r, const char *what, const char *fmt, ...)
+{
+    if (!r->metrics || r->metrics_rc) return;
+    off_t end = ftello(r->metrics);
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    int n = vfprintf(r->metrics, fmt, ap);
+    va_end(ap);
+    if (n < 0 || fflush(r->metrics)) {
+        int e = errno ? errno : EIO;
+        r->metrics_rc = zinf_errc(-e, "%s: cannot write %s: %s", r->metrics_path, what, strerror(e));
+        if (end >= 0) (void)!ftruncate(fileno(r->metrics), end); /* at best; the error above is the one to say */
+    }
+}
+
+/* The run's own files so far, on every rank: metrics.jsonl (rank 0) and, with --per_rank_logs,
+ * each rank's log. A write that failed on any rank ends the run on all of them, said once by the
+ * lowest such rank (an agreed failure). Collective. */
+static int logs_agreed(run *r)
+{
+    int rc = r->metrics_rc ? r->metrics_rc : zinf_log_status();
+    rc = zinf_comm_agree(r->comm, rc);
+    if (rc) r->agreed = true;
+    return rc;
+}
+
+/* Close metrics.jsonl and this rank's log at the end of a run (finished or stopped), as
+ * logs_agreed but with the closes' own errors too. Collective. */
+static int finish_logs(run *r)
+{
+    int rc = r->metrics_rc;
+    if (r->metrics) {
+        errno = 0;
+        if (fclose(r->metrics) && !rc) {
+            int e = errno ? errno : EIO;
+            rc = zinf_errc(-e, "%s: cannot write: %s", r->metrics_path, strerror(e));
+        }
+        r->metrics = NULL;
+    }
+    int lrc = zinf_log_close();
+    if (!rc) rc = lrc;
+    rc = zinf_comm_agree(r->comm, rc);
+    if (rc) r->agreed = true;
+    return rc;
 }
 
 typedef struct step_result { double loss, norm, lr; bool skipped; step_times t; } step_result;
@@ -476,11 +575,9 @@ static int check_prompts(run *r, const char *path)
     if (!rc)
         zinf_info("held-out prompts: %lld/%lld exact (accuracy %.1f%%)", (long long)correct, (long long)total,
                   total ? 100.0 * (double)correct / (double)total : 0.0);
-    if (!rc && r->metrics && total) {
-        fprintf(r->metrics, "{\"prompts\": %lld, \"prompts_correct\": %lld, \"prompt_accuracy\": %.6f}\n",
-                (long long)total, (long long)correct, (double)correct / (double)total);
-        fflush(r->metrics);
-    }
+    if (!rc && total)
+        metrics_put(r, "the prompts' record", "{\"prompts\": %lld, \"prompts_correct\": %lld, \"prompt_accuracy\": %.6f}\n",
+                    (long long)total, (long long)correct, (double)correct / (double)total);
 out:
     fclose(f);
     if (dlogits) r->be.free(&r->be, ZINF_PLACE_DEVICE, dlogits);
@@ -668,6 +765,11 @@ static int setup(run *r)
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_bcast(comm, ck, sizeof ck, 0));
+    snprintf(r->resumed, sizeof r->resumed, "%s", ck);
+    /* a stop asked for during the start-up so far: the load (minutes for a large model) is not
+     * worth starting; one asked for during the load is the loop's to act on */
+    rc = stop_before_first_step(r, false);
+    if (rc) return rc;
     double tload = zinf_now();
     if (o->init_from && !ck[0]) /* a resumed run has its weights already */
         ZINF_TRY(zinf_hf_import(o->init_from, comm, &r->m, r->z));
@@ -706,19 +808,11 @@ static int setup(run *r)
         zinf_config_print(&r->cfg, ms);
         fclose(ms);
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
     rc = 0;
     if (comm->rank == 0) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
-        r->metrics = fopen(path, ck[0] ? "a" : "w"); /* a resumed run appends */
-        if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", path, strerror(errno));
+        snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", o->out);
+        r->metrics = fopen(r->metrics_path, ck[0] ? "a" : "w"); /* a resumed run appends */
+        if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", r->metrics_path, strerror(errno));
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     char dir[4096];
@@ -776,6 +870,69 @@ static void json_num(char *buf, size_t cap, double x)
     else snprintf(buf, cap, "null");
 }
 
+/* The log line (and the breakdowns the config asks for) and the metrics.jsonl record of step
+ * `done`; tps and ms: over the steps since the last one logged. A failed write of the record is
+ * kept in r->metrics_rc for logs_agreed. */
+static void log_step(run *r, const step_result *s, int64_t done, double val_loss, bool eval_now, double tps,
+                     double ms)
+{
+    const zinf_config *c = &r->cfg;
+    int64_t total = c->max_steps;
+    char vbuf[64] = "", el[16], left[16];
+    if (eval_now) snprintf(vbuf, sizeof vbuf, " | val %.4f", val_loss);
+    /* the time left: the recent step time for the steps to come, plus the mean evaluation and
+     * save for each still due; the steps' average leaves out this process's warm-up step */
+    double elapsed = zinf_now() - r->t_start;
+    double eta = zinf_progress_eta(&r->prog, total - done,
+                                   r->val ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
+                                   zinf_progress_events_left(done, total, c->save_steps));
+    zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step | "
+              "%s elapsed, %s left%s", (long long)done, (long long)total, s->loss, vbuf, s->lr, s->norm, tps, ms,
+              zinf_fmt_duration(elapsed, el, sizeof el), zinf_fmt_duration(eta, left, sizeof left),
+              s->skipped ? " | skipped" : "");
+    if (c->wall_clock_breakdown)
+        zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
+                  "comm wait %.2f", 1e3 * s->t.fwd, 1e3 * s->t.bwd, 1e3 * s->t.z.gather, 1e3 * s->t.z.reduce,
+                  1e3 * s->t.z.optimizer, 1e3 * s->t.z.wait);
+    if (c->wall_clock_breakdown && s->t.z.host_units_early > 0)
+        zinf_info("  host optimizer (ms): AdamW %.2f, %.2f of it during the backward pass | waiting for device "
+                  "copies %.2f | begun during the backward pass: %d of %d units | finished %.2f after it",
+                  1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_adam_early, 1e3 * s->t.z.host_copy_wait,
+                  s->t.z.host_units_early, s->t.z.host_units, 1e3 * s->t.z.optimizer);
+    else if (c->wall_clock_breakdown && s->t.z.host_adam > 0)
+        zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
+                  "the rest %.2f", 1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_copy_wait, 1e3 * s->t.z.host_io_wait,
+                  1e3 * (s->t.z.optimizer - s->t.z.host_adam - s->t.z.host_copy_wait - s->t.z.host_io_wait));
+    if (c->wall_clock_breakdown && r->tev[0])
+        zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
+                  "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s->t.gfwd, 1e3 * s->t.gbwd,
+                  1e3 * s->t.greduce, 1e3 * s->t.gopt, 1e3 * s->t.gidle, 1e3 * s->t.z.gather_stall_dev);
+    if (c->comms_logger_enabled) {
+        const zinf_comm *cm = r->comm;
+        zinf_info("  comms (rank 0, so far): all-reduce %lld calls %.1f MiB | all-gather %lld calls %.1f MiB | "
+                  "reduce-scatter %lld calls %.1f MiB", (long long)cm->n_calls[ZINF_COLL_ALLREDUCE],
+                  (double)cm->bytes[ZINF_COLL_ALLREDUCE] / 1048576.0, (long long)cm->n_calls[ZINF_COLL_ALLGATHER],
+                  (double)cm->bytes[ZINF_COLL_ALLGATHER] / 1048576.0,
+                  (long long)cm->n_calls[ZINF_COLL_REDUCE_SCATTER],
+                  (double)cm->bytes[ZINF_COLL_REDUCE_SCATTER] / 1048576.0);
+    }
+    if (r->metrics) {
+        /* JSON has no NaN or Inf: a loss or norm that overflowed is null */
+        char norm[32], loss[32], vl[32] = "", what[64];
+        json_num(norm, sizeof norm, s->norm);
+        json_num(loss, sizeof loss, s->loss);
+        if (eval_now) {
+            snprintf(vl, sizeof vl, ", \"val_loss\": ");
+            json_num(vl + strlen(vl), sizeof vl - strlen(vl), val_loss);
+        }
+        snprintf(what, sizeof what, "the record of step %lld", (long long)done);
+        metrics_put(r, what, "{\"step\": %lld, \"loss\": %s, \"lr\": %.7g, \"grad_norm\": %s, \"tokens_per_s\": %.1f, "
+                    "\"ms_per_step\": %.3f, \"loss_scale\": %.17g, \"skipped\": %s%s, \"elapsed_s\": %.3f, "
+                    "\"eta_s\": %.3f}\n", (long long)done, loss, s->lr, norm, tps, ms, r->ls.cur_scale,
+                    s->skipped ? "true" : "false", vl, elapsed, eta);
+    }
+}
+
 static int loop(run *r)
 {
     const zinf_config *c = &r->cfg;
@@ -783,11 +940,15 @@ static int loop(run *r)
     double flops_per_token = zinf_model_flops_per_token(&r->m, r->T);
     double window_t = 0;
     int64_t window_steps = 0;
+    /* what the start-up wrote to the logs, then a stop asked for during it */
+    ZINF_TRY(logs_agreed(r));
+    int rc = stop_before_first_step(r, true);
+    if (rc) return rc;
     for (int64_t step = r->start_step; step < total; step++) {
         double t0 = zinf_now();
         ZINF_TRY(fault_at(&r->fault, r->comm->rank, step + 1)); /* ZINF_FAULT (see fault_parse) */
         step_result s;
-        int rc = train_step(r, step, &s);
+        rc = train_step(r, step, &s);
         if (rc) return rc;
         double dt = zinf_now() - t0;
         window_t += dt;
@@ -811,8 +972,8 @@ static int loop(run *r)
             if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;
         }
         /* a signal on any rank stops every rank after this step, with a checkpoint */
-        double sig = stop_signal;
-        ZINF_TRY(zinf_comm_allreduce_max_f64(r->comm, &sig, 1));
+        int sig;
+        ZINF_TRY(stop_agreed(r, &sig));
         bool save_now = sig > 0 || (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
@@ -837,69 +998,25 @@ static int loop(run *r)
                              : 0;
                 ZINF_TRY(zinf_comm_agree(r->comm, rc));
             }
+            /* a signal that came during the save: the checkpoint just written holds this step's
+             * state, so the run stops here rather than after one more step and a second save */
+            if (!sig) ZINF_TRY(stop_agreed(r, &sig));
         }
         /* the step a signal stops at is the last of this run: logged like the last step, so that
          * metrics.jsonl of a run and its resumption has every logged step */
         if (sig > 0) log_now = true;
-        if (!log_now && !eval_now) continue;
-        double tps = (double)tokens_per_step * (double)window_steps / window_t;
-        double ms = 1e3 * window_t / (double)window_steps;
-        char vbuf[64] = "", el[16], left[16];
-        if (eval_now) snprintf(vbuf, sizeof vbuf, " | val %.4f", val_loss);
-        /* the time left: the recent step time for the steps to come, plus the mean evaluation and
-         * save for each still due; the steps' average leaves out this process's warm-up step */
-        double elapsed = zinf_now() - r->t_start;
-        double eta = zinf_progress_eta(&r->prog, total - done,
-                                       r->val ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
-                                       zinf_progress_events_left(done, total, c->save_steps));
-        zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step | "
-                  "%s elapsed, %s left%s", (long long)done, (long long)total, s.loss, vbuf, s.lr, s.norm, tps, ms,
-                  zinf_fmt_duration(elapsed, el, sizeof el), zinf_fmt_duration(eta, left, sizeof left),
-                  s.skipped ? " | skipped" : "");
-        if (c->wall_clock_breakdown)
-            zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
-                      "comm wait %.2f", 1e3 * s.t.fwd, 1e3 * s.t.bwd, 1e3 * s.t.z.gather, 1e3 * s.t.z.reduce,
-                      1e3 * s.t.z.optimizer, 1e3 * s.t.z.wait);
-        if (c->wall_clock_breakdown && s.t.z.host_units_early > 0)
-            zinf_info("  host optimizer (ms): AdamW %.2f, %.2f of it during the backward pass | waiting for device "
-                      "copies %.2f | begun during the backward pass: %d of %d units | finished %.2f after it",
-                      1e3 * s.t.z.host_adam, 1e3 * s.t.z.host_adam_early, 1e3 * s.t.z.host_copy_wait,
-                      s.t.z.host_units_early, s.t.z.host_units, 1e3 * s.t.z.optimizer);
-        else if (c->wall_clock_breakdown && s.t.z.host_adam > 0)
-            zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
-                      "the rest %.2f", 1e3 * s.t.z.host_adam, 1e3 * s.t.z.host_copy_wait, 1e3 * s.t.z.host_io_wait,
-                      1e3 * (s.t.z.optimizer - s.t.z.host_adam - s.t.z.host_copy_wait - s.t.z.host_io_wait));
-        if (c->wall_clock_breakdown && r->tev[0])
-            zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
-                      "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s.t.gfwd, 1e3 * s.t.gbwd,
-                      1e3 * s.t.greduce, 1e3 * s.t.gopt, 1e3 * s.t.gidle, 1e3 * s.t.z.gather_stall_dev);
-        if (c->comms_logger_enabled) {
-            const zinf_comm *cm = r->comm;
-            zinf_info("  comms (rank 0, so far): all-reduce %lld calls %.1f MiB | all-gather %lld calls %.1f MiB | "
-                      "reduce-scatter %lld calls %.1f MiB", (long long)cm->n_calls[ZINF_COLL_ALLREDUCE],
-                      (double)cm->bytes[ZINF_COLL_ALLREDUCE] / 1048576.0, (long long)cm->n_calls[ZINF_COLL_ALLGATHER],
-                      (double)cm->bytes[ZINF_COLL_ALLGATHER] / 1048576.0,
-                      (long long)cm->n_calls[ZINF_COLL_REDUCE_SCATTER],
-                      (double)cm->bytes[ZINF_COLL_REDUCE_SCATTER] / 1048576.0);
+        if (log_now || eval_now) {
+            log_step(r, &s, done, val_loss, eval_now, (double)tokens_per_step * (double)window_steps / window_t,
+                     1e3 * window_t / (double)window_steps);
+            window_t = 0;
+            window_steps = 0;
         }
-        if (r->metrics) {
-            /* JSON has no NaN or Inf: a loss or norm that overflowed is null */
-            char norm[32], loss[32], vl[32];
-            json_num(norm, sizeof norm, s.norm);
-            json_num(loss, sizeof loss, s.loss);
-            json_num(vl, sizeof vl, val_loss);
-            fprintf(r->metrics, "{\"step\": %lld, \"loss\": %s, \"lr\": %.7g, \"grad_norm\": %s, "
-                    "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"loss_scale\": %.17g, \"skipped\": %s",
-                    (long long)done, loss, s.lr, norm, tps, ms, r->ls.cur_scale, s.skipped ? "true" : "false");
-            if (eval_now) fprintf(r->metrics, ", \"val_loss\": %s", vl);
-            fprintf(r->metrics, ", \"elapsed_s\": %.3f, \"eta_s\": %.3f}\n", elapsed, eta);
-            fflush(r->metrics);
-        }
-        window_t = 0;
-        window_steps = 0;
+        /* a write of metrics.jsonl or of a rank's log that failed (a full disk) ends the run now,
+         * on every rank, with nothing saved beyond what was due */
+        ZINF_TRY(logs_agreed(r));
         if (sig > 0) {
             zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",
-                      (int)sig, (long long)done);
+                      sig, (long long)done);
             return ZINF_TRAIN_STOPPED;
         }
     }
@@ -949,8 +1066,8 @@ static int check_params_agree(run *r)
     if (r->be.mem_info)
         zinf_info("peak GPU memory %.2f GiB in use on rank 0 (cudaMemGetInfo after each step)",
                   (double)r->dev_peak / 1073741824.0);
-    if (r->metrics) {
-        fprintf(r->metrics, "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
+    {
+        metrics_put(r, "the final record", "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "
                 "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld, \"mem_act\": %lld, "
                 "\"mem_act_grad\": %lld, \"mem_states_device\": %lld, \"mem_states_host\": %lld, "
@@ -962,7 +1079,6 @@ static int check_params_agree(run *r)
                 (long long)r->m.act_bytes, (long long)r->m.grad_bytes, (long long)states_at(&mr, ZINF_AT_DEVICE),
                 (long long)states_at(&mr, ZINF_AT_HOST), (long long)states_at(&mr, ZINF_AT_NVME),
                 (long long)mr.at[ZINF_AT_HOST][ZINF_MEM_STAGING]);
-        fflush(r->metrics);
     }
     return 0;
 }
@@ -979,9 +1095,14 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     int rc = setup(&r);
     if (rc) { teardown(&r); return rc; }
     rc = loop(&r);
-    if (rc == ZINF_TRAIN_STOPPED) { teardown(&r); return rc; }
+    if (rc == ZINF_TRAIN_STOPPED) {
+        int lrc = finish_logs(&r); /* a stopped run's logs are as complete as a finished one's */
+        teardown(&r);
+        return lrc ? lrc : rc;
+    }
     if (!rc) rc = check_params_agree(&r);
     if (!rc && o->prompts) rc = check_prompts(&r, o->prompts);
+    if (!rc) rc = finish_logs(&r);
     if (rc && !r.agreed && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */
     if (rc && !r.agreed) fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
     teardown(&r);

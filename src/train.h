@@ -31,9 +31,15 @@ typedef struct zinf_train_opts {
 } zinf_train_opts;
 
 /* zinf_train_run's return after a SIGUSR1 or SIGTERM: the run stopped after a step and a
- * checkpoint; main exits with ZINF_EXIT_STOPPED (EX_TEMPFAIL), which a job script requeues on. */
+ * checkpoint, or before its first step without one; main exits with ZINF_EXIT_STOPPED
+ * (EX_TEMPFAIL), which a job script requeues on. */
 #define ZINF_TRAIN_STOPPED 1
 #define ZINF_EXIT_STOPPED 75
+
+/* Catch SIGUSR1 and SIGTERM from now on: the signal is only recorded, and zinf_train_run acts on
+ * it. main calls this first, before MPI_Init, so that a signal during the start-up (MPI_Init,
+ * the config, the model, a checkpoint's load) stops the run with 75 instead of killing it. */
+void zinf_train_catch_signals(void);
 
 void zinf_train_opts_defaults(zinf_train_opts *o);
 int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o);

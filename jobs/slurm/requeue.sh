@@ -5,6 +5,8 @@
 #   1. Slurm sends SIGUSR1 to the batch shell before the time limit (#SBATCH --signal=B:USR1@T).
 #   2. The shell passes SIGUSR1 on to the launcher (srun or mpirun), which passes it to the ranks.
 #   3. Every rank finishes its step; the job writes a checkpoint and zinf exits with status 75.
+#      A signal during the start-up (before the first step) ends it with 75 and no checkpoint:
+#      the one it resumed from stays OUT/latest.
 #   4. On 75 the shell runs `scontrol requeue` for its own job and exits 0. Slurm starts the same
 #      script again, with SLURM_RESTART_COUNT one higher, and `--resume auto` continues from
 #      OUT/latest.
@@ -138,10 +140,10 @@ zinf_job_run() {
     75)
         local restarts=${SLURM_RESTART_COUNT:-0} max=${ZINF_MAX_REQUEUES:-10}
         if [ "$restarts" -ge "$max" ]; then
-            zinf_job_log "zinf checkpointed and exited 75, but the job was requeued $restarts times already (ZINF_MAX_REQUEUES=$max): not requeueing; resubmit to go on"
+            zinf_job_log "zinf stopped on a signal and exited 75, but the job was requeued $restarts times already (ZINF_MAX_REQUEUES=$max): not requeueing; resubmit to go on"
             exit 75
         fi
-        zinf_job_log "zinf checkpointed and exited 75: asking Slurm to requeue the job (requeue $((restarts + 1)) of at most $max)"
+        zinf_job_log "zinf stopped on a signal and exited 75: asking Slurm to requeue the job (requeue $((restarts + 1)) of at most $max)"
         # "Incomplete" requeues only a job that is still running: a job the user cancelled (whose
         # SIGTERM also made zinf checkpoint) or one past its time limit stays ended.
         if scontrol requeue Incomplete "$SLURM_JOB_ID"; then

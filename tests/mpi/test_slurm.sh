@@ -229,7 +229,7 @@ wait_for 60 job_state_is "$J" $ENDED || give_up "job $J did not finish within 60
 OUTPUT=$(cat "$TMP/job1.out")
 expect_has "job $J: first start" "zinf-job $J: start 1 (SLURM_RESTART_COUNT=0)" "got SIGUSR1" \
     "stopped by signal 10 after step $S, with a checkpoint" \
-    "zinf-job $J: zinf checkpointed and exited 75: asking Slurm to requeue the job (requeue 1 of at most 10)"
+    "zinf-job $J: zinf stopped on a signal and exited 75: asking Slurm to requeue the job (requeue 1 of at most 10)"
 expect_has "job $J: requeued start" "zinf-job $J: start 2 (SLURM_RESTART_COUNT=1)" \
     "zinf: resumed from $TMP/run1/checkpoint-$S.h5 after step $S" "step   $STEPS/$STEPS" "zinf-job $J: zinf finished"
 [ "$(count_lines 'zinf-job '"$J"': start')" -eq 2 ] && pass || fail "job $J started $(count_lines "zinf-job $J: start") times, not twice"
@@ -255,7 +255,7 @@ wait_for 30 job_state_is "$J" $ENDED || give_up "job $J did not end within 30 s 
 S=$(stopped_at "$TMP/job2.out")
 OUTPUT=$(cat "$TMP/job2.out")
 expect_has "job $J (mpirun)" "got SIGUSR1" "stopped by signal 10 after step $S" \
-    "zinf checkpointed and exited 75, but the job was requeued 0 times already (ZINF_MAX_REQUEUES=0): not requeueing"
+    "zinf stopped on a signal and exited 75, but the job was requeued 0 times already (ZINF_MAX_REQUEUES=0): not requeueing"
 [ "$(jobfield "$J" JobState)" = FAILED ] && [ "$(jobfield "$J" ExitCode)" = 75:0 ] && [ "$(jobfield "$J" Restarts)" = 0 ] &&
     pass || { fail "job $J: state $(jobfield "$J" JobState), exit code $(jobfield "$J" ExitCode), restarts $(jobfield "$J" Restarts); want FAILED, 75:0, 0"; show_tail "$TMP/job2.out"; }
 [ -n "$S" ] && [ "$(cat "$TMP/run2/latest" 2>/dev/null)" = "checkpoint-$S.h5" ] && pass ||
