@@ -34,6 +34,7 @@ int zinf_model_cfg_from_json(zinf_model_cfg *c, json_t *root, const char *src)
     const zinf_family *f = family_of(mt ? json_string_value(mt) : NULL, src);
     if (!f) return ZINF_EINVAL;
     snprintf(c->name, sizeof c->name, "%s", src);
+    snprintf(c->model_type, sizeof c->model_type, "%s", f->model_type);
     return f->cfg_from_hf(c, root, src);
 }
 
@@ -44,16 +45,22 @@ int zinf_model_cfg_load(zinf_model_cfg *m, const char *name_or_path)
     if (found) return found < 0 ? found : 0;
     struct stat st;
     if (stat(name_or_path, &st) != 0)
-        return zinf_err("--model %s: not a preset (%s) and not a readable file", name_or_path,
+        return zinf_err("--model %s: not a preset (%s) and not a readable file or directory", name_or_path,
                         zinf_model_presets());
+    /* a Hugging Face model directory: its config.json */
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s", name_or_path, S_ISDIR(st.st_mode) ? "/config.json" : "");
+    if (S_ISDIR(st.st_mode) && stat(path, &st) != 0)
+        return zinf_err("--model %s: a directory without config.json (a Hugging Face model directory has one)",
+                        name_or_path);
     char *text;
     size_t len;
-    ZINF_TRY(zinf_read_file("--model", name_or_path, &text, &len)); /* a FIFO is refused, not waited on */
+    ZINF_TRY(zinf_read_file("--model", path, &text, &len)); /* a FIFO is refused, not waited on */
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
     free(text);
-    if (!root) return zinf_err("%s:%d:%d: malformed JSON: %s", name_or_path, je.line, je.column, je.text);
-    int rc = zinf_model_cfg_from_json(m, root, name_or_path);
+    if (!root) return zinf_err("%s:%d:%d: malformed JSON: %s", path, je.line, je.column, je.text);
+    int rc = zinf_model_cfg_from_json(m, root, path);
     json_decref(root);
     return rc;
 }

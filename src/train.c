@@ -690,6 +690,10 @@ static int setup(run *r)
     if (r->T > mc.n_positions)
         return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's n_positions %d", r->T,
                                               mc.n_positions));
+    if (mc.sliding_window && r->T > mc.sliding_window)
+        return zinf_comm_agree(comm, zinf_err("%s: sliding_window %d is shorter than --max_length %d: zinf's "
+                                              "attention has no window (give --max_length %d or less)", mc.name,
+                                              mc.sliding_window, r->T, mc.sliding_window));
     if (o->swap_engine && strcmp(o->swap_engine, "io_uring") && strcmp(o->swap_engine, "psync"))
         return zinf_comm_agree(comm, zinf_err("--swap_engine %s: expected io_uring or psync", o->swap_engine));
     snprintf(r->cfg.swap_engine, sizeof r->cfg.swap_engine, "%s", o->swap_engine ? o->swap_engine : "io_uring");
