@@ -8,8 +8,9 @@
  *    master weights, optimizer states, gradient accumulators).
  *  - Every backward operation ACCUMULATES (+=) into all of its gradient outputs, input gradients
  *    and parameter gradients alike; callers zero what must start at zero. That makes the tied
- *    embedding, the residual stream and gradient accumulation one rule. The one exception is
- *    matmul_dgelu_bwd, which overwrites its output (see there).
+ *    embedding, the residual stream and gradient accumulation one rule. The exceptions, which
+ *    overwrite a fresh activation gradient, say so: matmul_bwd's dx, attention_bwd's dqkv,
+ *    matmul_dgelu_bwd's dpre and swiglu_bwd's dgu.
  *  - Operations run in order on the backend's compute stream; results are visible to the host
  *    after zinf_be_sync() (the CPU backend is synchronous).
  */
@@ -101,13 +102,47 @@ struct zinf_backend {
      * dbias[OC] += sum_n dout (the parameter gradients accumulate; dx, dbias may be NULL) */
     void (*matmul_bwd)(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
                        const void *x, const void *w, int64_t N, int K, int OC);
-    /* causal self-attention; qkv[B,T,3C] packs q|k|v, head h uses channels h*C/NH..; scale
-     * 1/sqrt(C/NH); out[B,T,C]; lse[B,NH,T] keeps each row's log-sum-exp for the backward,
-     * which recomputes the scores (the T x T matrix is never stored) and overwrites dqkv[B,T,3C] */
+    /* Causal self-attention with grouped-query heads of explicit size hs. qkv[B,T,W] rows pack
+     * q (NH*hs) | k (NKV*hs) | v (NKV*hs), W = (NH + 2*NKV)*hs; query head h uses kv head
+     * h / (NH/NKV) (NKV divides NH; NKV = NH is multi-head attention, GPT-2's case with hs = C/NH).
+     * Scale 1/sqrt(hs); out[B,T,NH*hs]; lse[B,NH,T] keeps each row's natural log-sum-exp for the
+     * backward, which recomputes the scores (the T x T matrix is never stored). The backward
+     * OVERWRITES dqkv[B,T,W] (an exception to the accumulate rule): dq per query head, dk and dv
+     * per kv head summed over the NH/NKV query heads of its group. */
     void (*attention_fwd)(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T,
-                          int C, int NH);
+                          int NH, int NKV, int hs);
     void (*attention_bwd)(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
-                          const void *out, const float *lse, int B, int T, int C, int NH);
+                          const void *out, const float *lse, int B, int T, int NH, int NKV,
+                          int hs);
+    /* RMSNorm over C: out = x * rstd * w, rstd[n] = 1/sqrt(mean_c x^2 + eps) saved for the
+     * backward. Rows of x and out are ld elements apart (ld >= C; ld = C when contiguous), so
+     * Qwen3's per-head q/k norm runs on the q and k heads inside a packed q|k|v row (N*heads rows
+     * of C = head size). The normalised value is multiplied by w in fp32 and rounded once (HF
+     * rounds x * rstd to the input dtype first: one bf16 rounding apart). */
+    void (*rmsnorm_fwd)(zinf_backend *be, void *out, float *rstd, const void *x, const void *w,
+                        int64_t N, int C, int64_t ld, float eps);
+    /* dx[N rows, ld apart] += the input gradient (ACCUMULATES, as layernorm_bwd's dx: callers
+     * zero it or pass the residual stream's gradient); elements of a row past C are not touched.
+     * dw[C] += sum over rows of dout * x * rstd (a fixed-order fp32 reduction, as layernorm's);
+     * dw may be NULL (a frozen weight). dout rows are ld apart too. */
+    void (*rmsnorm_bwd)(zinf_backend *be, void *dx, void *dw, const void *dout, const void *x,
+                        const void *w, const float *rstd, int64_t N, int C, int64_t ld);
+    /* Rotary embedding in place on heads 0..nh-1 (each hs wide, contiguous) of every row of x,
+     * rows `stride` elements apart: HF's rotate_half pairing (element i with i + hs/2, i < hs/2),
+     * angle pos[n] * inv_freq[i]; pos == NULL means pos[n] = n % T. pos lives where the token ids
+     * the encoder reads live on that backend (device memory on CUDA, as encoder_fwd's tok);
+     * inv_freq[hs/2] is fp32 in backend memory (the family computes it on the host, scaling
+     * included, and copies it). inverse = 1 rotates by -angle (the backward: the gradient of a
+     * rotation is its transpose). cos and sin are computed in fp32 from the fp32 angle (HF
+     * rounds them to the compute dtype first). */
+    void (*rope)(zinf_backend *be, void *x, int64_t N, int nh, int hs, int64_t stride,
+                 const int32_t *pos, int T, const float *inv_freq, int inverse);
+    /* SwiGLU: gu rows pack gate|up (2F wide, from one fused GEMM); out[N,F] = silu(gate) * up */
+    void (*swiglu_fwd)(zinf_backend *be, void *out, const void *gu, int64_t N, int F);
+    /* dgu[N,2F] OVERWRITTEN with the gradients of gate and up (an exception to the accumulate
+     * rule: a fresh activation gradient); dgu must not overlap dout or gu */
+    void (*swiglu_bwd)(zinf_backend *be, void *dgu, const void *dout, const void *gu, int64_t N,
+                       int F);
     /* The MLP's first product fused with its GELU (tanh approximation, as gelu_fwd):
      * pre[N,OC] = x[N,K] @ w[OC,K]^T (+ bias[OC] when bias != NULL), out[N,OC] = gelu(pre).
      * pre keeps the GELU's input for matmul_dgelu_bwd; out and pre must not overlap. */
@@ -115,7 +150,7 @@ struct zinf_backend {
                             const void *bias, int64_t N, int K, int OC);
     /* The input gradient of a linear layer whose input was gelu(pre), through the GELU:
      * dpre[N,K] = gelu'(pre[N,K]) * (dout[N,OC] @ w[OC,K]), elementwise.
-     * The one exception to the accumulate rule: dpre is OVERWRITTEN (it is a fresh activation
+     * An exception to the accumulate rule: dpre is OVERWRITTEN (it is a fresh activation
      * gradient, so callers need not zero it). The layer's dw/dbias come from matmul_bwd with
      * dx = NULL. dpre must not overlap dout, w or pre. */
     void (*matmul_dgelu_bwd)(zinf_backend *be, void *dpre, const void *dout, const void *w,

@@ -278,31 +278,34 @@ static void attn_scores(float *s, const float *q, const float *k0, int n, int hs
     for (int j = 0; j < n; j++) s[j] = dotf(q, k0 + j * stride, hs) * scale;
 }
 
-/* Rows are processed one at a time with a scratch row of T scores (a VLA: T is small, and it
+/* Grouped-query layout (kernels.h): a qkv row is W = (NH + 2 NKV) hs wide, q head h at h*hs, its
+ * kv head kh = h / (NH/NKV) at NH*hs + kh*hs (k) and (NH + NKV)*hs + kh*hs (v); out rows NH*hs.
+ * Rows are processed one at a time with a scratch row of T scores (a VLA: T is small, and it
  * saves an allocation that could fail inside a void operation). */
 static void cpu_attention_fwd(zinf_backend *be, void *out_, float *lse, const void *qkv_, int B,
-                              int T, int C, int NH)
+                              int T, int NH, int NKV, int hs)
 {
     float *out = out_;
     const float *qkv = qkv_;
-    int hs = C / NH;
-    int64_t C3 = 3 * (int64_t)C;
+    const int64_t W = (int64_t)(NH + 2 * NKV) * hs, C = (int64_t)NH * hs;
+    const int G = NH / NKV;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(3) if ((int64_t)B * NH * T * T * hs > PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
                 float s[T], acc[hs];
-                const float *base = qkv + (int64_t)b * T * C3 + h * hs;
-                const float *q = base + i * C3, *k0 = base + C, *v0 = base + 2 * C;
-                attn_scores(s, q, k0, i + 1, hs, C3, scale);
+                const float *row0 = qkv + (int64_t)b * T * W;
+                const float *q = row0 + i * W + h * hs;
+                const float *k0 = row0 + C + (int64_t)(h / G) * hs, *v0 = k0 + (int64_t)NKV * hs;
+                attn_scores(s, q, k0, i + 1, hs, W, scale);
                 float mx = -INFINITY;
                 for (int j = 0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
                 double sum = 0; /* unnormalized weights exp(s - max), normalized at the end */
                 for (int j = 0; j <= i; j++) sum += s[j] = expf(s[j] - mx);
                 for (int e = 0; e < hs; e++) acc[e] = 0;
                 for (int j = 0; j <= i; j++) {
-                    const float *v = v0 + j * C3;
+                    const float *v = v0 + j * W;
                     for (int e = 0; e < hs; e++) acc[e] += s[j] * v[e];
                 }
                 float inv = (float)(1.0 / sum);
@@ -312,47 +315,157 @@ static void cpu_attention_fwd(zinf_backend *be, void *out_, float *lse, const vo
             }
 }
 
-/* dk_j and dv_j collect contributions from every query row i >= j, so each (b, h) is one task
- * and its rows run in order: the sums have a fixed order and tasks write disjoint channels. */
+/* dk_j and dv_j of kv head kh collect contributions from every query row i >= j of every query
+ * head of its group, so each (b, kh) is one task that walks its heads in order and their rows in
+ * order: the sums have a fixed order and tasks write disjoint channels. */
 static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, const void *qkv_,
-                              const void *out_, const float *lse, int B, int T, int C, int NH)
+                              const void *out_, const float *lse, int B, int T, int NH, int NKV,
+                              int hs)
 {
     float *dqkv = dqkv_;
     const float *dout = dout_, *qkv = qkv_, *out = out_;
-    int hs = C / NH;
-    int64_t C3 = 3 * (int64_t)C;
+    const int64_t W = (int64_t)(NH + 2 * NKV) * hs, C = (int64_t)NH * hs, KV = (int64_t)NKV * hs;
+    const int G = NH / NKV;
     float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) if ((int64_t)B * NH * T * T * hs > PAR_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
+        for (int kh = 0; kh < NKV; kh++) {
             float s[T], dq[hs];
-            const float *base = qkv + (int64_t)b * T * C3 + h * hs;
-            float *dbase = dqkv + (int64_t)b * T * C3 + h * hs;
-            const float *lrow = lse + ((int64_t)b * NH + h) * T;
-            for (int i = 0; i < T; i++) /* dqkv is overwritten: this task's channels start at 0 */
-                for (int p = 0; p < 3; p++) memset(dbase + i * C3 + p * C, 0, (size_t)hs * sizeof(float));
-            for (int i = 0; i < T; i++) {
-                const float *q = base + i * C3;
-                const float *dor = dout + ((int64_t)b * T + i) * C + h * hs;
-                const float *orow = out + ((int64_t)b * T + i) * C + h * hs;
-                float D = dotf(dor, orow, hs); /* = sum_j p_ij dp_ij */
-                attn_scores(s, q, base + C, i + 1, hs, C3, scale);
-                for (int e = 0; e < hs; e++) dq[e] = 0;
-                for (int j = 0; j <= i; j++) {
-                    const float *k = base + C + j * C3, *v = base + 2 * C + j * C3;
-                    float *dk = dbase + C + j * C3, *dv = dbase + 2 * C + j * C3;
-                    float p = expf(s[j] - lrow[i]);
-                    float ds = p * (dotf(dor, v, hs) - D) * scale; /* includes the score scale */
-                    for (int e = 0; e < hs; e++) {
-                        dq[e] += ds * k[e];
-                        dk[e] += ds * q[e];
-                        dv[e] += p * dor[e];
+            const float *row0 = qkv + (int64_t)b * T * W, *k0 = row0 + C + kh * hs, *v0 = k0 + KV;
+            float *drow0 = dqkv + (int64_t)b * T * W, *dk0 = drow0 + C + kh * hs, *dv0 = dk0 + KV;
+            for (int i = 0; i < T; i++) { /* dqkv is overwritten: this task's channels start at 0 */
+                for (int h = kh * G; h < kh * G + G; h++) memset(drow0 + i * W + h * hs, 0, (size_t)hs * sizeof(float));
+                memset(dk0 + i * W, 0, (size_t)hs * sizeof(float));
+                memset(dv0 + i * W, 0, (size_t)hs * sizeof(float));
+            }
+            for (int h = kh * G; h < kh * G + G; h++) {
+                const float *lrow = lse + ((int64_t)b * NH + h) * T;
+                for (int i = 0; i < T; i++) {
+                    const float *q = row0 + i * W + h * hs;
+                    const float *dor = dout + ((int64_t)b * T + i) * C + h * hs;
+                    const float *orow = out + ((int64_t)b * T + i) * C + h * hs;
+                    float D = dotf(dor, orow, hs); /* = sum_j p_ij dp_ij */
+                    attn_scores(s, q, k0, i + 1, hs, W, scale);
+                    for (int e = 0; e < hs; e++) dq[e] = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const float *k = k0 + j * W, *v = v0 + j * W;
+                        float *dk = dk0 + j * W, *dv = dv0 + j * W;
+                        float p = expf(s[j] - lrow[i]);
+                        float ds = p * (dotf(dor, v, hs) - D) * scale; /* includes the score scale */
+                        for (int e = 0; e < hs; e++) {
+                            dq[e] += ds * k[e];
+                            dk[e] += ds * q[e];
+                            dv[e] += p * dor[e];
+                        }
                     }
+                    float *dqr = drow0 + i * W + h * hs;
+                    for (int e = 0; e < hs; e++) dqr[e] = dq[e];
                 }
-                float *dqr = dbase + i * C3;
-                for (int e = 0; e < hs; e++) dqr[e] = dq[e];
             }
         }
+}
+
+/* ---------------------------------------------------------------- RMSNorm, RoPE, SwiGLU */
+
+static void cpu_rmsnorm_fwd(zinf_backend *be, void *out_, float *rstd, const void *x_, const void *w_,
+                            int64_t N, int C, int64_t ld, float eps)
+{
+    float *out = out_;
+    const float *x = x_, *w = w_;
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * ld;
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
+        float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+        float *o = out + n * ld;
+        for (int c = 0; c < C; c++) o[c] = (xr[c] * r) * w[c];
+        rstd[n] = r;
+    }
+}
+
+/* y = x r w, r = (mean x^2 + eps)^-1/2: dx = r (g - xhat mean(g xhat)), g = dout w, xhat = x r */
+static void cpu_rmsnorm_bwd(zinf_backend *be, void *dx_, void *dw_, const void *dout_, const void *x_,
+                            const void *w_, const float *rstd, int64_t N, int C, int64_t ld)
+{
+    float *dx = dx_, *dw = dw_;
+    const float *dout = dout_, *x = x_, *w = w_;
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * ld, *dr = dout + n * ld;
+        float r = rstd[n];
+        double sgn = 0;
+        for (int c = 0; c < C; c++) sgn += (dr[c] * w[c]) * (xr[c] * r);
+        float mgn = (float)(sgn / C);
+        float *dxr = dx + n * ld;
+        for (int c = 0; c < C; c++) dxr[c] += (dr[c] * w[c] - (xr[c] * r) * mgn) * r;
+    }
+    if (!dw) return;
+#pragma omp parallel for if (N * C > PAR_MIN)
+    for (int cb = 0; cb < NBLOCKS(C, CH_BLOCK); cb++) {
+        int c0 = cb * CH_BLOCK, c1 = MIN(C, c0 + CH_BLOCK);
+        float aw[CH_BLOCK] = {0};
+        for (int64_t n = 0; n < N; n++) {
+            const float *xr = x + n * ld, *dr = dout + n * ld;
+            float r = rstd[n];
+            for (int c = c0; c < c1; c++) aw[c - c0] += dr[c] * (xr[c] * r);
+        }
+        for (int c = c0; c < c1; c++) dw[c] += aw[c - c0];
+    }
+}
+
+/* (a, b) = (x_i, x_{i+hs/2}) -> (a cos - b sin, b cos + a sin); inverse negates the angle */
+static void cpu_rope(zinf_backend *be, void *x_, int64_t N, int nh, int hs, int64_t stride,
+                     const int32_t *pos, int T, const float *inv_freq, int inverse)
+{
+    float *x = x_;
+    const int half = hs / 2;
+#pragma omp parallel for if (N * nh * hs > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        float p = (float)(pos ? pos[n] : (int32_t)(n % T));
+        for (int i = 0; i < half; i++) {
+            float ang = p * inv_freq[i], c = cosf(ang), sn = sinf(ang);
+            if (inverse) sn = -sn;
+            for (int h = 0; h < nh; h++) {
+                float *r = x + n * stride + (int64_t)h * hs;
+                float a = r[i], b = r[i + half];
+                r[i] = a * c - b * sn;
+                r[i + half] = b * c + a * sn;
+            }
+        }
+    }
+}
+
+static inline float sigmoid_f(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+static void cpu_swiglu_fwd(zinf_backend *be, void *out_, const void *gu_, int64_t N, int F)
+{
+    float *out = out_;
+    const float *gu = gu_;
+#pragma omp parallel for if (N * F > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *g = gu + n * 2 * F, *u = g + F;
+        float *o = out + n * F;
+        for (int f = 0; f < F; f++) o[f] = g[f] * sigmoid_f(g[f]) * u[f];
+    }
+}
+
+/* d/dg [g sig(g) u] = u sig(g) (1 + g (1 - sig(g))); d/du = silu(g) */
+static void cpu_swiglu_bwd(zinf_backend *be, void *dgu_, const void *dout_, const void *gu_, int64_t N,
+                           int F)
+{
+    float *dgu = dgu_;
+    const float *dout = dout_, *gu = gu_;
+#pragma omp parallel for if (N * F > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *g = gu + n * 2 * F, *u = g + F, *d = dout + n * F;
+        float *dg = dgu + n * 2 * F, *du = dg + F;
+        for (int f = 0; f < F; f++) {
+            float sg = sigmoid_f(g[f]);
+            dg[f] = d[f] * u[f] * sg * (1.0f + g[f] * (1.0f - sg));
+            du[f] = d[f] * g[f] * sg;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -558,6 +671,11 @@ int zinf_backend_cpu_init(zinf_backend *be)
         .matmul_bwd = cpu_matmul_bwd,
         .attention_fwd = cpu_attention_fwd,
         .attention_bwd = cpu_attention_bwd,
+        .rmsnorm_fwd = cpu_rmsnorm_fwd,
+        .rmsnorm_bwd = cpu_rmsnorm_bwd,
+        .rope = cpu_rope,
+        .swiglu_fwd = cpu_swiglu_fwd,
+        .swiglu_bwd = cpu_swiglu_bwd,
         .matmul_gelu_fwd = cpu_matmul_gelu_fwd,
         .matmul_dgelu_bwd = cpu_matmul_dgelu_bwd,
         .gelu_fwd = cpu_gelu_fwd,

@@ -335,7 +335,7 @@ struct att { float *qkv, *out, *lse, *R; int B, T, C, NH; };
 static double att_loss(void *c_)
 {
     struct att *c = c_;
-    be.attention_fwd(&be, c->out, c->lse, c->qkv, c->B, c->T, c->C, c->NH);
+    be.attention_fwd(&be, c->out, c->lse, c->qkv, c->B, c->T, c->NH, c->NH, c->C / c->NH);
     return proj(c->out, c->R, (int64_t)c->B * c->T * c->C);
 }
 
@@ -381,13 +381,13 @@ static void test_attention(void)
     check_vec("attention_fwd lse", c.lse, rl, B * NH * T, 1e-5, 1e-6);
 
     float *dqkv = zerov(N * 3 * C);
-    be.attention_bwd(&be, dqkv, c.R, c.qkv, c.out, c.lse, B, T, C, NH);
+    be.attention_bwd(&be, dqkv, c.R, c.qkv, c.out, c.lse, B, T, NH, NH, C / NH);
     float *qkv0 = dupv(c.qkv, N * 3 * C);
     check_fd("attention dqkv", att_loss, &c, c.qkv, dqkv, N * 3 * C);
     att_loss(&c);
     float *d1 = dupv(dqkv, N * 3 * C);
     poison(dqkv, N * 3 * C); /* dqkv is overwritten */
-    be.attention_bwd(&be, dqkv, c.R, qkv0, c.out, c.lse, B, T, C, NH);
+    be.attention_bwd(&be, dqkv, c.R, qkv0, c.out, c.lse, B, T, NH, NH, C / NH);
     check_vecf("overwrite attention dqkv", dqkv, d1, N * 3 * C, 0, 0);
 
     /* scores in the thousands: the forward must subtract the row maximum before exponentiating */
@@ -398,6 +398,279 @@ static void test_attention(void)
     check_vec("attention_fwd lse, large scores", c.lse, rl, B * NH * T, 1e-5, 1e-3);
     free(c.qkv), free(c.out), free(c.lse), free(c.R), free(ro), free(rl), free(dqkv), free(qkv0),
         free(d1);
+}
+
+/* ---- grouped-query attention against float64 */
+
+/* The loss sum(out * R) of causal grouped-query attention (kernels.h's layout) computed in double
+ * from a double qkv; out and lse (when not NULL) receive the forward. */
+static double gqa_naive(double *out, double *lse, const double *qkv, const float *R, int b_, int t_,
+                        int nh, int nkv, int hs)
+{
+    const int64_t W = (int64_t)(nh + 2 * nkv) * hs, C_ = (int64_t)nh * hs;
+    double *p = malloc((size_t)t_ * sizeof(double)), L = 0;
+    for (int b = 0; b < b_; b++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < t_; i++) {
+                const double *q = qkv + ((int64_t)b * t_ + i) * W + (int64_t)h * hs;
+                const int64_t ko = C_ + (int64_t)(h / (nh / nkv)) * hs, vo = ko + (int64_t)nkv * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = qkv + ((int64_t)b * t_ + j) * W + ko;
+                    double d = 0;
+                    for (int e = 0; e < hs; e++) d += q[e] * k[e];
+                    p[j] = d / sqrt(hs);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j <= i; j++) sum += p[j] = exp(p[j] - mx);
+                if (lse) lse[((int64_t)b * nh + h) * t_ + i] = mx + log(sum);
+                for (int e = 0; e < hs; e++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) o += p[j] / sum * qkv[((int64_t)b * t_ + j) * W + vo + e];
+                    int64_t oi = ((int64_t)b * t_ + i) * C_ + (int64_t)h * hs + e;
+                    if (out) out[oi] = o;
+                    L += o * R[oi];
+                }
+            }
+    free(p);
+    return L;
+}
+
+/* One shape: the forward against gqa_naive; dqkv against central differences of gqa_naive in
+ * double (step 1e-5: truncation ~1e-10, so the fp32 backward's own rounding is what is seen);
+ * dqkv overwritten; and the group rule: the same inputs with each kv head repeated for its query
+ * heads (HF's repeat_kv) give the same bits forward, and dk, dv summed over the group. */
+static void gqa_case(int b_, int t_, int nh, int nkv, int hs)
+{
+    const int64_t W = (int64_t)(nh + 2 * nkv) * hs, n = (int64_t)b_ * t_, nq = n * W, no = n * nh * hs,
+                  nl = (int64_t)b_ * nh * t_;
+    float *qkv = randv(nq, 1.5f), *out = zerov(no), *lse = zerov(nl), *R = randv(no, 1), *dqkv = zerov(nq);
+    double *qd = malloc((size_t)nq * sizeof(double)), *ro = malloc((size_t)no * sizeof(double)),
+           *rl = malloc((size_t)nl * sizeof(double)), *num = malloc((size_t)nq * sizeof(double));
+    for (int64_t i = 0; i < nq; i++) qd[i] = qkv[i];
+    char what[128];
+    snprintf(what, sizeof what, "gqa B%d T%d NH%d NKV%d hs%d", b_, t_, nh, nkv, hs);
+    gqa_naive(ro, rl, qd, R, b_, t_, nh, nkv, hs);
+    be.attention_fwd(&be, out, lse, qkv, b_, t_, nh, nkv, hs);
+    char buf[192];
+    snprintf(buf, sizeof buf, "%s out", what);
+    check_vec(buf, out, ro, no, 1e-5, 1e-6);
+    snprintf(buf, sizeof buf, "%s lse", what);
+    check_vec(buf, lse, rl, nl, 1e-5, 1e-6);
+
+    poison(dqkv, nq); /* overwritten, never read */
+    be.attention_bwd(&be, dqkv, R, qkv, out, lse, b_, t_, nh, nkv, hs);
+    for (int64_t i = 0; i < nq; i++) {
+        double x0 = qd[i];
+        qd[i] = x0 + 1e-5;
+        double lp = gqa_naive(NULL, NULL, qd, R, b_, t_, nh, nkv, hs);
+        qd[i] = x0 - 1e-5;
+        double lm = gqa_naive(NULL, NULL, qd, R, b_, t_, nh, nkv, hs);
+        qd[i] = x0;
+        num[i] = (lp - lm) / 2e-5;
+    }
+    snprintf(buf, sizeof buf, "%s dqkv vs float64 differences", what);
+    check_vec(buf, dqkv, num, nq, 1e-4, 2e-6);
+
+    if (nkv < nh) { /* the same with the kv heads repeated: multi-head attention */
+        const int G = nh / nkv;
+        const int64_t W2 = 3 * (int64_t)nh * hs;
+        float *q2 = zerov(n * W2), *o2 = zerov(no), *l2 = zerov(nl), *d2 = zerov(n * W2);
+        for (int64_t r = 0; r < n; r++) {
+            memcpy(q2 + r * W2, qkv + r * W, (size_t)nh * hs * sizeof(float));
+            for (int h = 0; h < nh; h++)
+                for (int p = 1; p < 3; p++)
+                    memcpy(q2 + r * W2 + ((int64_t)p * nh + h) * hs,
+                           qkv + r * W + (int64_t)nh * hs + ((int64_t)(p - 1) * nkv + h / G) * hs,
+                           (size_t)hs * sizeof(float));
+        }
+        be.attention_fwd(&be, o2, l2, q2, b_, t_, nh, nh, hs);
+        snprintf(buf, sizeof buf, "%s = repeated kv heads, out", what);
+        check_bits(buf, out, o2, (size_t)no * sizeof(float));
+        snprintf(buf, sizeof buf, "%s = repeated kv heads, lse", what);
+        check_bits(buf, lse, l2, (size_t)nl * sizeof(float));
+        be.attention_bwd(&be, d2, R, q2, o2, l2, b_, t_, nh, nh, hs);
+        double *want = calloc((size_t)nq, sizeof(double));
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t e = 0; e < (int64_t)nh * hs; e++) want[r * W + e] = d2[r * W2 + e];
+            for (int h = 0; h < nh; h++)
+                for (int p = 1; p < 3; p++)
+                    for (int e = 0; e < hs; e++)
+                        want[r * W + (int64_t)nh * hs + ((int64_t)(p - 1) * nkv + h / G) * hs + e] +=
+                            d2[r * W2 + ((int64_t)p * nh + h) * hs + e];
+        }
+        snprintf(buf, sizeof buf, "%s dqkv = repeated kv heads' summed", what);
+        check_vec(buf, dqkv, want, nq, 1e-5, 1e-6);
+        free(q2), free(o2), free(l2), free(d2), free(want);
+    }
+    free(qkv), free(out), free(lse), free(R), free(dqkv), free(qd), free(ro), free(rl), free(num);
+}
+
+static void test_gqa(void)
+{
+    gqa_case(2, 5, 2, 2, 4);   /* multi-head, GPT-2's case */
+    gqa_case(2, 5, 4, 2, 64);  /* groups of 2 */
+    gqa_case(1, 6, 4, 1, 64);  /* one kv head */
+    gqa_case(2, 4, 4, 2, 128); /* Llama-3 / Qwen head size */
+    gqa_case(1, 5, 2, 1, 128);
+    gqa_case(1, 3, 6, 3, 6);   /* odd head size */
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+enum { RLD = C + 3 }; /* rows with a gap after the C normalised elements */
+
+struct rms { float *x, *w, *out, *rstd, *R; int64_t ld; };
+
+static double rms_loss(void *c_)
+{
+    struct rms *c = c_;
+    be.rmsnorm_fwd(&be, c->out, c->rstd, c->x, c->w, N, C, c->ld, 1e-5f);
+    double s = 0;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < C; k++) s += (double)c->out[n * c->ld + k] * c->R[n * c->ld + k];
+    return s;
+}
+
+static void rms_case(int64_t ld)
+{
+    const int64_t n = N * ld;
+    struct rms c = {randv(n, 2), randv(C, 1), zerov(n), zerov(N), randv(n, 1), ld};
+    for (int64_t i = 0; i < n; i++) c.out[i] = 7.0f; /* the gaps must keep this */
+    double rstd[N], *ref = malloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) ref[i] = 7.0;
+    for (int r = 0; r < N; r++) {
+        double ss = 0;
+        for (int k = 0; k < C; k++) ss += (double)c.x[r * ld + k] * c.x[r * ld + k];
+        rstd[r] = 1 / sqrt(ss / C + 1e-5);
+        for (int k = 0; k < C; k++) ref[r * ld + k] = c.x[r * ld + k] * rstd[r] * c.w[k];
+    }
+    rms_loss(&c);
+    char buf[96];
+    snprintf(buf, sizeof buf, "rmsnorm ld %ld rstd", (long)ld);
+    check_vec(buf, c.rstd, rstd, N, 1e-6, 1e-7);
+    snprintf(buf, sizeof buf, "rmsnorm ld %ld out (and gaps untouched)", (long)ld);
+    check_vec(buf, c.out, ref, n, 1e-5, 1e-6);
+
+    float *dx = zerov(n), *dw = zerov(C), *x0 = dupv(c.x, n);
+    be.rmsnorm_bwd(&be, dx, dw, c.R, c.x, c.w, c.rstd, N, C, ld);
+    snprintf(buf, sizeof buf, "rmsnorm ld %ld dx (gaps 0)", (long)ld);
+    check_fd(buf, rms_loss, &c, c.x, dx, n);
+    snprintf(buf, sizeof buf, "rmsnorm ld %ld dw", (long)ld);
+    check_fd(buf, rms_loss, &c, c.w, dw, C);
+    rms_loss(&c); /* rstd of the unperturbed input */
+    float *dx1 = dupv(dx, n), *dw1 = dupv(dw, C);
+    be.rmsnorm_bwd(&be, dx, dw, c.R, x0, c.w, c.rstd, N, C, ld);
+    check_doubled("rmsnorm dx", dx1, dx, n);
+    check_doubled("rmsnorm dw", dw1, dw, C);
+    /* a frozen weight: dw NULL, dx accumulates as before */
+    be.rmsnorm_bwd(&be, dx, NULL, c.R, x0, c.w, c.rstd, N, C, ld);
+    for (int64_t i = 0; i < n; i++) dx1[i] *= 3;
+    check_vecf("rmsnorm_bwd dw NULL", dx, dx1, n, 1e-5, 1e-6);
+    free(c.x), free(c.w), free(c.out), free(c.rstd), free(c.R), free(ref), free(dx), free(dw), free(x0),
+        free(dx1), free(dw1);
+}
+
+static void test_rmsnorm(void)
+{
+    rms_case(C);
+    rms_case(RLD);
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+/* Heads 0..RNH-1 of rows RSTRIDE apart are rotated; the rest of each row (a v part) is not. */
+enum { RHS = 8, RNH = 3, RSTRIDE = RNH * RHS + 5 };
+
+struct rp { float *x, *out, *R, *inv; const int32_t *pos; };
+
+static double rope_loss(void *c_)
+{
+    struct rp *c = c_;
+    memcpy(c->out, c->x, N * RSTRIDE * sizeof(float));
+    be.rope(&be, c->out, N, RNH, RHS, RSTRIDE, c->pos, T, c->inv, 0);
+    return proj(c->out, c->R, N * RSTRIDE);
+}
+
+static void rope_case(const int32_t *pos)
+{
+    const int64_t n = N * RSTRIDE;
+    struct rp c = {randv(n, 1), zerov(n), randv(n, 1), zerov(RHS / 2), pos};
+    for (int i = 0; i < RHS / 2; i++) c.inv[i] = (float)(1.0 / pow(10000.0, 2.0 * i / RHS)) * 3.0f;
+    const char *pn = pos ? "pos given" : "pos = n % T";
+    char buf[96];
+    /* closed form: pair (i, i + hs/2) rotated by pos * inv_freq[i], in double */
+    double *ref = malloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) ref[i] = c.x[i];
+    for (int r = 0; r < N; r++) {
+        double p = pos ? pos[r] : r % T;
+        for (int h = 0; h < RNH; h++)
+            for (int i = 0; i < RHS / 2; i++) {
+                double ang = (double)(float)(p * c.inv[i]), a = c.x[r * RSTRIDE + h * RHS + i],
+                       b = c.x[r * RSTRIDE + h * RHS + i + RHS / 2];
+                ref[r * RSTRIDE + h * RHS + i] = a * cos(ang) - b * sin(ang);
+                ref[r * RSTRIDE + h * RHS + i + RHS / 2] = b * cos(ang) + a * sin(ang);
+            }
+    }
+    rope_loss(&c);
+    snprintf(buf, sizeof buf, "rope (%s) against the closed form", pn);
+    check_vec(buf, c.out, ref, n, 1e-5, 1e-6);
+    /* the backward: rotating R by -angle is the gradient of sum(rope(x) * R) */
+    float *g = dupv(c.R, n);
+    be.rope(&be, g, N, RNH, RHS, RSTRIDE, pos, T, c.inv, 1);
+    snprintf(buf, sizeof buf, "rope (%s) inverse = gradient", pn);
+    check_fd(buf, rope_loss, &c, c.x, g, n);
+    /* inverse is the exact transpose: <rope(y), z> = <y, rope_inverse(z)> */
+    float *y = randv(n, 1), *z = randv(n, 1), *ry = dupv(y, n), *iz = dupv(z, n);
+    be.rope(&be, ry, N, RNH, RHS, RSTRIDE, pos, T, c.inv, 0);
+    be.rope(&be, iz, N, RNH, RHS, RSTRIDE, pos, T, c.inv, 1);
+    double d1 = 0, d2 = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) d1 += (double)ry[i] * z[i], d2 += (double)y[i] * iz[i], mag += fabs(y[i] * z[i]);
+    CHECK(fabs(d1 - d2) <= 1e-6 * mag, "rope (%s): <Ry, z> %.9g != <y, R^T z> %.9g", pn, d1, d2);
+    /* and undoes the forward */
+    be.rope(&be, ry, N, RNH, RHS, RSTRIDE, pos, T, c.inv, 1);
+    snprintf(buf, sizeof buf, "rope (%s) inverse of forward", pn);
+    check_vecf(buf, ry, y, n, 1e-6, 1e-6);
+    free(c.x), free(c.out), free(c.R), free(c.inv), free(ref), free(g), free(y), free(z), free(ry), free(iz);
+}
+
+static void test_rope(void)
+{
+    rope_case(NULL);
+    int32_t pos[N];
+    for (int i = 0; i < N; i++) pos[i] = (i * 7919) % 4099; /* packed documents: any positions */
+    rope_case(pos);
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+
+enum { SF = 6 };
+
+struct sw { float *gu, *out, *R; };
+
+static double swiglu_loss(void *c_)
+{
+    struct sw *c = c_;
+    be.swiglu_fwd(&be, c->out, c->gu, N, SF);
+    return proj(c->out, c->R, N * SF);
+}
+
+static void test_swiglu(void)
+{
+    struct sw c = {randv(N * 2 * SF, 4), zerov(N * SF), randv(N * SF, 1)};
+    double *ref = malloc(N * SF * sizeof(double));
+    for (int r = 0; r < N; r++)
+        for (int f = 0; f < SF; f++) {
+            double g = c.gu[r * 2 * SF + f], u = c.gu[r * 2 * SF + SF + f];
+            ref[r * SF + f] = g / (1 + exp(-g)) * u;
+        }
+    swiglu_loss(&c);
+    check_vec("swiglu_fwd", c.out, ref, N * SF, 1e-6, 1e-7);
+    float *dgu = zerov(N * 2 * SF);
+    poison(dgu, N * 2 * SF); /* overwritten */
+    be.swiglu_bwd(&be, dgu, c.R, c.gu, N, SF);
+    check_fd("swiglu dgu", swiglu_loss, &c, c.gu, dgu, N * 2 * SF);
+    free(c.gu), free(c.out), free(c.R), free(ref), free(dgu);
 }
 
 /* ---------------------------------------------------------------- gelu, add */
@@ -655,8 +928,8 @@ static void det_run(float *o, const float *qkv, const float *dout, const float *
     float *out = o, *lse = out + D_OUT, *dqkv = lse + D_LSE, *dwte = dqkv + D_QKV,
           *dwpe = dwte + DV * DC, *dx = dwpe + DT * DC, *dw = dx + DN * DC, *db = dw + DC,
           *mdx = db + DC, *mdw = mdx + D_DX, *mdb = mdw + D_DW, *ss = mdb + DC;
-    be.attention_fwd(&be, out, lse, qkv, DB, DT, DC, DNH);
-    be.attention_bwd(&be, dqkv, dout, qkv, out, lse, DB, DT, DC, DNH);
+    be.attention_fwd(&be, out, lse, qkv, DB, DT, DNH, DNH, DC / DNH);
+    be.attention_bwd(&be, dqkv, dout, qkv, out, lse, DB, DT, DNH, DNH, DC / DNH);
     be.encoder_bwd(&be, dwte, dwpe, dout, tok, DB, DT, DC);
     float *mean = zerov(DN), *rstd = zerov(DN), *lo = zerov(DN * DC);
     be.layernorm_fwd(&be, lo, mean, rstd, x, qkv, qkv + DC, DN, DC);
@@ -698,6 +971,10 @@ int main(void)
     test_layernorm();
     test_matmul();
     test_attention();
+    test_gqa();
+    test_rmsnorm();
+    test_rope();
+    test_swiglu();
     test_gelu_add();
     test_matmul_gelu();
     test_xent();
