@@ -421,6 +421,11 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->matmul_dgelu_bwd = cu_matmul_dgelu_bwd;
     be->attention_fwd = cu_attention_fwd;
     be->attention_bwd = cu_attention_bwd;
+    be->rmsnorm_fwd = cu_rmsnorm_fwd;
+    be->rmsnorm_bwd = cu_rmsnorm_bwd;
+    be->rope = cu_rope;
+    be->swiglu_fwd = cu_swiglu_fwd;
+    be->swiglu_bwd = cu_swiglu_bwd;
     be->gelu_fwd = cu_gelu_fwd;
     be->gelu_bwd = cu_gelu_bwd;
     be->add = cu_add;

@@ -155,6 +155,9 @@ void cu_to_f32(zinf_backend *be, float *dst, const void *src, int64_t n);
 void cu_from_f32(zinf_backend *be, void *dst, const float *src, int64_t n);
 /* column sums of a [N, OC] matrix in T, added into dbias[OC] (T); deterministic. ops.cu */
 void cu_bias_grad(CudaImpl *im, void *dbias, const void *dout, int64_t N, int OC);
+/* dst[c] (T) += the sum over chunks k of part[k * C + c], in a fixed order (the column reductions'
+ * second pass: LayerNorm's and RMSNorm's dw). ops.cu */
+void cu_add_partials(CudaImpl *im, void *dst, const float *part, int nchunks, int C);
 /* out[n, :] += bias (a fallback when cuBLASLt's bias epilogue cannot be used). ops.cu */
 void cu_add_bias(CudaImpl *im, void *out, const void *bias, int64_t N, int OC);
 /* matmul.cu */
@@ -171,9 +174,20 @@ void cu_matmul_gelu_fwd(zinf_backend *be, void *out, void *pre, const void *x, c
 void cu_matmul_dgelu_bwd(zinf_backend *be, void *dpre, const void *dout, const void *w,
                          const void *pre, int64_t N, int K, int OC);
 /* attention.cu */
-void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T, int C,
-                      int NH);
+void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T, int NH,
+                      int NKV, int hs);
 void cu_attention_bwd(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
-                      const void *out, const float *lse, int B, int T, int C, int NH);
+                      const void *out, const float *lse, int B, int T, int NH, int NKV, int hs);
+/* rmsnorm.cu */
+void cu_rmsnorm_fwd(zinf_backend *be, void *out, float *rstd, const void *x, const void *w, int64_t N,
+                    int C, int64_t ld, float eps);
+void cu_rmsnorm_bwd(zinf_backend *be, void *dx, void *dw, const void *dout, const void *x, const void *w,
+                    const float *rstd, int64_t N, int C, int64_t ld);
+/* rope.cu */
+void cu_rope(zinf_backend *be, void *x, int64_t N, int nh, int hs, int64_t stride, const int32_t *pos,
+             int T, const float *inv_freq, int inverse);
+/* swiglu.cu */
+void cu_swiglu_fwd(zinf_backend *be, void *out, const void *gu, int64_t N, int F);
+void cu_swiglu_bwd(zinf_backend *be, void *dgu, const void *dout, const void *gu, int64_t N, int F);
 
 #endif

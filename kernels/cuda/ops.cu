@@ -544,6 +544,12 @@ sum_partials_k(T *dst0, const float *part0, T *dst1, const float *part1, int nch
     }
 }
 
+void cu_add_partials(CudaImpl *im, void *dst, const float *part, int nchunks, int C)
+{
+    ZINF_DISPATCH_CDT(im->cdt, sum_partials_k<T><<<dim3(cdiv(C, 32), 1), dim3(32, 32), 0, im->stream>>>(
+                                   (T *)dst, part, (T *)dst, part, nchunks, C));
+}
+
 template <typename T, int VEC>
 static bool ln_bwd_launch(CudaImpl *im, T *dx, float *pw, float *pb, const T *dout, const T *x,
                           const T *w, const float *mean, const float *rstd, int64_t N, int C,

@@ -27,6 +27,7 @@
  * Usage: test_backend_ops            all ops, small and GPT-2-sized shapes (~1.5 min on an H100
  *                                    box, mostly the CPU reference)
  *        test_backend_ops --small    small shapes only (seconds)
+ *        test_backend_ops --bench-attn [B] [T]   attention alone at head sizes 128 and 64 (bf16)
  *        test_backend_ops --bench [B] [bf16|fp16] [gpt2-124m|gpt2-1.5b]
  *                                              no checks: per-op timings at GPT-2 shapes
  *                                    (bf16 unless fp16) and a whole training step's tokens/s;
@@ -685,17 +686,20 @@ static void test_gelu_epilogue(ctx *c, int64_t N, int K)
 /* ---------------------------------------------------------------- attention */
 static int hopper_bits = ZINF_ATTN_HOPPER_ALL; /* the wgmma kernels checked (ZINF_TEST_ATTN_HOPPER) */
 
-static void test_attention(ctx *c, int B, int T, int C, int NH)
+/* Grouped-query attention (NKV kv heads of hs channels serving NH query heads; NKV = NH is
+ * GPT-2's multi-head case); dq, dk and dv compared on their own */
+static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "B%d T%d C%d NH%d hs%d", B, T, C, NH, C / NH);
-    int64_t N = (int64_t)B * T, nq = N * 3 * C, nl = (int64_t)B * NH * T;
+    snprintf(nm, sizeof nm, "B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV, hs);
+    const int64_t N = (int64_t)B * T, W = (int64_t)(NH + 2 * NKV) * hs, C = (int64_t)NH * hs, nq = N * W,
+                  nl = (int64_t)B * NH * T;
     float *qkv = hrand(c->dt, nq, -2, 2);
     float *out = xmalloc(N * C * 4), *lse = xmalloc(nl * 4);
-    c->cpu->attention_fwd(c->cpu, out, lse, qkv, B, T, C, NH);
+    c->cpu->attention_fwd(c->cpu, out, lse, qkv, B, T, NH, NKV, hs);
     void *dqkv_in = up(c, qkv, nq), *dout = dalloc(c, N * C * es(c));
     float *dlse = dalloc(c, nl * 4);
-    c->gpu->attention_fwd(c->gpu, dout, dlse, dqkv_in, B, T, C, NH);
+    c->gpu->attention_fwd(c->gpu, dout, dlse, dqkv_in, B, T, NH, NKV, hs);
     gsync(c, "attention_fwd");
     float *go = down(c, dout, N * C), *gl = downf(c, dlse, nl);
     double tf = tol_of(c, 5e-5, 2e-2, 1e-2);
@@ -708,35 +712,129 @@ static void test_attention(ctx *c, int B, int T, int C, int NH)
     void *raw[2];
     for (int r = 0; r < 2; r++) {
         void *dg = up(c, nan_q, nq);
-        c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, C, NH);
+        c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, NH, NKV, hs);
         gsync(c, "attention_bwd");
         raw[r] = down_raw(c, dg, nq * es(c));
         dfree(c, dg);
     }
-    c->cpu->attention_bwd(c->cpu, gq, dy, qkv, go, gl, B, T, C, NH);
+    c->cpu->attention_bwd(c->cpu, gq, dy, qkv, go, gl, B, T, NH, NKV, hs);
     float *h = dec(c, raw[0], nq);
     /* compare q, k, v parts separately for a precise diagnosis */
     const char *part[3] = {"dq", "dk", "dv"};
+    const int64_t off[3] = {0, C, C + (int64_t)NKV * hs}, wid[3] = {C, (int64_t)NKV * hs, (int64_t)NKV * hs};
     float *gp = xmalloc(N * C * 4), *rp = xmalloc(N * C * 4);
     for (int p = 0; p < 3; p++) {
+        const int64_t w = wid[p];
         for (int64_t n = 0; n < N; n++) {
-            memcpy(gp + n * C, h + n * 3 * C + p * C, C * 4);
-            memcpy(rp + n * C, gq + n * 3 * C + p * C, C * 4);
+            memcpy(gp + n * w, h + n * W + off[p], w * 4);
+            memcpy(rp + n * w, gq + n * W + off[p], w * 4);
         }
         if (T == 1 && p < 2) { /* one key: the softmax has no gradient, dq = dk = 0 exactly */
             double mx = 0;
-            for (int64_t i = 0; i < N * C; i++) mx = fmax(mx, fabs(gp[i]));
+            for (int64_t i = 0; i < N * w; i++) mx = fmax(mx, fabs(gp[i]));
             printf("%-4s %-14s %-5s %-22s T=1: max |%s| = %.3g (exactly 0; bound 1e-5)\n", mx <= 1e-5 ? "ok" : "FAIL",
                    "attention_bwd", c->dn, nm, part[p], mx);
             CHECK(mx <= 1e-5, "attention_bwd [%s] %s: %s = %g with one key", c->dn, nm, part[p], mx);
             continue;
         }
-        compare(c, "attention_bwd", part[p], gp, rp, N * C, tol_of(c, 5e-5, 8e-2, 1e-2));
+        compare(c, "attention_bwd", part[p], gp, rp, N * w, tol_of(c, 5e-5, 8e-2, 1e-2));
     }
     same_bits(c, "attention_bwd", nm, raw[0], raw[1], nq * es(c));
     free(gp), free(rp), free(h), free(raw[0]), free(raw[1]);
     free(qkv), free(out), free(lse), free(go), free(gl), free(dy), free(gq), free(nan_q);
     dfree(c, dqkv_in), dfree(c, dout), dfree(c, dlse), dfree(c, ddy);
+}
+
+/* ---------------------------------------------------------------- RMSNorm, RoPE, SwiGLU */
+
+/* N rows of C, ld apart (ld > C: the gaps must come back as they went in) */
+static void test_rmsnorm(ctx *c, int64_t N, int C, int64_t ld)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld C%d ld%lld", (long long)N, C, (long long)ld);
+    const int64_t n = N * ld;
+    float *x = hrand(c->dt, n, -2, 3), *w = hrand(c->dt, C, 0.5f, 1.5f), *out = hrand(c->dt, n, -1, 1);
+    float *rstd = xmalloc(N * 4);
+    void *dx_ = up(c, x, n), *dw_ = up(c, w, C), *dout = up(c, out, n);
+    float *drstd = dalloc(c, N * 4);
+    c->cpu->rmsnorm_fwd(c->cpu, out, rstd, x, w, N, C, ld, 1e-6f);
+    c->gpu->rmsnorm_fwd(c->gpu, dout, drstd, dx_, dw_, N, C, ld, 1e-6f);
+    gsync(c, "rmsnorm_fwd");
+    float *go = down(c, dout, n), *gr = downf(c, drstd, N);
+    compare(c, "rmsnorm_fwd", nm, go, out, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+    compare(c, "rmsnorm_fwd", "rstd", gr, rstd, N, tol_of(c, 1e-5, 1e-5, 1e-5));
+    float *dy = hrand(c->dt, n, -1, 1), *gx = hrand(c->dt, n, -1, 1), *gw = hrand(c->dt, C, -1, 1);
+    void *ddy = up(c, dy, n);
+    float *cr = upf(c, rstd, N);
+    void *raw[2][2];
+    for (int r = 0; r < 2; r++) {
+        void *dgx = up(c, gx, n), *dgw = up(c, gw, C);
+        c->gpu->rmsnorm_bwd(c->gpu, dgx, r ? NULL : dgw, ddy, dx_, dw_, cr, N, C, ld);
+        gsync(c, "rmsnorm_bwd");
+        raw[r][0] = down_raw(c, dgx, n * es(c));
+        raw[r][1] = down_raw(c, dgw, C * es(c));
+        dfree(c, dgx), dfree(c, dgw);
+    }
+    float *gw0 = hcopy(gw, C);
+    c->cpu->rmsnorm_bwd(c->cpu, gx, gw, dy, x, w, rstd, N, C, ld);
+    float *h0 = dec(c, raw[0][0], n), *h1 = dec(c, raw[0][1], C), *h2 = dec(c, raw[1][1], C);
+    compare(c, "rmsnorm_bwd", "dx (accumulated)", h0, gx, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+    compare(c, "rmsnorm_bwd", "dw (accumulated)", h1, gw, C, tol_of(c, 5e-5, 1e-2, 5e-3));
+    compare(c, "rmsnorm_bwd", "dw NULL: dw untouched", h2, gw0, C, 0.0);
+    same_bits(c, "rmsnorm_bwd", "dx", raw[0][0], raw[1][0], n * es(c));
+    for (int r = 0; r < 2; r++) free(raw[r][0]), free(raw[r][1]);
+    free(x), free(w), free(out), free(rstd), free(go), free(gr), free(dy), free(gx), free(gw), free(gw0);
+    free(h0), free(h1), free(h2);
+    dfree(c, dx_), dfree(c, dw_), dfree(c, dout), dfree(c, drstd), dfree(c, ddy), dfree(c, cr);
+}
+
+/* nh heads of hs rotated in rows stride apart, positions n % T or given; forward and inverse */
+static void test_rope(ctx *c, int64_t N, int nh, int hs, int64_t stride, int T, int with_pos, double theta)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld nh%d hs%d%s", (long long)N, nh, hs, with_pos ? " pos" : "");
+    const int64_t n = N * stride;
+    float *x = hrand(c->dt, n, -2, 2), *inv = xmalloc((size_t)hs / 2 * 4);
+    for (int i = 0; i < hs / 2; i++) inv[i] = (float)(1.0 / pow(theta, 2.0 * i / hs));
+    int32_t *pos = xmalloc((size_t)N * 4);
+    for (int64_t i = 0; i < N; i++) pos[i] = with_pos ? rng_int(32768) : (int32_t)(i % T);
+    void *dx = up(c, x, n);
+    float *dinv = upf(c, inv, hs / 2);
+    int32_t *dpos = with_pos ? upi(c, pos, N) : NULL;
+    for (int inverse = 0; inverse < 2; inverse++) {
+        float *ref = hcopy(x, n);
+        c->cpu->rope(c->cpu, ref, N, nh, hs, stride, with_pos ? pos : NULL, T, inv, inverse);
+        void *d = up(c, x, n);
+        c->gpu->rope(c->gpu, d, N, nh, hs, stride, dpos, T, dinv, inverse);
+        gsync(c, "rope");
+        float *g = down(c, d, n);
+        compare(c, "rope", inverse ? "inverse" : nm, g, ref, n, tol_of(c, 1e-5, 1e-2, 5e-3));
+        free(ref), free(g);
+        dfree(c, d);
+    }
+    free(x), free(inv), free(pos);
+    dfree(c, dx), dfree(c, dinv);
+    if (dpos) dfree(c, dpos);
+}
+
+static void test_swiglu(ctx *c, int64_t N, int F)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "N%lld F%d", (long long)N, F);
+    float *gu = hrand(c->dt, N * 2 * F, -6, 6), *out = xmalloc(N * F * 4), *dy = hrand(c->dt, N * F, -1, 1);
+    float *dgu = xmalloc(N * 2 * F * 4), *nan_g = nans(N * 2 * F);
+    c->cpu->swiglu_fwd(c->cpu, out, gu, N, F);
+    c->cpu->swiglu_bwd(c->cpu, dgu, dy, gu, N, F);
+    void *dg_ = up(c, gu, N * 2 * F), *dout = dalloc(c, N * F * es(c)), *ddy = up(c, dy, N * F);
+    void *ddg = up(c, nan_g, N * 2 * F); /* overwritten */
+    c->gpu->swiglu_fwd(c->gpu, dout, dg_, N, F);
+    c->gpu->swiglu_bwd(c->gpu, ddg, ddy, dg_, N, F);
+    gsync(c, "swiglu");
+    float *go = down(c, dout, N * F), *gg = down(c, ddg, N * 2 * F);
+    compare(c, "swiglu_fwd", nm, go, out, N * F, tol_of(c, 1e-5, 1e-2, 5e-3));
+    compare(c, "swiglu_bwd", nm, gg, dgu, N * 2 * F, tol_of(c, 1e-5, 1e-2, 5e-3));
+    free(gu), free(out), free(dy), free(dgu), free(nan_g), free(go), free(gg);
+    dfree(c, dg_), dfree(c, dout), dfree(c, ddy), dfree(c, ddg);
 }
 
 /* ---------------------------------------------------------------- gelu, add */
@@ -937,7 +1035,7 @@ static void bench_fill(ctx *c, void *d, int64_t n, float lo, float hi)
 
 typedef struct {
     zinf_backend *g;
-    int B, T, C, NH, L, V, Vp;
+    int B, T, C, NH, L, V, Vp, NKV, hs;
     int64_t N;
     void *x, *ln, *qkv, *att, *fch, *fchg, *logits, *res, *dres, *dln, *dqkv, *datt, *dfch, *dfchg;
     float *mean, *rstd, *lse, *losses;
@@ -957,8 +1055,8 @@ static void b_ln_f(bstate *s) { s->g->layernorm_fwd(s->g, s->ln, s->mean, s->rst
 static void b_ln_b(bstate *s) { s->g->layernorm_bwd(s->g, s->dres, s->glnw, s->glnb, s->dln, s->res, s->lnw, s->mean, s->rstd, s->N, s->C); }
 static void b_qkv_f(bstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, 3 * s->C); }
 static void b_qkv_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, 3 * s->C); }
-static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->C, s->NH); }
-static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->C, s->NH); }
+static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->NH, s->NKV, s->hs); }
+static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->NH, s->NKV, s->hs); }
 static void b_proj_f(bstate *s) { s->g->matmul_fwd_res(s->g, s->x, s->att, s->wproj, s->bproj, s->res, s->N, s->C, s->C); }
 static void b_proj_b(bstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwproj, s->gbproj, s->dres, s->att, s->wproj, s->N, s->C, s->C); }
 static void b_add(bstate *s) { s->g->add(s->g, s->res, s->res, s->x, s->N * s->C); }
@@ -1079,7 +1177,7 @@ static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
 static void bench(ctx *c, int B, int xl)
 {
     bstate s = {.g = c->gpu, .B = B, .T = 1024, .C = xl ? 1600 : 768, .NH = xl ? 25 : 12, .L = xl ? 48 : 12,
-                .V = 50257, .Vp = 50304};
+                .V = 50257, .Vp = 50304, .NKV = xl ? 25 : 12, .hs = 64};
     int64_t N = s.N = (int64_t)s.B * s.T, C = s.C, Vp = s.Vp;
     void **acts[] = {&s.x, &s.ln, &s.res, &s.dres, &s.dln, &s.att, &s.datt};
     for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) { *acts[i] = dalloc(c, N * C * es(c)); bench_fill(c, *acts[i], N * C, -1, 1); }
@@ -1161,6 +1259,30 @@ static void bench(ctx *c, int B, int xl)
     for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) dfree(c, *ws[i].p), dfree(c, *ws[i].g);
 }
 
+/* --bench-attn [B] [T]: attention alone at Llama-sized heads (head size 128, grouped 32/8 and not)
+ * beside head size 64 at the same width, with the kernels each ZINF_TEST_ATTN_HOPPER setting
+ * picks; FLOPs counted causal (half the square): forward 2 B NH T^2 hs, backward 2.5x that. */
+static void bench_attn(ctx *c, int B, int T)
+{
+    const int shapes[][3] = {{32, 8, 128}, {32, 32, 128}, {64, 16, 64}, {64, 64, 64}};
+    printf("\nbench attention %s B=%d T=%d (causal; TFLOP/s with the causal half)\n", c->dn, B, T);
+    printf("%-24s %10s %9s %10s %9s\n", "shape", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        bstate s = {.g = c->gpu, .B = B, .T = T, .NH = shapes[i][0], .NKV = shapes[i][1], .hs = shapes[i][2]};
+        const int64_t N = (int64_t)B * T, W = (int64_t)(s.NH + 2 * s.NKV) * s.hs, C = (int64_t)s.NH * s.hs;
+        s.qkv = dalloc(c, N * W * es(c)), bench_fill(c, s.qkv, N * W, -1, 1);
+        s.dqkv = dalloc(c, N * W * es(c));
+        s.att = dalloc(c, N * C * es(c)), s.datt = dalloc(c, N * C * es(c)), bench_fill(c, s.datt, N * C, -1, 1);
+        s.lse = dalloc(c, (int64_t)B * s.NH * T * 4);
+        double fl = 2.0 * B * s.NH * (double)T * T * s.hs;
+        double f = bench_time(c, &s, b_att_f, 5), b = bench_time(c, &s, b_att_b, 5);
+        char nm[48];
+        snprintf(nm, sizeof nm, "NH%d NKV%d hs%d", s.NH, s.NKV, s.hs);
+        printf("%-24s %10.3f %9.1f %10.3f %9.1f\n", nm, f, fl / f / 1e9, b, 2.5 * fl / b / 1e9);
+        dfree(c, s.qkv), dfree(c, s.dqkv), dfree(c, s.att), dfree(c, s.datt), dfree(c, s.lse);
+    }
+}
+
 /* ---------------------------------------------------------------- main */
 
 static void run_all(ctx *c, int big)
@@ -1196,20 +1318,42 @@ static void run_all(ctx *c, int big)
         test_matmul_gelu(c, 4096, 768, 3072, 1, 0);
         test_matmul_dgelu(c, 4096, 3072, 768, 0);
     }
-    /* attention: generic head sizes, then the fast path (hs 64) over T */
-    test_attention(c, 2, 7, 32, 4);    /* hs 8 */
-    test_attention(c, 1, 64, 16, 2);   /* hs 8 */
-    test_attention(c, 2, 33, 64, 4);   /* hs 16 */
-    test_attention(c, 1, 70, 256, 2);  /* hs 128 */
-    /* the fast path twice on a Hopper GPU: its wgmma kernels, then the mma.sync ones */
+    /* attention: generic head sizes, then the fast path (hs 64 and 128) over T */
+    test_attention(c, 2, 7, 4, 4, 8);     /* hs 8 */
+    test_attention(c, 1, 64, 2, 2, 8);    /* hs 8 */
+    test_attention(c, 2, 33, 4, 4, 16);   /* hs 16 */
+    test_attention(c, 2, 33, 4, 2, 16);   /* hs 16, grouped */
+    test_attention(c, 1, 70, 6, 2, 96);   /* hs 96, grouped: generic */
+    /* the fast path twice on a Hopper GPU: its wgmma kernels, then the mma.sync ones (hs 128:
+     * the generic forward and dQ beside the mma.sync dK/dV) */
     for (int pass = 0; pass < 2; pass++) {
         zinf_cuda_attn_hopper = pass ? 0 : hopper_bits;
         int Ts[] = {1, 7, 64, 100, 256};
-        for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 128, 2);
-        if (big) test_attention(c, 4, 1024, 768, 12);
-        else test_attention(c, 1, 1024, 128, 2);
+        for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 2, 2, 64);
+        for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 4, 2, 64);  /* groups of 2 */
+        for (int i = 0; i < 5; i++) test_attention(c, 1, Ts[i], 4, 1, 128); /* one kv head */
+        test_attention(c, 2, 100, 4, 4, 128);
+        test_attention(c, 1, 130, 8, 2, 128);
+        if (big) {
+            test_attention(c, 4, 1024, 12, 12, 64);
+            test_attention(c, 2, 1024, 8, 2, 128);
+        } else {
+            test_attention(c, 1, 1024, 2, 2, 64);
+            test_attention(c, 1, 512, 4, 1, 128);
+        }
     }
     zinf_cuda_attn_hopper = hopper_bits;
+    test_rmsnorm(c, 7, 24, 24);
+    test_rmsnorm(c, 33, 128, 128 * 3); /* per-head q norm inside a packed row: hs 128, ld = the row */
+    test_rmsnorm(c, 300, 64, 64 * 6 + 8);
+    test_rmsnorm(c, 5, 13, 17);        /* odd: scalar path */
+    test_rmsnorm(c, 600, 2048, 2048);
+    test_rope(c, 7 * 5, 3, 64, 3 * 64 + 64, 5, 0, 10000.0);
+    test_rope(c, 100, 6, 128, 10 * 128, 50, 1, 1e6);
+    test_rope(c, 9, 2, 6, 20, 3, 1, 500000.0);
+    test_swiglu(c, 7, 40);
+    test_swiglu(c, 33, 17); /* scalar path */
+    if (big) test_swiglu(c, 1024, 5632);
     test_elementwise(c, 1001, 0);
     test_elementwise(c, 4099, 1);
     if (big) test_elementwise(c, (int64_t)4096 * 3072, 0);
@@ -1231,6 +1375,7 @@ int main(int argc, char **argv)
 {
     int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
     int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0; /* --bench [B] [fp16]: timings only */
+    int do_bench_attn = argc > 1 && strcmp(argv[1], "--bench-attn") == 0;
     /* timing the attention versions against each other: ZINF_TEST_ATTN_HOPPER=bits (cuda_backend.h) */
     const char *hop = getenv("ZINF_TEST_ATTN_HOPPER");
     if (hop && *hop) zinf_cuda_attn_hopper = hopper_bits = atoi(hop);
@@ -1245,6 +1390,17 @@ int main(int argc, char **argv)
         return 1;
     }
     zinf_dtype dts[3] = {ZINF_F32, ZINF_BF16, ZINF_F16};
+    if (do_bench_attn) {
+        zinf_backend gpu;
+        if (zinf_backend_cuda_init(&gpu, 0, ZINF_BF16) != 0) {
+            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
+            return 1;
+        }
+        ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
+        bench_attn(&c, argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 4096);
+        zinf_backend_cuda_free(&gpu);
+        return check_done("test_backend_ops --bench-attn");
+    }
     if (do_bench) {
         zinf_backend gpu;
         zinf_dtype dt = argc > 3 && strcmp(argv[3], "fp16") == 0 ? ZINF_F16 : ZINF_BF16;
