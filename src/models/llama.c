@@ -87,8 +87,15 @@ static int llama_preset_of(zinf_model_cfg *c, const char *name, const char *type
     }
     return 0;
 }
+static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src);
+/* each model_type's entry points: the shared code reads the type from c->model_type */
 #define PRESET_FN(ty)                                                                             \
-    static int ty##_preset(zinf_model_cfg *c, const char *name) { return llama_preset_of(c, name, #ty); }
+    static int ty##_preset(zinf_model_cfg *c, const char *name) { return llama_preset_of(c, name, #ty); } \
+    static int ty##_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)                   \
+    {                                                                                             \
+        snprintf(c->model_type, sizeof c->model_type, "%s", #ty);                                \
+        return shared_cfg_from_hf(c, o, src);                                                      \
+    }
 PRESET_FN(llama)
 PRESET_FN(qwen2)
 PRESET_FN(qwen3)
@@ -175,7 +182,7 @@ static int read_rope(zinf_model_cfg *c, json_t *o, const char *src)
     return 0;
 }
 
-static int llama_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
+static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
 {
     json_t *act = json_object_get(o, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
@@ -228,7 +235,7 @@ static int llama_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
 }
 
 /* The fields that fix the tensors and the arithmetic, under config.json's 4.x names: the model's
- * identity, which llama_cfg_from_hf reads back to the same config. */
+ * identity, which shared_cfg_from_hf reads back to the same config. */
 static json_t *rope_json(const zinf_model_cfg *c)
 {
     if (c->rope_type == ZINF_ROPE_DEFAULT) return json_null();
@@ -519,19 +526,19 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     void **P = m->params;
     float eps = (float)c->norm_eps;
     be->rmsnorm_fwd(be, a->ln1, a->ln1_rstd, A->res[l], BT(m, P, u, B_LN1), d.N, (int)d.C, d.C, eps);
-    if (!for_backward || m->recompute != ZINF_RECOMPUTE_KEEP_ATTN) {
-        be->matmul_fwd(be, c->qk_norm ? a->pre : a->qkv, a->ln1, BT(m, P, u, B_QKVW), BT(m, P, u, B_QKVB), d.N,
-                       (int)d.C, (int)d.QKV);
-        if (c->qk_norm) { /* Qwen3: each q and k head normalised over its hs channels, then RoPE */
-            for (int64_t h = 0; h < d.NH + d.NKV; h++)
-                be->rmsnorm_fwd(be, (char *)a->qkv + h * d.hs * es, a->qk_rstd + h * d.N, (char *)a->pre + h * d.hs * es,
-                                BT(m, P, u, h < d.NH ? B_QN : B_KN), d.N, (int)d.hs, d.QKV, eps);
-            int64_t v0 = (d.NH + d.NKV) * d.hs;
-            be->copy_rows(be, (char *)a->qkv + v0 * es, d.QKV, (char *)a->pre + v0 * es, d.QKV, d.N, d.NKV * d.hs);
-        }
-        be->rope(be, a->qkv, d.N, (int)(d.NH + d.NKV), (int)d.hs, d.QKV, positions(m), m->T, A->inv_freq, 0);
-        be->attention_fwd(be, a->atty, a->lse, a->qkv, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs);
+    be->matmul_fwd(be, c->qk_norm ? a->pre : a->qkv, a->ln1, BT(m, P, u, B_QKVW), BT(m, P, u, B_QKVB), d.N, (int)d.C,
+                   (int)d.QKV);
+    if (c->qk_norm) { /* Qwen3: each q and k head normalised over its hs channels, then RoPE */
+        for (int64_t h = 0; h < d.NH + d.NKV; h++)
+            be->rmsnorm_fwd(be, (char *)a->qkv + h * d.hs * es, a->qk_rstd + h * d.N, (char *)a->pre + h * d.hs * es,
+                            BT(m, P, u, h < d.NH ? B_QN : B_KN), d.N, (int)d.hs, d.QKV, eps);
+        int64_t v0 = (d.NH + d.NKV) * d.hs;
+        be->copy_rows(be, (char *)a->qkv + v0 * es, d.QKV, (char *)a->pre + v0 * es, d.QKV, d.N, d.NKV * d.hs);
     }
+    be->rope(be, a->qkv, d.N, (int)(d.NH + d.NKV), (int)d.hs, d.QKV, positions(m), m->T, A->inv_freq, 0);
+    /* the attention's backward reads q|k|v; under KEEP_ATTN its output and LSE are kept */
+    if (!for_backward || m->recompute != ZINF_RECOMPUTE_KEEP_ATTN)
+        be->attention_fwd(be, a->atty, a->lse, a->qkv, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs);
     be->matmul_fwd_res(be, a->res2, a->atty, BT(m, P, u, B_OW), BT(m, P, u, B_OB), A->res[l], d.N, (int)d.A, (int)d.C);
     be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, (int)d.C, d.C, eps);
     be->matmul_fwd(be, a->gu, a->ln2, BT(m, P, u, B_GUW), BT(m, P, u, B_GUB), d.N, (int)d.C, (int)(2 * d.F));
@@ -787,7 +794,7 @@ static char *llama_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
         .model_type = #ty,                                                                        \
         .presets = list,                                                                          \
         .preset = ty##_preset,                                                                    \
-        .cfg_from_hf = llama_cfg_from_hf,                                                         \
+        .cfg_from_hf = ty##_cfg_from_hf,                                                          \
         .cfg_json = llama_cfg_json,                                                               \
         .nunits = llama_nunits,                                                                   \
         .layout = llama_layout,                                                                   \

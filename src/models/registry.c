@@ -4,10 +4,12 @@
 
 #include "family.h"
 
-extern const zinf_family zinf_family_gpt2;
+extern const zinf_family zinf_family_gpt2, zinf_family_llama, zinf_family_qwen2, zinf_family_qwen3,
+    zinf_family_mistral;
 
 /* the first is the default: a config without model_type, and checkpoints from before it */
-static const zinf_family *const families[] = {&zinf_family_gpt2};
+static const zinf_family *const families[] = {&zinf_family_gpt2, &zinf_family_llama, &zinf_family_qwen2,
+                                              &zinf_family_qwen3, &zinf_family_mistral};
 #define NFAM (sizeof families / sizeof families[0])
 
 const zinf_family *zinf_family_find(const char *model_type)
