@@ -340,7 +340,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     const bool fp32 = precision == ZINF_EST_FP32;
     const double esz = fp32 ? 4.0 : 2.0; /* bytes per element of the compute dtype */
     const int64_t nparams = zinf_model_num_params(m);
-    ZINF_TRY(nparams);
+    if (nparams < 0) return (int)nparams; /* an int64 count: ZINF_TRY would cut it to int */
     const double psi = (double)nparams;
     /* partial optimizer offload (stage 3): the config's ratio applies to its own device */
     double ratio = 1.0;
@@ -474,7 +474,7 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     const char *lname;
     const int64_t psi = zinf_model_num_params(m);
     const int64_t L = zinf_estimate_largest_unit(m, &lname);
-    ZINF_TRY(psi);
+    if (psi < 0) return (int)psi; /* an int64 count: ZINF_TRY would cut it to int */
     ZINF_TRY(L);
     const int world = nodes * gpus_per_node;
 
