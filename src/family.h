@@ -98,12 +98,21 @@ typedef struct zinf_family {
     void (*carve)(zinf_model *m, zinf_carver *acts, zinf_carver *grads, size_t es);
 
     /* -- compute -- */
-    /* m->logits from the batch: m->tokens holds b->tok on the device already. Uses the units in
-     * use_order's forward order through h. */
+    /* the head's input (head_in) from the batch: m->tokens holds b->tok on the device already.
+     * Uses the units in use_order's forward order through h, up to the head, which model.c runs
+     * (in row chunks when the logits would not fit): its unit's use is use_order's last forward
+     * one and first backward one. */
     int (*forward)(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h);
-    /* from the loss gradient in m->logits: gradients accumulate into m->grads, in use_order's
-     * backward order through h, grad_ready after each unit's last use */
+    /* from the head input's gradient in head_din (model.c's head backward wrote it): gradients
+     * accumulate into m->grads, in use_order's backward order after the head through h,
+     * grad_ready after each unit's last use */
     int (*backward)(zinf_model *m, const zinf_unit_hooks *h);
+    /* the head: the unit whose use gives its weight, the weight [padded_vocab, n_embd] in bufs
+     * (params or grads), and its input and input-gradient buffers [N, n_embd] */
+    int (*head_unit)(const zinf_model *m);
+    void *(*head_w)(const zinf_model *m, void **bufs);
+    void *(*head_in)(const zinf_model *m);
+    void *(*head_din)(const zinf_model *m);
     /* model FLOPs of one training token at sequence length T */
     double (*flops_per_token)(const zinf_model *m, int T);
 

@@ -173,12 +173,19 @@ void *zinf_carve(zinf_carver *c, size_t bytes)
     return p;
 }
 
+int64_t zinf_model_head_rows(int64_t N, int Vp, size_t es)
+{
+    int64_t fit = (int64_t)(ZINF_LOGITS_BUDGET / ((size_t)Vp * es));
+    return N <= fit ? N : fit > 0 ? fit : 1;
+}
+
 /* the family's activations and scratch, then what every family has: logits, losses, tokens */
 static void carve_all(zinf_model *m, zinf_carver *cv, zinf_carver *cg, size_t es)
 {
     size_t N = (size_t)m->B * m->T;
     m->f->carve(m, cv, cg, es);
-    m->logits = zinf_carve(cv, N * m->c.padded_vocab * es);
+    m->head_rows = zinf_model_head_rows((int64_t)N, m->c.padded_vocab, es);
+    m->logits = zinf_carve(cv, (size_t)m->head_rows * m->c.padded_vocab * es);
     m->losses = zinf_carve(cv, N * 4);
     m->tokens = zinf_carve(cv, N * 4);
     m->targets = zinf_carve(cv, N * 4);
@@ -298,12 +305,26 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
     if (targets) ZINF_TRY(be->copy(be, m->targets, targets, (size_t)N * 4, NULL));
     ZINF_TRY(m->f->forward(m, b, h));
     m->logits_hold_grad = false;
-    if (!targets) return be->sync(be);
-    m->nvalid = 0;
-    for (int64_t i = 0; i < N; i++) m->nvalid += targets[i] >= 0;
+    if (targets) {
+        m->nvalid = 0;
+        for (int64_t i = 0; i < N; i++) m->nvalid += targets[i] >= 0;
+    }
     float dloss = dloss_scale != 0.0f && m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
-    be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
-    m->logits_hold_grad = dloss_scale != 0.0f;
+    /* the head: all rows at once (the loss gradient left in the logits for the backward after a
+     * training forward), or chunk by chunk for the losses alone */
+    const int hu = m->f->head_unit(m), C = m->c.n_embd, V = m->c.vocab_size, Vp = m->c.padded_vocab;
+    const size_t es = zinf_dtype_size(be->cdt);
+    const char *hin = m->f->head_in(m);
+    ZINF_TRY(zinf_acquire(h, hu, 0));
+    const void *W = m->f->head_w(m, m->params); /* where the acquire put it (ZeRO-3 gathers it) */
+    for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
+        int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
+        be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
+        if (targets) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, R == N ? dloss : 0.0f);
+    }
+    ZINF_TRY(zinf_release(h, hu, 0));
+    if (!targets) return be->sync(be);
+    m->logits_hold_grad = dloss_scale != 0.0f && m->head_rows == N;
     ZINF_TRY(be->copy(be, m->host_losses, m->losses, (size_t)N * 4, NULL));
     ZINF_TRY(be->sync(be));
     double s = 0;
@@ -332,12 +353,24 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
 {
     zinf_backend *be = m->be;
     int64_t N = (int64_t)m->B * m->T;
-    /* the loss gradient replaces the logits (already, after a training forward) */
-    if (!m->logits_hold_grad) {
-        float dloss = m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
-        be->xent(be, m->losses, m->logits, m->targets, N, m->c.vocab_size, m->c.padded_vocab, dloss);
+    const int hu = m->f->head_unit(m), C = m->c.n_embd, V = m->c.vocab_size, Vp = m->c.padded_vocab;
+    const size_t es = zinf_dtype_size(be->cdt);
+    const char *hin = m->f->head_in(m);
+    char *din = m->f->head_din(m);
+    float dloss = m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
+    ZINF_TRY(zinf_acquire(h, hu, 1));
+    const void *W = m->f->head_w(m, m->params);
+    void *dW = m->f->head_w(m, m->grads);
+    for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
+        int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
+        if (R < N) /* a chunk: its logits again, then their gradient */
+            be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
+        /* the loss gradient replaces the logits (already, after a training forward of one chunk) */
+        if (R < N || !m->logits_hold_grad) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, dloss);
+        be->matmul_bwd(be, din + (size_t)r0 * C * es, dW, NULL, m->logits, hin + (size_t)r0 * C * es, W, R, C, Vp);
     }
     m->logits_hold_grad = false;
+    ZINF_TRY(zinf_release(h, hu, 1));
     return m->f->backward(m, h);
 }
 

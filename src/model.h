@@ -137,13 +137,21 @@ typedef struct zinf_model {
     int recompute_blocks;     /* blocks 0..recompute_blocks-1 are recomputed (NONE: 0) */
     void *act_mem, *grad_mem; size_t act_bytes, grad_bytes;
     void *acts;          /* the family's activations and gradient scratch (its own struct) */
-    void *logits;        /* [B*T, Vp] */
+    void *logits;        /* [head_rows, Vp]: all B*T rows, or one chunk of them (below) */
+    int64_t head_rows;   /* the head's logits are computed this many rows at a time: B*T when they fit
+                          * ZINF_LOGITS_BUDGET bytes, else fewer (a 152k vocabulary at 32k tokens) */
     float *losses;       /* [B*T] */
     int32_t *tokens, *targets; /* [B*T] in device memory */
     int64_t nvalid;      /* targets >= 0 in the last forward */
     bool logits_hold_grad; /* the last forward was zinf_model_forward_train */
     float *host_losses;
 } zinf_model;
+
+/* Bytes of compute-dtype logits held at once; past it the head runs in row chunks, the forward
+ * computing only the losses and the backward recomputing each chunk's logits for its gradient. */
+#define ZINF_LOGITS_BUDGET ((size_t)2 << 30)
+/* The rows of logits held at once for N rows of Vp columns of es bytes. */
+int64_t zinf_model_head_rows(int64_t N, int Vp, size_t es);
 
 /* Build the unit layout of c's family (no parameter memory: the owner allocates params[u] and
  * grads[u]). be may be NULL for a model that is only a layout (estimate, ckpt tools). */

@@ -337,10 +337,7 @@ static int gpt2_forward(zinf_model *m, const zinf_batch *b, const zinf_unit_hook
     ZINF_TRY(zinf_acquire(h, L + 1, 0));
     be->layernorm_fwd(be, A->lnf, A->lnf_mean, A->lnf_rstd, A->res[L], TP(P, L + 1, T_LNFW), TP(P, L + 1, T_LNFB),
                       N, C);
-    ZINF_TRY(zinf_release(h, L + 1, 0));
-    ZINF_TRY(zinf_acquire(h, 0, 0));
-    be->matmul_fwd(be, m->logits, A->lnf, TP(P, 0, T_WTE), NULL, N, C, m->c.padded_vocab);
-    return zinf_release(h, 0, 0);
+    return zinf_release(h, L + 1, 0); /* the head (model.c) reads wte: unit 0 again */
 }
 
 static void block_backward(zinf_model *m, int l)
@@ -380,9 +377,7 @@ static int gpt2_backward(zinf_model *m, const zinf_unit_hooks *h)
     int64_t N = (int64_t)B * T;
     size_t es = zinf_dtype_size(be->cdt);
     void **P = m->params, **G = m->grads;
-    ZINF_TRY(zinf_acquire(h, 0, 1));
-    be->matmul_bwd(be, A->d_ln, TP(G, 0, T_WTE), NULL, m->logits, A->lnf, TP(P, 0, T_WTE), N, C, m->c.padded_vocab);
-    ZINF_TRY(zinf_release(h, 0, 1));
+    /* the head's backward (model.c) left d(lnf) in d_ln */
     ZINF_TRY(zinf_acquire(h, L + 1, 1));
     be->memset0(be, A->d_res, (size_t)N * C * es, NULL);
     be->layernorm_bwd(be, A->d_res, TP(G, L + 1, T_LNFW), TP(G, L + 1, T_LNFB), A->d_ln, A->res[L],
@@ -400,6 +395,12 @@ static int gpt2_backward(zinf_model *m, const zinf_unit_hooks *h)
     ZINF_TRY(zinf_release(h, 0, 1));
     return zinf_grad_ready(h, 0);
 }
+
+/* the head reads the tied wte (unit 0), its input is the final LayerNorm's output */
+static int gpt2_head_unit(const zinf_model *m) { (void)m; return 0; }
+static void *gpt2_head_w(const zinf_model *m, void **bufs) { return TP(bufs, 0, T_WTE); }
+static void *gpt2_head_in(const zinf_model *m) { return ((gpt2_acts *)m->acts)->lnf; }
+static void *gpt2_head_din(const zinf_model *m) { return ((gpt2_acts *)m->acts)->d_ln; }
 
 /* 6 per parameter (forward and backward of every product), and attention's two products of a
  * token with the T before it, 12 L C T */
@@ -476,6 +477,10 @@ const zinf_family zinf_family_gpt2 = {
     .carve = gpt2_carve,
     .forward = gpt2_forward,
     .backward = gpt2_backward,
+    .head_unit = gpt2_head_unit,
+    .head_w = gpt2_head_w,
+    .head_in = gpt2_head_in,
+    .head_din = gpt2_head_din,
     .flops_per_token = gpt2_flops_per_token,
     .hf_prefix = "transformer.",
     .hf_parts = gpt2_hf_parts,

@@ -342,8 +342,8 @@ static int llama_layout(zinf_model *m)
     return 0;
 }
 
-/* forward 0, 1..L, L+1 (and 0 again for a tied head); backward: the head's unit first, then
- * L..1, 0 */
+/* forward 0, 1..L, L+1 (the final norm), then the head's unit (0 when tied, else L+1 again: model.c
+ * runs the head); backward: the head's unit, L+1, L..1, 0 */
 static int llama_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfwd)
 {
     const int L = m->c.n_layer;
@@ -357,9 +357,9 @@ static int llama_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfw
     USE_(0, 0);
     for (int l = 0; l < L; l++) USE_(1 + l, 0);
     USE_(L + 1, 0);
-    if (tied) USE_(0, 0);
+    USE_(tied ? 0 : L + 1, 0); /* the head */
     *nfwd = n;
-    if (tied) USE_(0, 1);
+    USE_(tied ? 0 : L + 1, 1); /* the head */
     USE_(L + 1, 1);
     for (int l = L - 1; l >= 0; l--) USE_(1 + l, 1);
     USE_(0, 1);
@@ -602,12 +602,7 @@ static int llama_forward(zinf_model *m, const zinf_batch *b, const zinf_unit_hoo
     ZINF_TRY(zinf_acquire(h, L + 1, 0));
     be->rmsnorm_fwd(be, A->lnf, A->lnf_rstd, A->res[L], TP(P, L + 1, H_NORM), d.N, (int)d.C, d.C,
                     (float)m->c.norm_eps);
-    if (m->c.tie_embeddings) {
-        ZINF_TRY(zinf_release(h, L + 1, 0));
-        ZINF_TRY(zinf_acquire(h, 0, 0));
-    }
-    be->matmul_fwd(be, m->logits, A->lnf, head_w(m, P), NULL, d.N, (int)d.C, m->c.padded_vocab);
-    return zinf_release(h, m->c.tie_embeddings ? 0 : L + 1, 0);
+    return zinf_release(h, L + 1, 0); /* the head (model.c) uses its unit next */
 }
 
 static void block_backward(zinf_model *m, int l)
@@ -652,6 +647,11 @@ static void block_backward(zinf_model *m, int l)
                     (int)d.C, d.C);
 }
 
+static int llama_head_unit(const zinf_model *m) { return m->c.tie_embeddings ? 0 : m->c.n_layer + 1; }
+static void *llama_head_w(const zinf_model *m, void **bufs) { return head_w(m, bufs); }
+static void *llama_head_in(const zinf_model *m) { return ((llama_acts *)m->acts)->lnf; }
+static void *llama_head_din(const zinf_model *m) { return ((llama_acts *)m->acts)->d_ln; }
+
 static int llama_backward(zinf_model *m, const zinf_unit_hooks *h)
 {
     zinf_backend *be = m->be;
@@ -660,14 +660,8 @@ static int llama_backward(zinf_model *m, const zinf_unit_hooks *h)
     int L = m->c.n_layer;
     size_t es = zinf_dtype_size(be->cdt);
     void **P = m->params, **G = m->grads;
-    bool tied = m->c.tie_embeddings;
-    ZINF_TRY(zinf_acquire(h, tied ? 0 : L + 1, 1));
-    be->matmul_bwd(be, A->d_ln, head_w(m, G), NULL, m->logits, A->lnf, head_w(m, P), d.N, (int)d.C,
-                   m->c.padded_vocab);
-    if (tied) {
-        ZINF_TRY(zinf_release(h, 0, 1));
-        ZINF_TRY(zinf_acquire(h, L + 1, 1));
-    }
+    /* the head's backward (model.c) left d(lnf) in d_ln */
+    ZINF_TRY(zinf_acquire(h, L + 1, 1));
     be->memset0(be, A->d_res, (size_t)d.N * d.C * es, NULL);
     be->rmsnorm_bwd(be, A->d_res, TP(G, L + 1, H_NORM), A->d_ln, A->res[L], TP(P, L + 1, H_NORM), A->lnf_rstd, d.N,
                     (int)d.C, d.C);
@@ -804,6 +798,10 @@ static char *llama_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
         .carve = llama_carve,                                                                     \
         .forward = llama_forward,                                                                 \
         .backward = llama_backward,                                                               \
+        .head_unit = llama_head_unit,                                                             \
+        .head_w = llama_head_w,                                                                   \
+        .head_in = llama_head_in,                                                                 \
+        .head_din = llama_head_din,                                                               \
         .flops_per_token = llama_flops_per_token,                                                 \
         .hf_prefix = "model.",                                                                    \
         .hf_parts = llama_hf_parts,                                                               \

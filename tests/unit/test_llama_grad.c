@@ -145,6 +145,23 @@ static void run(const char *what, zinf_model_cfg *mc, zinf_backend *be)
         zinf_model_free(&m2);
         m.params = P, m.grads = G;
     }
+    /* the head in chunks of 5 rows (as for a large vocabulary): the same loss and gradients */
+    m.head_rows = 5;
+    for (int u = 0; u < m.nunits; u++) memset(m.grads[u], 0, (size_t)m.units[u].numel * 4);
+    float lc = 0;
+    CHECK(zinf_model_forward_batch(&m, &nb, NULL, 1.0f, &lc) == 0 && zinf_model_backward(&m, NULL, 1.0f) == 0,
+          "%s: chunked head: %s", what, zinf_errmsg());
+    CHECK_CLOSE(lc, la, 1e-6, 0, "chunked head loss");
+    double worst = 0, gmax = 0;
+    o = 0;
+    for (int u = 0; u < m.nunits; u++)
+        for (int64_t i = 0; i < m.units[u].numel; i++, o++) {
+            double d = fabs((double)((float *)m.grads[u])[i] - g0[o]);
+            worst = d > worst ? d : worst;
+            gmax = fabs(g0[o]) > gmax ? fabs(g0[o]) : gmax;
+        }
+    CHECK(worst <= 1e-5 * gmax, "%s: chunked head gradients differ by %g (largest %g)", what, worst, gmax);
+    m.head_rows = N;
     free(g0);
     for (int u = 0; u < m.nunits; u++) free(m.params[u]), free(m.grads[u]);
     zinf_model_free(&m);
