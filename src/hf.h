@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "family.h"
 #include "model.h"
 #include "zero.h"
 
@@ -17,17 +18,37 @@
  * (GPT-2's tensors have one each). */
 void zinf_hf_tensor(const zinf_model *m, int u, int t, char *name, size_t cap, int64_t shape[2], bool *transposed);
 
+/* HF part p's shape there (rows, cols; cols 0 for a vector) as a part of zinf tensor tv */
+void zinf_hf_part_shape(const zinf_tensor_view *tv, const zinf_hf_part *p, int64_t shape[2]);
+
+/* One HF tensor of the model: part k of nparts of zinf tensor t of unit u, its shape there. */
+typedef struct zinf_hf_item {
+    int u, t, k, nparts;
+    zinf_hf_part part;
+    int64_t shape[2];
+} zinf_hf_item;
+/* Every HF tensor of the model, in the model's order (units, tensors, parts): *out to free(). A
+ * tied head is no tensor of zinf's, so it is none of HF's either. */
+int zinf_hf_list(const zinf_model *m, zinf_hf_item **out, int *n);
+
 /* config.json for the model (the family's: GPT-2's a GPT2Config with zero dropouts); dt names
  * torch_dtype. A string to free(), NULL when out of memory. */
 char *zinf_hf_config_text(const zinf_model_cfg *c, zinf_dtype dt);
 
+/* generation_config.json for a config.json text: {"_from_model_config": true} and its special
+ * token ids, as transformers makes one from a model config. A string to free(), NULL when the text
+ * is not JSON or memory is out. */
+char *zinf_hf_generation_config(const char *config_json);
+
 /* `zinf train --init_from DIR`: the fp32 master weights from DIR/config.json and
- * DIR/model.safetensors (F32, BF16 or F16 tensors; names with or without the family's prefix,
- * GPT-2's "transformer."), each rank setting its own part of each unit; Adam's m and v zero, rows
- * HF does not have (the padded vocabulary) zero, then the parameters from the masters. The
+ * DIR/model.safetensors, or the shards DIR/model.safetensors.index.json names (F32, BF16 or F16
+ * tensors; names with or without the family's prefix, GPT-2's "transformer."; a fused tensor from
+ * its parts), each rank reading only the bytes of its own part of each unit; Adam's m and v zero,
+ * rows HF does not have (the padded vocabulary) zero, then the parameters from the masters. The
  * config's family and fields (GPT-2: n_layer, n_embd, n_head, n_positions, vocab_size) must be the
- * model's. Collective: every rank reads the
- * files; a failure anywhere is agreed on (one message naming the file and the field or tensor). */
+ * model's. Collective: every rank checks every tensor (present where the index puts it, dtype,
+ * shape) before any state changes; a failure anywhere is agreed on (one message naming the file
+ * and the field or tensor). */
 int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z);
 
 #endif
