@@ -545,7 +545,8 @@ static void remove_stale(const char *dir, int S)
     while ((e = readdir(dp))) {
         int k, of, end = 0;
         bool stale = false;
-        if (sscanf(e->d_name, "model-%5d-of-%5d.safetensors%n", &k, &of, &end) == 2 && !e->d_name[end] && end == 34)
+        if (strlen(e->d_name) == 32 && sscanf(e->d_name, "model-%5d-of-%5d.safetensors%n", &k, &of, &end) == 2 &&
+            end == 32)
             stale = S == 1 || of != S;
         else if (!strcmp(e->d_name, SINGLE_NAME)) stale = S > 1;
         else if (!strcmp(e->d_name, INDEX_NAME)) stale = S == 1;
