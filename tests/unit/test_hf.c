@@ -1,7 +1,9 @@
 /* zinf_hf_import (`zinf train --init_from`): an engine saved to a checkpoint and exported to
  * safetensors by `zinf ckpt export`, imported into a second engine initialised from another seed,
  * holds the first engine's parameters bit for bit (fp32), or their bf16/fp16 roundings, with
- * Adam's moments zero and the padded vocabulary rows zero; names without the "transformer."
+ * Adam's moments zero and the padded vocabulary rows zero; the same from the export in shards
+ * (--max_shard_size), and from a directory where each c_attn weight is three HF tensors q, k, v
+ * (a family whose hf_parts fuses them, as Llama's q|k|v); names without the "transformer."
  * prefix are read too; a config field, a missing tensor, a shape or a dtype that do not fit are
  * refused naming the field or the tensor. (tests/mpi/hf_check.py checks the export itself against
  * transformers.) Runs on any world size: `mpirun -np 2 test_hf 3` splits every unit between two
@@ -22,9 +24,11 @@
 #include "comm.h"
 #include "config.h"
 #include "err.h"
+#include "family.h"
 #include "hf.h"
 #include "kernels.h"
 #include "model.h"
+#include "safetensors.h"
 #include "zero.h"
 
 static zinf_comm comm;
@@ -55,6 +59,16 @@ static float *params_of(zinf_zero *z)
         q += model.units[u].numel;
     }
     return p;
+}
+
+/* how many of b's parameters differ from pa, bit for bit */
+static int64_t differ(const float *pa, zinf_zero *b)
+{
+    float *pb = params_of(b);
+    int64_t d = 0;
+    for (int64_t i = 0; i < model.num_params; i++) d += memcmp(&pa[i], &pb[i], 4) != 0;
+    free(pb);
+    return d;
 }
 
 /* the largest of this rank's parts of Adam's m and v, in absolute value */
@@ -155,6 +169,51 @@ static int import_into(zinf_zero *z, const char *d)
 
 static bool msg_has(const char *s) { return strstr(zinf_errmsg(), s) != NULL; }
 
+/* ---- a family whose qkv weight HF stores as three tensors, q, k and v (as Llama's), each
+ * transposed like GPT-2's c_attn: the import assembles a fused tensor from its parts ---- */
+static zinf_family fused;
+static const zinf_family *gpt2;
+static int fused_parts(const zinf_model *m, int u, int t, zinf_hf_part out[ZINF_HF_MAX_PARTS])
+{
+    int n = gpt2->hf_parts(m, u, t, out);
+    const zinf_tensor_view *tv = &m->units[u].t[t];
+    size_t k = strlen(tv->name);
+    if (k < 15 || strcmp(tv->name + k - 15, "attn.qkv.weight")) return n;
+    char base[128];
+    snprintf(base, sizeof base, "%s", out[0].name);
+    for (int j = 0; j < 3; j++) {
+        snprintf(out[j].name, sizeof out[j].name, "%.100s.%c", base, "qkv"[j]);
+        out[j].row0 = j * tv->shape[1], out[j].rows = tv->shape[1], out[j].transposed = true;
+    }
+    return 3;
+}
+
+/* the producer of the fused directory: every tensor of src as it is, but the parts q, k, v of
+ * each c_attn weight (C, 3C): part j is its columns [jC, (j+1)C) */
+typedef struct fuse_src {
+    const zinf_st_file *f;
+    const zinf_st_spec *spec;
+} fuse_src;
+static int fuse_produce(void *ctx, int i, zinf_st_sink *s)
+{
+    const fuse_src *fs = ctx;
+    const zinf_st_spec *t = &fs->spec[i];
+    size_t n = strlen(t->name);
+    bool part = n > 2 && t->name[n - 2] == '.';
+    char src[128];
+    snprintf(src, sizeof src, "%.*s", (int)(part ? n - 2 : n), t->name);
+    const zinf_st_tensor *x = zinf_st_find(fs->f, src);
+    if (!x) return zinf_err("%s: no %s", zinf_st_path(fs->f), src);
+    float *v = malloc((size_t)x->numel * 4);
+    int rc = zinf_st_read(fs->f, x, 0, x->numel, v);
+    if (!part && !rc) rc = zinf_st_sink_f32(s, v, x->numel);
+    int64_t C = x->shape[0], j = strchr("qkv", t->name[n - 1]) - "qkv";
+    for (int64_t c = 0; part && c < C && !rc; c++) rc = zinf_st_sink_f32(s, v + c * 3 * C + j * C, C);
+    free(v);
+    return rc;
+}
+
+
 int main(int argc, char **argv)
 {
     if (zinf_comm_init(&comm, &argc, &argv)) {
@@ -233,13 +292,10 @@ int main(int argc, char **argv)
     CHECK(access(p0, F_OK) == 0, "the export with --max_shard_size 20000 wrote no %s", p0);
     dirty_moments(b);
     CHECK(import_into(b, dsh) == 0, "import sharded: %s", zinf_errmsg());
-    pb = params_of(b);
-    diff = 0;
-    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    diff = differ(pa, b);
     CHECK(diff == 0, "sharded import: %lld of %lld parameters differ from the exported engine's", (long long)diff,
           (long long)model.num_params);
     CHECK(max_moment(b) == 0.0f, "Adam moments after the sharded import are not zero");
-    free(pb);
 
     /* bf16 and fp16 files: the parameters are the roundings of A's */
     for (int k = 0; k < 2; k++) {
@@ -278,11 +334,45 @@ int main(int argc, char **argv)
     MPI_Barrier(comm.world);
     dirty_moments(b);
     CHECK(import_into(b, dnp) == 0, "import without the prefix: %s", zinf_errmsg());
-    pb = params_of(b);
-    diff = 0;
-    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    diff = differ(pa, b);
     CHECK(diff == 0, "import without the prefix: %lld parameters differ", (long long)diff);
-    free(pb);
+
+    /* a fused tensor from its parts: c_attn as three HF tensors q, k, v in 30000-byte shards */
+    char dfu[512];
+    make_dir("fused", NULL, 0, dfu, sizeof dfu);
+    if (comm.rank == 0) {
+        zinf_st_file *src = NULL;
+        snprintf(p, sizeof p, "%s/model.safetensors", d32);
+        rc = zinf_st_open(&src, p);
+        zinf_st_spec spec[64];
+        int n = 0;
+        for (int i = 0; !rc && i < zinf_st_count(src); i++) {
+            const zinf_st_tensor *x = zinf_st_at(src, i);
+            bool qkv = strstr(x->name, "c_attn.weight") != NULL;
+            for (int j = 0; j < (qkv ? 3 : 1); j++, n++) {
+                snprintf(spec[n].name, sizeof spec[n].name, qkv ? "%s.%c" : "%s", x->name, "qkv"[j]);
+                spec[n].dt = ZINF_F32, spec[n].ndim = x->ndim;
+                spec[n].shape[0] = x->shape[0], spec[n].shape[1] = qkv ? x->shape[0] : x->shape[1];
+            }
+        }
+        fuse_src fs = {src, spec};
+        if (!rc) rc = zinf_st_write_dir(dfu, spec, n, 30000, NULL, fuse_produce, &fs, NULL);
+        CHECK(rc == 0, "the fused directory: %s", zinf_errmsg());
+        zinf_st_close(src);
+    }
+    MPI_Barrier(comm.world);
+    gpt2 = model.f;
+    fused = *gpt2;
+    fused.hf_parts = fused_parts;
+    model.f = &fused;
+    dirty_moments(b);
+    CHECK(import_into(b, dfu) == 0, "import fused: %s", zinf_errmsg());
+    diff = differ(pa, b);
+    CHECK(diff == 0, "import of q, k, v parts: %lld parameters differ", (long long)diff);
+    /* a part missing: named with the shard the index puts it in */
+    CHECK(import_into(b, d32) < 0 && msg_has("fp32/model.safetensors: tensor transformer.h.0.attn.c_attn.weight.q is missing"),
+          "fused from an unfused file: '%s'", zinf_errmsg());
+    model.f = gpt2;
 
     /* refusals, each naming the field or the tensor */
     char bad[512];
@@ -338,11 +428,8 @@ int main(int argc, char **argv)
     snprintf(bad, sizeof bad, "%s/none", dir);
     CHECK(import_into(b, bad) < 0 && msg_has("config.json: No such file"), "no directory: '%s'", zinf_errmsg());
     /* a refused import leaves the engine as it was */
-    pb = params_of(b);
-    diff = 0;
-    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    diff = differ(pa, b);
     CHECK(diff == 0, "the refused imports changed %lld parameters", (long long)diff);
-    free(pb);
 
     free(pa);
     zinf_zero_free(a);
