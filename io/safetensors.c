@@ -195,8 +195,7 @@ int zinf_st_open(zinf_st_file **out, const char *path)
     struct stat st;
     int rc = fstat(f->fd, &st) ? zinf_errc(-errno, "%s: cannot stat: %s", path, strerror(errno)) : 0;
     if (!rc && !S_ISREG(st.st_mode)) rc = zinf_err("%s: not a regular file", path);
-    f->size = (uint64_t)st.st_size;
-    if (!rc) rc = parse_header(f);
+    if (!rc) f->size = (uint64_t)st.st_size, rc = parse_header(f);
     if (rc) {
         zinf_st_close(f);
         return rc;
