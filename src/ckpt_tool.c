@@ -286,72 +286,38 @@ static int mkdir_p(const char *dir)
 }
 
 /* ---------------------------------------------------------------- export: HF directory ---- */
-/* The producer io/safetensors asks for each HF tensor's values in order (zinf_hf_list's: a zinf
- * tensor's parts one after another). A part is its rows of the master dataset, read in blocks of
- * whole rows, or for a transposed one (GPT-2's Conv1D) in blocks of whole columns written
- * transposed. The dataset's checksum is summed over every part and the rows no part covers (the
- * padded vocabulary), and checked after its last part. */
-typedef struct hf_out {
+/* hf.c's zinf_hf_write lays out HF's tensors and asks for blocks of zinf's; this source reads
+ * them from /master and sums each dataset's checksum over its row pieces (every element is asked
+ * for once, the rows HF lacks too), checked after the tensor's last block. */
+typedef struct hf_in {
     const ck *c;
-    const zinf_hf_item *it;
-    float *buf, *tbuf;
-    hid_t d; /* the dataset of the tensor being written, or -1 */
+    hid_t d; /* the dataset being read, or -1 */
     char name[128];
     uint64_t want, sum;
-} hf_out;
+} hf_in;
 
-static int hf_rows(hf_out *o, const zinf_tensor_view *tv, int64_t r0, int64_t r1, zinf_st_sink *s)
+static int hf_begin(void *ctx, int u, int t)
 {
-    int64_t C = cols_of(tv), h = block_elems() / C > 0 ? block_elems() / C : 1;
-    for (int64_t r = r0; r < r1; r += h) {
-        int64_t nr = r1 - r < h ? r1 - r : h;
-        if (read_block(o->d, r, nr, 0, C, o->buf))
-            return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", o->c->path, o->name);
-        o->sum += zinf_ckpt_checksum(o->buf, r * C, nr * C);
-        if (s) ZINF_TRY(zinf_st_sink_f32(s, o->buf, nr * C));
-    }
+    hf_in *o = ctx;
+    o->sum = 0;
+    ZINF_TRY(open_tensor(o->c, 0, &o->c->m.units[u].t[t], &o->d, o->name, sizeof o->name));
+    return checksum_attr(o->c, o->d, o->name, &o->want);
+}
+
+static int hf_block(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf)
+{
+    hf_in *o = ctx;
+    int64_t C = cols_of(&o->c->m.units[u].t[t]);
+    if (read_block(o->d, r0, nr, c0, nc, buf))
+        return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", o->c->path, o->name);
+    for (int64_t r = 0; r < nr; r++) o->sum += zinf_ckpt_checksum(buf + r * nc, (r0 + r) * C + c0, nc);
     return 0;
 }
 
-static int hf_transposed(hf_out *o, const zinf_tensor_view *tv, int64_t r0, int64_t R, zinf_st_sink *s)
+static int hf_end(void *ctx, int u, int t)
 {
-    int64_t C = tv->shape[1], w = block_elems() / R > 0 ? block_elems() / R : 1;
-    for (int64_t j0 = 0; j0 < C; j0 += w) {
-        int64_t nc = C - j0 < w ? C - j0 : w;
-        if (read_block(o->d, r0, R, j0, nc, o->buf))
-            return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", o->c->path, o->name);
-        for (int64_t r = 0; r < R; r++) o->sum += zinf_ckpt_checksum(o->buf + r * nc, (r0 + r) * C + j0, nc);
-        for (int64_t j = 0; j < nc; j++)
-            for (int64_t r = 0; r < R; r++) o->tbuf[j * R + r] = o->buf[r * nc + j];
-        ZINF_TRY(zinf_st_sink_f32(s, o->tbuf, nc * R));
-    }
-    return 0;
-}
-
-static int hf_produce(void *ctx, int i, zinf_st_sink *s)
-{
-    hf_out *o = ctx;
-    const zinf_hf_item *x = &o->it[i];
-    const zinf_tensor_view *tv = &o->c->m.units[x->u].t[x->t];
-    if (x->k == 0) {
-        o->sum = 0;
-        ZINF_TRY(open_tensor(o->c, 0, tv, &o->d, o->name, sizeof o->name));
-        ZINF_TRY(checksum_attr(o->c, o->d, o->name, &o->want));
-    }
-    const zinf_hf_part *p = &x->part;
-    ZINF_TRY(p->transposed ? hf_transposed(o, tv, p->row0, p->rows, s) : hf_rows(o, tv, p->row0, p->row0 + p->rows, s));
-    if (x->k < x->nparts - 1) return 0;
-    /* the rows no part covers count in the checksum too */
-    for (int64_t r = 0; r < tv->shape[0];) {
-        int64_t next = tv->shape[0];
-        bool covered = false;
-        for (const zinf_hf_item *q = x - x->k; q <= x; q++) {
-            if (r >= q->part.row0 && r < q->part.row0 + q->part.rows) covered = true, next = q->part.row0 + q->part.rows;
-            else if (q->part.row0 > r && q->part.row0 < next) next = q->part.row0;
-        }
-        if (!covered) ZINF_TRY(hf_rows(o, tv, r, next, NULL));
-        r = next;
-    }
+    (void)u, (void)t;
+    hf_in *o = ctx;
     H5Dclose(o->d);
     o->d = -1;
     return o->sum == o->want ? 0 : mismatch(o->c, o->name);
@@ -369,8 +335,8 @@ static int write_text_file(const char *path, const char *text)
 
 /* config.json and generation_config.json as .tmp (renamed by the caller), then the weights
  * (io/safetensors renames its own files once all are complete) */
-static int export_hf(const ck *c, const char *dir, zinf_dtype dt, uint64_t max_shard, float *buf, char (*tmp)[4200],
-                     int *ntmp, zinf_st_written *res)
+static int export_hf(const ck *c, const char *dir, zinf_dtype dt, uint64_t max_shard, char (*tmp)[4200], int *ntmp,
+                     zinf_st_written *res)
 {
     snprintf(tmp[0], sizeof tmp[0], "%s/config.json.tmp", dir);
     snprintf(tmp[1], sizeof tmp[1], "%s/generation_config.json.tmp", dir);
@@ -380,26 +346,13 @@ static int export_hf(const ck *c, const char *dir, zinf_dtype dt, uint64_t max_s
     if (!rc) rc = write_text_file(tmp[1], gen);
     free(cfg);
     free(gen);
-    zinf_hf_item *it = NULL;
-    int n = 0;
-    if (!rc) rc = zinf_hf_list(&c->m, &it, &n);
-    zinf_st_spec *spec = rc ? NULL : calloc((size_t)n + 1, sizeof *spec);
-    hf_out o = {.c = c, .it = it, .buf = buf, .tbuf = rc ? NULL : block_buf(&c->m), .d = -1};
-    if (!rc && (!spec || !o.tbuf)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
-    for (int i = 0; i < n && !rc; i++) {
-        snprintf(spec[i].name, sizeof spec[i].name, "%s", it[i].part.name);
-        spec[i].dt = dt;
-        spec[i].ndim = it[i].shape[1] ? 2 : 1;
-        spec[i].shape[0] = it[i].shape[0], spec[i].shape[1] = it[i].shape[1];
-    }
     char step[32];
     snprintf(step, sizeof step, "%lld", (long long)c->step);
     const char *meta[] = {"zinf_step", step, "zinf_version", PACKAGE_VERSION, NULL};
-    if (!rc) rc = zinf_st_write_dir(dir, spec, n, max_shard, meta, hf_produce, &o, res);
-    if (o.d >= 0) H5Dclose(o.d);
-    free(o.tbuf);
-    free(spec);
-    free(it);
+    hf_in in = {.c = c, .d = -1};
+    zinf_hf_source src = {&in, hf_begin, hf_block, hf_end};
+    if (!rc) rc = zinf_hf_write(dir, &c->m, dt, max_shard, meta, block_elems(), &src, res);
+    if (in.d >= 0) H5Dclose(in.d);
     return rc;
 }
 
@@ -504,7 +457,7 @@ static int export_run(const char *spec, const char *dir, const zinf_export_opts 
     zinf_st_written w = {0};
     if (!rc)
         rc = x->fmt == ZINF_EXPORT_HDF5 ? export_hdf5(&c, dir, x->dt, buf, tmp, &ntmp)
-                                        : export_hf(&c, dir, x->dt, x->max_shard, buf, tmp, &ntmp, &w);
+                                        : export_hf(&c, dir, x->dt, x->max_shard, tmp, &ntmp, &w);
     /* every file is complete: each .tmp takes its name */
     for (int i = 0; i < ntmp && !rc; i++) {
         char final[4200];

@@ -74,6 +74,100 @@ char *zinf_hf_generation_config(const char *config_json)
     return s;
 }
 
+/* ---------------------------------------------------------------- writing ------------------ */
+/* The producer io/safetensors asks for each HF tensor's values in order (zinf_hf_list's: a zinf
+ * tensor's parts one after another). A part is its rows of the zinf tensor, read in blocks of
+ * whole rows, or for a transposed one (GPT-2's Conv1D) in blocks of whole columns of its rows,
+ * written transposed. After the last part the rows no part covers (the padded vocabulary) are
+ * read too, written nowhere, so the source sees every element once. */
+typedef struct hf_wr {
+    const zinf_model *m;
+    const zinf_hf_item *it;
+    const zinf_hf_source *src;
+    int64_t block;
+    float *buf, *tbuf;
+} hf_wr;
+
+static int wr_rows(hf_wr *w, const zinf_hf_item *x, int64_t r0, int64_t r1, zinf_st_sink *s)
+{
+    const zinf_tensor_view *tv = &w->m->units[x->u].t[x->t];
+    int64_t C = tv->shape[1] ? tv->shape[1] : 1, h = w->block / C > 0 ? w->block / C : 1;
+    for (int64_t r = r0; r < r1; r += h) {
+        int64_t nr = r1 - r < h ? r1 - r : h;
+        ZINF_TRY(w->src->block(w->src->ctx, x->u, x->t, r, nr, 0, C, w->buf));
+        if (s) ZINF_TRY(zinf_st_sink_f32(s, w->buf, nr * C));
+    }
+    return 0;
+}
+
+static int wr_transposed(hf_wr *w, const zinf_hf_item *x, zinf_st_sink *s)
+{
+    const zinf_tensor_view *tv = &w->m->units[x->u].t[x->t];
+    int64_t C = tv->shape[1], R = x->part.rows, c = w->block / R > 0 ? w->block / R : 1;
+    for (int64_t j0 = 0; j0 < C; j0 += c) {
+        int64_t nc = C - j0 < c ? C - j0 : c;
+        ZINF_TRY(w->src->block(w->src->ctx, x->u, x->t, x->part.row0, R, j0, nc, w->buf));
+        for (int64_t j = 0; j < nc; j++)
+            for (int64_t r = 0; r < R; r++) w->tbuf[j * R + r] = w->buf[r * nc + j];
+        ZINF_TRY(zinf_st_sink_f32(s, w->tbuf, nc * R));
+    }
+    return 0;
+}
+
+static int wr_produce(void *ctx, int i, zinf_st_sink *s)
+{
+    hf_wr *w = ctx;
+    const zinf_hf_item *x = &w->it[i];
+    if (x->k == 0 && w->src->begin) ZINF_TRY(w->src->begin(w->src->ctx, x->u, x->t));
+    ZINF_TRY(x->part.transposed ? wr_transposed(w, x, s) : wr_rows(w, x, x->part.row0, x->part.row0 + x->part.rows, s));
+    if (x->k < x->nparts - 1) return 0;
+    int64_t R = w->m->units[x->u].t[x->t].shape[0];
+    for (int64_t r = 0; r < R;) {
+        int64_t next = R;
+        bool covered = false;
+        for (const zinf_hf_item *q = x - x->k; q <= x; q++) {
+            if (r >= q->part.row0 && r < q->part.row0 + q->part.rows) covered = true, next = q->part.row0 + q->part.rows;
+            else if (q->part.row0 > r && q->part.row0 < next) next = q->part.row0;
+        }
+        if (!covered) ZINF_TRY(wr_rows(w, x, r, next, NULL));
+        r = next;
+    }
+    return w->src->end ? w->src->end(w->src->ctx, x->u, x->t) : 0;
+}
+
+int zinf_hf_write(const char *dir, const zinf_model *m, zinf_dtype dt, uint64_t max_shard, const char *const *meta,
+                  int64_t block, const zinf_hf_source *src, zinf_st_written *res)
+{
+    zinf_hf_item *it = NULL;
+    int n = 0;
+    int rc = zinf_hf_list(m, &it, &n);
+    /* a block: `block` elements, or one row or one column where that is longer */
+    int64_t cap = block > 0 ? block : 1;
+    for (int u = 0; u < m->nunits; u++)
+        for (int t = 0; t < m->units[u].ntensors; t++) {
+            const zinf_tensor_view *tv = &m->units[u].t[t];
+            cap = tv->shape[0] > cap ? tv->shape[0] : cap;
+            cap = tv->shape[1] > cap ? tv->shape[1] : cap;
+        }
+    zinf_st_spec *spec = rc ? NULL : calloc((size_t)n + 1, sizeof *spec);
+    hf_wr w = {.m = m, .it = it, .src = src, .block = block > 0 ? block : 1};
+    w.buf = rc ? NULL : malloc((size_t)cap * 4);
+    w.tbuf = rc ? NULL : malloc((size_t)cap * 4);
+    if (!rc && (!spec || !w.buf || !w.tbuf)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    for (int i = 0; i < n && !rc; i++) {
+        snprintf(spec[i].name, sizeof spec[i].name, "%s", it[i].part.name);
+        spec[i].dt = dt;
+        spec[i].ndim = it[i].shape[1] ? 2 : 1;
+        spec[i].shape[0] = it[i].shape[0], spec[i].shape[1] = it[i].shape[1];
+    }
+    if (!rc) rc = zinf_st_write_dir(dir, spec, n, max_shard, meta, wr_produce, &w, res);
+    free(w.buf);
+    free(w.tbuf);
+    free(spec);
+    free(it);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- config.json -------------- */
 /* The model DIR/config.json describes (its model_type's family reads its fields) must be the
  * run's. */

@@ -1,7 +1,8 @@
 /* hf: interchange with Hugging Face transformers. Reads and writes through the model's family
  * (family.h), which owns HF's names, how HF stores each tensor (transposed, fused) and the
- * config.json; this file owns the safetensors container (read side; ckpt_tool.c writes it) and
- * `zinf train --init_from DIR`. */
+ * config.json; io/safetensors reads and writes the files; this file owns the list of a model's
+ * HF tensors, how they are written from zinf's (parts, transposes) and `zinf train --init_from
+ * DIR` (man/zinf-hf.5). */
 #ifndef ZINF_HF_H
 #define ZINF_HF_H
 
@@ -10,6 +11,7 @@
 
 #include "comm.h"
 #include "family.h"
+#include "safetensors.h"
 #include "model.h"
 #include "zero.h"
 
@@ -30,6 +32,24 @@ typedef struct zinf_hf_item {
 /* Every HF tensor of the model, in the model's order (units, tensors, parts): *out to free(). A
  * tied head is no tensor of zinf's, so it is none of HF's either. */
 int zinf_hf_list(const zinf_model *m, zinf_hf_item **out, int *n);
+
+/* Where zinf_hf_write reads a model's values: block reads rows [r0, r0 + nr) x columns
+ * [c0, c0 + nc) of zinf tensor t of unit u into buf (nr x nc, row-major; a vector's columns are
+ * [0, 1)). begin (may be NULL) comes before a tensor's first block, end (may be NULL) after its
+ * last; between them every element of the tensor is read exactly once, the rows HF lacks too. */
+typedef struct zinf_hf_source {
+    void *ctx;
+    int (*begin)(void *ctx, int u, int t);
+    int (*block)(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf);
+    int (*end)(void *ctx, int u, int t);
+} zinf_hf_source;
+
+/* The model's HF tensors (zinf_hf_list's: a fused tensor as its parts, a transposed one written
+ * transposed, rows HF lacks left out) into dir through io/safetensors (zinf_st_write_dir: shards
+ * of at most max_shard bytes, meta in each header), in values of dt, read from src in blocks of
+ * about `block` elements (at least one row, or one column of a transposed part). */
+int zinf_hf_write(const char *dir, const zinf_model *m, zinf_dtype dt, uint64_t max_shard, const char *const *meta,
+                  int64_t block, const zinf_hf_source *src, zinf_st_written *res);
 
 /* config.json for the model (the family's: GPT-2's a GPT2Config with zero dropouts); dt names
  * torch_dtype. A string to free(), NULL when out of memory. */

@@ -3,8 +3,8 @@
  * holds the first engine's parameters bit for bit (fp32), or their bf16/fp16 roundings, with
  * Adam's moments zero and the padded vocabulary rows zero; the same from the export in shards
  * (--max_shard_size), and from a directory where each c_attn weight is three HF tensors q, k, v
- * (a family whose hf_parts fuses them, as Llama's q|k|v); names without the "transformer."
- * prefix are read too; a config field, a missing tensor, a shape or a dtype that do not fit are
+ * (a family whose hf_parts fuses them, as Llama's q|k|v), and written so by zinf_hf_write; names
+ * without the "transformer." prefix are read too; a config field, a missing tensor, a shape or a dtype that do not fit are
  * refused naming the field or the tensor. (tests/mpi/hf_check.py checks the export itself against
  * transformers.) Runs on any world size: `mpirun -np 2 test_hf 3` splits every unit between two
  * ranks. Argument: the ZeRO stage (default 3). */
@@ -169,6 +169,47 @@ static int import_into(zinf_zero *z, const char *d)
 
 static bool msg_has(const char *s) { return strstr(zinf_errmsg(), s) != NULL; }
 
+/* zinf_hf_write's source from memory: every unit's parameters concatenated (params_of); counts
+ * the elements asked for per tensor, which must be the tensor's, each once */
+typedef struct mem_src {
+    const float *p;
+    int64_t seen, bad;
+} mem_src;
+static int mem_begin(void *ctx, int u, int t)
+{
+    (void)u, (void)t;
+    ((mem_src *)ctx)->seen = 0;
+    return 0;
+}
+static int mem_block(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf)
+{
+    mem_src *s = ctx;
+    const zinf_tensor_view *tv = &model.units[u].t[t];
+    int64_t base = 0, C = tv->shape[1] ? tv->shape[1] : 1;
+    for (int v = 0; v < u; v++) base += model.units[v].numel;
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t c = 0; c < nc; c++) buf[r * nc + c] = s->p[base + tv->offset + (r0 + r) * C + c0 + c];
+    s->seen += nr * nc;
+    return 0;
+}
+static int mem_end(void *ctx, int u, int t)
+{
+    mem_src *s = ctx;
+    s->bad += s->seen != model.units[u].t[t].numel;
+    return 0;
+}
+
+/* d imported into b (its moments made non-zero first) gives pa bit for bit, moments zero */
+static void import_same(zinf_zero *b, const char *d, const float *pa, const char *what)
+{
+    dirty_moments(b);
+    CHECK(import_into(b, d) == 0, "%s: %s", what, zinf_errmsg());
+    int64_t diff = differ(pa, b);
+    CHECK(diff == 0, "%s: %lld of %lld parameters differ from the exported engine's", what, (long long)diff,
+          (long long)model.num_params);
+    CHECK(max_moment(b) == 0.0f, "%s: Adam's moments are not zero", what);
+}
+
 /* ---- a family whose qkv weight HF stores as three tensors, q, k and v (as Llama's), each
  * transposed like GPT-2's c_attn: the import assembles a fused tensor from its parts ---- */
 static zinf_family fused;
@@ -290,12 +331,7 @@ int main(int argc, char **argv)
     char p0[600];
     snprintf(p0, sizeof p0, "%s/model.safetensors.index.json", dsh);
     CHECK(access(p0, F_OK) == 0, "the export with --max_shard_size 20000 wrote no %s", p0);
-    dirty_moments(b);
-    CHECK(import_into(b, dsh) == 0, "import sharded: %s", zinf_errmsg());
-    diff = differ(pa, b);
-    CHECK(diff == 0, "sharded import: %lld of %lld parameters differ from the exported engine's", (long long)diff,
-          (long long)model.num_params);
-    CHECK(max_moment(b) == 0.0f, "Adam moments after the sharded import are not zero");
+    import_same(b, dsh, pa, "import sharded");
 
     /* bf16 and fp16 files: the parameters are the roundings of A's */
     for (int k = 0; k < 2; k++) {
@@ -332,10 +368,7 @@ int main(int argc, char **argv)
         free(f);
     }
     MPI_Barrier(comm.world);
-    dirty_moments(b);
-    CHECK(import_into(b, dnp) == 0, "import without the prefix: %s", zinf_errmsg());
-    diff = differ(pa, b);
-    CHECK(diff == 0, "import without the prefix: %lld parameters differ", (long long)diff);
+    import_same(b, dnp, pa, "import without the prefix");
 
     /* a fused tensor from its parts: c_attn as three HF tensors q, k, v in 30000-byte shards */
     char dfu[512];
@@ -365,10 +398,28 @@ int main(int argc, char **argv)
     fused = *gpt2;
     fused.hf_parts = fused_parts;
     model.f = &fused;
-    dirty_moments(b);
-    CHECK(import_into(b, dfu) == 0, "import fused: %s", zinf_errmsg());
-    diff = differ(pa, b);
-    CHECK(diff == 0, "import of q, k, v parts: %lld parameters differ", (long long)diff);
+    import_same(b, dfu, pa, "import fused");
+    /* and out: zinf_hf_write with this family writes q, k and v (in blocks of 100 elements, so
+     * tensors come in many), which the import reads back to the same bits */
+    char dfo[512];
+    make_dir("fused_out", NULL, 0, dfo, sizeof dfo);
+    if (comm.rank == 0) {
+        mem_src ms = {.p = pa};
+        zinf_hf_source src = {&ms, mem_begin, mem_block, mem_end};
+        zinf_st_written w = {0};
+        rc = zinf_hf_write(dfo, &model, ZINF_F32, 30000, NULL, 100, &src, &w);
+        CHECK(rc == 0 && w.shards > 1 && ms.bad == 0, "zinf_hf_write with q, k, v: %d shards, %lld tensors not read once: %s",
+              w.shards, (long long)ms.bad, rc ? zinf_errmsg() : "");
+        zinf_st_dir *sd = NULL;
+        const zinf_st_file *f;
+        const zinf_st_tensor *x = zinf_st_dir_open(&sd, dfo) ? NULL : zinf_st_dir_find(sd, "transformer.h.1.attn.c_attn.weight.k", &f);
+        int64_t C = model.c.n_embd;
+        CHECK(x && x->ndim == 2 && x->shape[0] == C && x->shape[1] == C && !zinf_st_dir_find(sd, "transformer.h.1.attn.c_attn.weight", &f),
+              "the written parts: k is not [%lld,%lld], or c_attn is there whole", (long long)C, (long long)C);
+        zinf_st_dir_close(sd);
+    }
+    MPI_Barrier(comm.world);
+    import_same(b, dfo, pa, "import the written parts");
     /* a part missing: named with the shard the index puts it in */
     CHECK(import_into(b, d32) < 0 && msg_has("fp32/model.safetensors: tensor transformer.h.0.attn.c_attn.weight.q is missing"),
           "fused from an unfused file: '%s'", zinf_errmsg());
