@@ -21,7 +21,7 @@
 #include "zinf-build.h" /* PACKAGE_VERSION */
 
 /* Elements read per block: 4 MiB of fp32, whatever the model's size. A block is whole rows of a
- * tensor (or whole columns, for the transposes of the safetensors export), at least one.
+ * tensor (or whole columns, for the transposes of the HF export), at least one.
  * ZINF_CKPT_BLOCK=N sets N elements instead: tests make blocks smaller than a tensor with it. */
 #define BLOCK_ELEMS ((int64_t)1 << 20)
 static int64_t block_elems(void)
@@ -450,8 +450,8 @@ static int export_run(const char *spec, const char *dir, const zinf_export_opts 
     ck c;
     int rc = ck_open(&c, spec);
     if (!rc) rc = mkdir_p(dir);
-    float *buf = rc ? NULL : block_buf(&c.m);
-    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    float *buf = rc || x->fmt != ZINF_EXPORT_HDF5 ? NULL : block_buf(&c.m); /* hf.c has its own */
+    if (!rc && x->fmt == ZINF_EXPORT_HDF5 && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     char tmp[2][4200];
     int ntmp = 0;
     zinf_st_written w = {0};
