@@ -17,10 +17,11 @@
 #include "err.h"
 #include "hf.h"
 #include "model.h"
+#include "safetensors.h"
 #include "zinf-build.h" /* PACKAGE_VERSION */
 
 /* Elements read per block: 4 MiB of fp32, whatever the model's size. A block is whole rows of a
- * tensor (or whole columns, for the transposes of the safetensors export), at least one.
+ * tensor (or whole columns, for the transposes of the HF export), at least one.
  * ZINF_CKPT_BLOCK=N sets N elements instead: tests make blocks smaller than a tensor with it. */
 #define BLOCK_ELEMS ((int64_t)1 << 20)
 static int64_t block_elems(void)
@@ -284,116 +285,42 @@ static int mkdir_p(const char *dir)
     return 0;
 }
 
-/* values in the output dtype, little-endian, into o; returns the bytes */
-static size_t put_vals(unsigned char *o, const float *x, int64_t n, zinf_dtype dt)
+/* ---------------------------------------------------------------- export: HF directory ---- */
+/* hf.c's zinf_hf_write lays out HF's tensors and asks for blocks of zinf's; this source reads
+ * them from /master and sums each dataset's checksum over its row pieces (every element is asked
+ * for once, the rows HF lacks too), checked after the tensor's last block. */
+typedef struct hf_in {
+    const ck *c;
+    hid_t d; /* the dataset being read, or -1 */
+    char name[128];
+    uint64_t want, sum;
+} hf_in;
+
+static int hf_begin(void *ctx, int u, int t)
 {
-    if (dt == ZINF_F32) {
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &x[i], 4);
-            o[4 * i] = (unsigned char)u, o[4 * i + 1] = (unsigned char)(u >> 8);
-            o[4 * i + 2] = (unsigned char)(u >> 16), o[4 * i + 3] = (unsigned char)(u >> 24);
-        }
-        return (size_t)n * 4;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h = dt == ZINF_BF16 ? zinf_f32_to_bf16(x[i]) : zinf_f32_to_f16(x[i]);
-        o[2 * i] = (unsigned char)h, o[2 * i + 1] = (unsigned char)(h >> 8);
-    }
-    return (size_t)n * 2;
+    hf_in *o = ctx;
+    o->sum = 0;
+    ZINF_TRY(open_tensor(o->c, 0, &o->c->m.units[u].t[t], &o->d, o->name, sizeof o->name));
+    return checksum_attr(o->c, o->d, o->name, &o->want);
 }
 
-/* ---------------------------------------------------------------- export: safetensors ------ */
-static const char *st_dtype(zinf_dtype dt) { return dt == ZINF_BF16 ? "BF16" : dt == ZINF_F16 ? "F16" : "F32"; }
-
-/* The header: every tensor in the model's order, packed back to back from offset 0 (safetensors
- * wants the data fully covered, without holes), then padded with spaces to a multiple of 8 so the
- * data starts aligned. */
-static char *st_header(const ck *c, zinf_dtype dt, size_t *len)
+static int hf_block(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf)
 {
-    json_t *h = json_object(), *meta = json_object();
-    json_object_set_new(meta, "format", json_string("pt")); /* transformers checks it */
-    char step[32];
-    snprintf(step, sizeof step, "%lld", (long long)c->step);
-    json_object_set_new(meta, "zinf_step", json_string(step));
-    json_object_set_new(meta, "zinf_version", json_string(PACKAGE_VERSION));
-    json_object_set_new(h, "__metadata__", meta);
-    int64_t off = 0, es = dt == ZINF_F32 ? 4 : 2;
-    for (int u = 0; u < c->m.nunits; u++)
-        for (int t = 0; t < c->m.units[u].ntensors; t++) {
-            char name[128];
-            int64_t shape[2];
-            bool tr;
-            zinf_hf_tensor(&c->m, u, t, name, sizeof name, shape, &tr);
-            int64_t numel = shape[0] * (shape[1] ? shape[1] : 1);
-            json_t *e = json_object(), *sh = json_array(), *of = json_array();
-            json_array_append_new(sh, json_integer(shape[0]));
-            if (shape[1]) json_array_append_new(sh, json_integer(shape[1]));
-            json_array_append_new(of, json_integer(off));
-            json_array_append_new(of, json_integer(off + numel * es));
-            json_object_set_new(e, "dtype", json_string(st_dtype(dt)));
-            json_object_set_new(e, "shape", sh);
-            json_object_set_new(e, "data_offsets", of);
-            json_object_set_new(h, name, e);
-            off += numel * es;
-        }
-    char *s = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(h);
-    if (!s) return NULL;
-    size_t n = strlen(s), padded = (n + 7) / 8 * 8;
-    char *p = realloc(s, padded + 1);
-    if (!p) {
-        free(s);
-        return NULL;
-    }
-    memset(p + n, ' ', padded - n);
-    p[padded] = 0;
-    *len = padded;
-    return p;
-}
-
-typedef struct st_out {
-    FILE *fp;
-    const char *path;
-    zinf_dtype dt;
-    int64_t out_rows; /* rows written: wte's real vocabulary; every row of the others */
-    unsigned char *bytes;
-    float *tbuf;      /* a transposed block */
-} st_out;
-
-static int st_write(st_out *o, const float *x, int64_t n)
-{
-    size_t b = put_vals(o->bytes, x, n, o->dt);
-    if (fwrite(o->bytes, 1, b, o->fp) != b) return zinf_errc(ZINF_EIO, "%s: write failed (disk full?)", o->path);
+    hf_in *o = ctx;
+    int64_t C = cols_of(&o->c->m.units[u].t[t]);
+    if (read_block(o->d, r0, nr, c0, nc, buf))
+        return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", o->c->path, o->name);
+    for (int64_t r = 0; r < nr; r++) o->sum += zinf_ckpt_checksum(buf + r * nc, (r0 + r) * C + c0, nc);
     return 0;
 }
 
-/* a row block of an untransposed tensor: the rows HF has */
-static int st_rows(void *ctx, const zinf_tensor_view *tv, int64_t r0, int64_t nr, const float *buf)
+static int hf_end(void *ctx, int u, int t)
 {
-    st_out *o = ctx;
-    int64_t keep = o->out_rows - r0 < nr ? o->out_rows - r0 : nr;
-    return keep > 0 ? st_write(o, buf, keep * cols_of(tv)) : 0;
-}
-
-/* A Conv1D weight: HF's row j is zinf's column j. Columns [j0, j0+w) are read for all rows, the
- * checksum taken over each row's piece (contiguous logical indices), then written transposed. */
-static int st_transposed(const ck *c, hid_t d, const char *name, const zinf_tensor_view *tv, float *buf, st_out *o)
-{
-    uint64_t want, sum = 0;
-    ZINF_TRY(checksum_attr(c, d, name, &want));
-    int64_t R = tv->shape[0], C = tv->shape[1];
-    int64_t w = block_elems() / R > 0 ? block_elems() / R : 1;
-    for (int64_t j0 = 0; j0 < C; j0 += w) {
-        int64_t nc = C - j0 < w ? C - j0 : w;
-        if (read_block(d, 0, R, j0, nc, buf))
-            return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", c->path, name);
-        for (int64_t r = 0; r < R; r++) sum += zinf_ckpt_checksum(buf + r * nc, r * C + j0, nc);
-        for (int64_t j = 0; j < nc; j++)
-            for (int64_t r = 0; r < R; r++) o->tbuf[j * R + r] = buf[r * nc + j];
-        ZINF_TRY(st_write(o, o->tbuf, nc * R));
-    }
-    return sum == want ? 0 : mismatch(c, name);
+    (void)u, (void)t;
+    hf_in *o = ctx;
+    H5Dclose(o->d);
+    o->d = -1;
+    return o->sum == o->want ? 0 : mismatch(o->c, o->name);
 }
 
 static int write_text_file(const char *path, const char *text)
@@ -406,53 +333,26 @@ static int write_text_file(const char *path, const char *text)
     return 0;
 }
 
-static int export_safetensors(const ck *c, const char *dir, zinf_dtype dt, float *buf, char (*tmp)[4200], int *ntmp)
+/* config.json and generation_config.json as .tmp (renamed by the caller), then the weights
+ * (io/safetensors renames its own files once all are complete) */
+static int export_hf(const ck *c, const char *dir, zinf_dtype dt, uint64_t max_shard, char (*tmp)[4200], int *ntmp,
+                     zinf_st_written *res)
 {
-    /* both files as .tmp first: the renames come after everything is written */
     snprintf(tmp[0], sizeof tmp[0], "%s/config.json.tmp", dir);
-    snprintf(tmp[1], sizeof tmp[1], "%s/model.safetensors.tmp", dir);
+    snprintf(tmp[1], sizeof tmp[1], "%s/generation_config.json.tmp", dir);
     *ntmp = 2;
-    char *cfg = zinf_hf_config_text(&c->m.c, dt);
-    if (!cfg) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    int rc = write_text_file(tmp[0], cfg);
+    char *cfg = zinf_hf_config_text(&c->m.c, dt), *gen = cfg ? zinf_hf_generation_config(cfg) : NULL;
+    int rc = !cfg || !gen ? zinf_errc(ZINF_ENOMEM, "out of host memory") : write_text_file(tmp[0], cfg);
+    if (!rc) rc = write_text_file(tmp[1], gen);
     free(cfg);
-    if (rc) return rc;
-    size_t hlen;
-    char *hdr = st_header(c, dt, &hlen);
-    if (!hdr) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    st_out o = {.path = tmp[1], .dt = dt};
-    o.fp = fopen(tmp[1], "wb");
-    int64_t cap = block_cap(&c->m);
-    o.bytes = malloc((size_t)cap * 4);
-    o.tbuf = malloc((size_t)cap * 4);
-    if (!o.fp) rc = zinf_errc(-errno, "%s: %s", tmp[1], strerror(errno));
-    else if (!o.bytes || !o.tbuf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (!rc && (fwrite(len8, 1, 8, o.fp) != 8 || fwrite(hdr, 1, hlen, o.fp) != hlen))
-        rc = zinf_errc(ZINF_EIO, "%s: write failed (disk full?)", tmp[1]);
-    free(hdr);
-    /* the tensors in the header's order */
-    for (int u = 0; u < c->m.nunits && !rc; u++)
-        for (int t = 0; t < c->m.units[u].ntensors && !rc; t++) {
-            const zinf_tensor_view *tv = &c->m.units[u].t[t];
-            char hname[128], name[128];
-            int64_t shape[2];
-            bool tr;
-            zinf_hf_tensor(&c->m, u, t, hname, sizeof hname, shape, &tr);
-            hid_t d;
-            rc = open_tensor(c, 0, tv, &d, name, sizeof name);
-            if (rc) break;
-            o.out_rows = shape[0];
-            rc = tr ? st_transposed(c, d, name, tv, buf, &o) : scan_rows(c, d, name, tv, buf, st_rows, &o);
-            H5Dclose(d);
-        }
-    if (o.fp) {
-        bool ok = !fflush(o.fp) && !fsync(fileno(o.fp));
-        if (fclose(o.fp) || !ok) rc = rc ? rc : zinf_errc(ZINF_EIO, "%s: cannot complete the file (disk full?)", tmp[1]);
-    }
-    free(o.bytes);
-    free(o.tbuf);
+    free(gen);
+    char step[32];
+    snprintf(step, sizeof step, "%lld", (long long)c->step);
+    const char *meta[] = {"zinf_step", step, "zinf_version", PACKAGE_VERSION, NULL};
+    hf_in in = {.c = c, .d = -1};
+    zinf_hf_source src = {&in, hf_begin, hf_block, hf_end};
+    if (!rc) rc = zinf_hf_write(dir, &c->m, dt, max_shard, meta, block_elems(), &src, res);
+    if (in.d >= 0) H5Dclose(in.d);
     return rc;
 }
 
@@ -545,18 +445,19 @@ static int export_hdf5(const ck *c, const char *dir, zinf_dtype dt, float *buf, 
 }
 
 /* ---------------------------------------------------------------- export ------------------- */
-static int export_run(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out)
+static int export_run(const char *spec, const char *dir, const zinf_export_opts *x, FILE *out)
 {
     ck c;
     int rc = ck_open(&c, spec);
     if (!rc) rc = mkdir_p(dir);
-    float *buf = rc ? NULL : block_buf(&c.m);
-    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    float *buf = rc || x->fmt != ZINF_EXPORT_HDF5 ? NULL : block_buf(&c.m); /* hf.c has its own */
+    if (!rc && x->fmt == ZINF_EXPORT_HDF5 && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     char tmp[2][4200];
     int ntmp = 0;
+    zinf_st_written w = {0};
     if (!rc)
-        rc = fmt == ZINF_EXPORT_HDF5 ? export_hdf5(&c, dir, dt, buf, tmp, &ntmp)
-                                     : export_safetensors(&c, dir, dt, buf, tmp, &ntmp);
+        rc = x->fmt == ZINF_EXPORT_HDF5 ? export_hdf5(&c, dir, x->dt, buf, tmp, &ntmp)
+                                        : export_hf(&c, dir, x->dt, x->max_shard, tmp, &ntmp, &w);
     /* every file is complete: each .tmp takes its name */
     for (int i = 0; i < ntmp && !rc; i++) {
         char final[4200];
@@ -567,13 +468,17 @@ static int export_run(const char *spec, const char *dir, zinf_export_format fmt,
     if (rc)
         for (int i = 0; i < ntmp; i++) unlink(tmp[i]); /* nothing half-written stays */
     if (!rc) {
-        const char *dn = dt == ZINF_BF16 ? "bf16" : dt == ZINF_F16 ? "fp16" : "fp32";
-        if (fmt == ZINF_EXPORT_HDF5)
+        const char *dn = x->dt == ZINF_BF16 ? "bf16" : x->dt == ZINF_F16 ? "fp16" : "fp32";
+        if (x->fmt == ZINF_EXPORT_HDF5)
             fprintf(out, "%s (step %lld): wrote %s/weights.h5 (%d tensors, %s)\n", c.path, (long long)c.step, dir,
                     count_tensors(&c.m), dn);
+        else if (w.shards == 1)
+            fprintf(out, "%s (step %lld): wrote %s/config.json, generation_config.json and model.safetensors "
+                    "(%llu bytes of %s)\n", c.path, (long long)c.step, dir, (unsigned long long)w.total_size, dn);
         else
-            fprintf(out, "%s (step %lld): wrote %s/config.json and %s/model.safetensors (%d tensors, %s)\n", c.path,
-                    (long long)c.step, dir, dir, count_tensors(&c.m), dn);
+            fprintf(out, "%s (step %lld): wrote %s/config.json, generation_config.json, %d shards "
+                    "model-0000K-of-%05d.safetensors and model.safetensors.index.json (%llu bytes of %s)\n", c.path,
+                    (long long)c.step, dir, w.shards, w.shards, (unsigned long long)w.total_size, dn);
     }
     free(buf);
     ck_close(&c);
@@ -584,20 +489,18 @@ static int export_run(const char *spec, const char *dir, zinf_export_format fmt,
  * file it wrote failed to close, as on a full disk. */
 typedef struct export_job {
     const char *spec, *dir;
-    zinf_export_format fmt;
-    zinf_dtype dt;
+    const zinf_export_opts *x;
     FILE *out;
 } export_job;
 static int export_child(void *ctx, void *res)
 {
     (void)res;
     const export_job *j = ctx;
-    return export_run(j->spec, j->dir, j->fmt, j->dt, j->out);
+    return export_run(j->spec, j->dir, j->x, j->out);
 }
 
-int zinf_ckpt_export(const char *spec, const char *dir, zinf_export_format fmt, zinf_dtype dt, FILE *out,
-                     double timeout_s)
+int zinf_ckpt_export(const char *spec, const char *dir, const zinf_export_opts *x, FILE *out, double timeout_s)
 {
-    export_job j = {spec, dir, fmt, dt, out};
+    export_job j = {spec, dir, x, out};
     return zinf_ckpt_isolated(export_child, &j, NULL, 0, timeout_s, dir);
 }

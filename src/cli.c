@@ -16,6 +16,7 @@
 #include "launch.h"
 #include "model.h"
 #include "plot.h"
+#include "safetensors.h" /* zinf_st_parse_size */
 #include "train.h"
 
 #include "zinf-build.h" /* autoconf: PACKAGE_VERSION */
@@ -453,12 +454,16 @@ static int cmd_io_bench(int argc, char **argv, int first, bool *help)
 /* ---------------------------------------------------------------- ckpt --------------------- */
 static int cmd_ckpt(int argc, char **argv, int first, bool *help)
 {
-    const char *out = NULL, *format = "safetensors", *dtype = NULL;
+    const char *out = NULL, *format = "hf", *dtype = NULL, *max_shard = NULL;
     bool h = false;
     const flag tab[] = {
         {"out", F_STR, &out, NULL, "export: output directory (created when missing)"},
-        {"format", F_STR, &format, NULL, "export: safetensors (config.json + model.safetensors, default) or hdf5 (weights.h5)"},
-        {"dtype", F_STR, &dtype, NULL, "export: fp32, bf16 or fp16 (default fp32 for safetensors, bf16 for hdf5)"},
+        {"format", F_STR, &format, NULL, "export: hf (a Hugging Face directory: config.json, generation_config.json, "
+                                          "model.safetensors or shards and their index; default; also spelled "
+                                          "safetensors) or hdf5 (weights.h5)"},
+        {"dtype", F_STR, &dtype, NULL, "export: fp32, bf16 or fp16 (default fp32 for hf, bf16 for hdf5)"},
+        {"max_shard_size", F_STR, &max_shard, NULL, "export, hf: the most bytes of tensors in one safetensors file, as HF "
+                                                    "spells it (\"5GB\" = 5e9 bytes, the default; \"500MB\", \"2GiB\")"},
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
     };
@@ -469,11 +474,11 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
         *help = true;
         printf("usage: zinf ckpt info PATH\n"
                "       zinf ckpt verify PATH\n"
-               "       zinf ckpt export PATH --out DIR [--format safetensors|hdf5] [--dtype fp32|bf16|fp16]\n\n"
+               "       zinf ckpt export PATH --out DIR [--format hf|hdf5] [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]\n\n"
                "Inspect, check or convert a checkpoint of zinf train --save_steps. PATH is a checkpoint-STEP.h5\n"
                "or a directory whose `latest` names one. info prints the run's state, the model and its\n"
                "tensors; verify recomputes every dataset's checksum; export writes the weights as a\n"
-               "Hugging Face GPT-2 directory or as one HDF5 file.\n\nflags:\n");
+               "Hugging Face directory (sharded past --max_shard_size) or as one HDF5 file.\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
@@ -483,22 +488,24 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
     if (!info && !verify && !exporting)
         return zinf_err("ckpt: unknown subcommand '%s': expected info, verify or export", sub);
     if (npos < 2) return zinf_err("ckpt %s: PATH (a checkpoint file or directory) is required", sub);
-    if (!exporting && (out || dtype || strcmp(format, "safetensors")))
-        return zinf_err("ckpt %s: --out, --format and --dtype apply to export only", sub);
+    if (!exporting && (out || dtype || max_shard || strcmp(format, "hf")))
+        return zinf_err("ckpt %s: --out, --format, --dtype and --max_shard_size apply to export only", sub);
     if (info) return zinf_ckpt_info(pos[1], stdout);
     if (verify) return zinf_ckpt_verify(pos[1], stdout);
     if (!out) return zinf_err("ckpt export: --out DIR is required");
-    zinf_export_format fmt;
-    if (!strcmp(format, "safetensors")) fmt = ZINF_EXPORT_SAFETENSORS;
-    else if (!strcmp(format, "hdf5")) fmt = ZINF_EXPORT_HDF5;
-    else return zinf_err("ckpt export: --format %s: expected safetensors or hdf5", format);
-    zinf_dtype dt;
-    if (!dtype) dt = fmt == ZINF_EXPORT_HDF5 ? ZINF_BF16 : ZINF_F32;
-    else if (!strcmp(dtype, "fp32")) dt = ZINF_F32;
-    else if (!strcmp(dtype, "bf16")) dt = ZINF_BF16;
-    else if (!strcmp(dtype, "fp16")) dt = ZINF_F16;
+    zinf_export_opts x = {0};
+    if (!strcmp(format, "hf") || !strcmp(format, "safetensors")) x.fmt = ZINF_EXPORT_HF;
+    else if (!strcmp(format, "hdf5")) x.fmt = ZINF_EXPORT_HDF5;
+    else return zinf_err("ckpt export: --format %s: expected hf (or safetensors) or hdf5", format);
+    if (!dtype) x.dt = x.fmt == ZINF_EXPORT_HDF5 ? ZINF_BF16 : ZINF_F32;
+    else if (!strcmp(dtype, "fp32")) x.dt = ZINF_F32;
+    else if (!strcmp(dtype, "bf16")) x.dt = ZINF_BF16;
+    else if (!strcmp(dtype, "fp16")) x.dt = ZINF_F16;
     else return zinf_err("ckpt export: --dtype %s: expected fp32, bf16 or fp16", dtype);
-    return zinf_ckpt_export(pos[1], out, fmt, dt, stdout, 0);
+    if (max_shard && x.fmt != ZINF_EXPORT_HF) return zinf_err("ckpt export: --max_shard_size applies to --format hf only");
+    if (max_shard && zinf_st_parse_size(max_shard, &x.max_shard))
+        return zinf_err_prefix(ZINF_EINVAL, "ckpt export: --max_shard_size");
+    return zinf_ckpt_export(pos[1], out, &x, stdout, 0);
 }
 
 /* ---------------------------------------------------------------- zinf-launch -------------- */

@@ -997,9 +997,8 @@ static int loop(run *r)
                 char ck[4200], wd[4200];
                 snprintf(ck, sizeof ck, "%s/checkpoint-%lld.h5", r->o->out, (long long)done);
                 snprintf(wd, sizeof wd, "%s/checkpoint-%lld.weights", r->o->out, (long long)done);
-                int rc = r->comm->rank == 0
-                             ? zinf_ckpt_export(ck, wd, ZINF_EXPORT_HDF5, r->be.cdt, stdout, r->comm->timeout_s)
-                             : 0;
+                zinf_export_opts x = {.fmt = ZINF_EXPORT_HDF5, .dt = r->be.cdt};
+                int rc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, &x, stdout, r->comm->timeout_s) : 0;
                 ZINF_TRY(zinf_comm_agree(r->comm, rc));
             }
             /* a signal that came during the save: the checkpoint just written holds this step's

@@ -2,13 +2,15 @@
 # zinf ckpt info|verify|export on a checkpoint of a CPU run of test-mini (2 ranks, 300 steps, so
 # that attention matters to the loss): info shows the step and the tensor shapes; verify passes,
 # and fails naming the file and the dataset after one byte of a dataset is flipped, or the file
-# is cut short or not HDF5; the safetensors export, loaded by Hugging Face transformers, gives
+# is cut short or not HDF5; the HF export (also in shards: tests/mpi/st_check.py reads them with
+# Python's standard library against the masters), loaded by Hugging Face transformers, gives
 # the validation loss zinf reported on the same sequences (within 1e-4), and swapping its q and
 # k shows the comparison would notice a wrong layout; h5py and numpy check the safetensors
 # tensors against the masters with HF's transposes, the hdf5 export's bf16 values against a
 # numpy round-to-nearest-even of the masters, its fp16 ones against numpy's float16 and its fp32
 # ones bit for bit; a failed export leaves no file; zinf_hf_import (tests/unit/test_hf) on 2 ranks;
-# zinf train --init_from the fp32 export is the trained model bit for bit, and from a bf16 export
+# zinf train --init_from the fp32 export, one file or shards, is the trained model bit for bit (a
+# missing shard is named, a shard cut short names itself and its tensor), and from a bf16 export
 # gives the validation loss transformers gives on it.
 # Python packages come from PyPI into a cache directory ($ZINF_TEST_PY, else
 # ${XDG_CACHE_HOME:-~/.cache}/zinf-test-py): where they cannot be installed, their checks are
@@ -192,6 +194,49 @@ if [ "$HAVE_HF" = 1 ]; then
     fi
 fi
 
+# --- 3b. export: HF shards (--max_shard_size), read with Python's standard library -------------
+# 20000 bytes: wte (65536), c_attn (49152) and c_fc, mlp.c_proj (65536) alone, the rest grouped;
+# st_check.py reads the files and the index from the format's specification, checks where the
+# shards are cut against huggingface_hub's rule, the tensors against the single-file export byte
+# for byte and, with h5py, against the masters (bf16: rounded to nearest even on their bits)
+run ckpt export "$C" --out "$TMP/hfsh" --max_shard_size 20000
+expect_ok "export hf in shards of 20000 bytes"
+NP=$((256 * 64 + 64 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64))
+expect_has "export hf in shards" "model.safetensors.index.json ($((NP * 4)) bytes of fp32)"
+[ -f "$TMP/hfsh/config.json" ] && [ -f "$TMP/hfsh/generation_config.json" ] && [ ! -e "$TMP/hfsh/model.safetensors" ] &&
+    [ -f "$TMP/hfsh/model-00001-of-00014.safetensors" ] && [ -z "$(ls "$TMP/hfsh" | grep tmp)" ] && pass ||
+    fail "export in shards wrote: $(ls "$TMP/hfsh" | tr '\n' ' ')"
+out=$(python3 "$HERE/st_check.py" "$TMP/hfsh" --max-shard 20000 --same-as "$TMP/hf" 2>&1)
+[ "$out" = "ok 28 14" ] && pass || fail "st_check.py on the shards: $(printf '%s' "$out" | tail -1)"
+out=$(python3 "$HERE/st_check.py" "$TMP/hf" 2>&1)
+[ "$out" = "ok 28 1" ] && pass || fail "st_check.py on the single file: $(printf '%s' "$out" | tail -1)"
+grep -q '"total_size": '$((NP * 4)) "$TMP/hfsh/model.safetensors.index.json" && pass || fail "total_size is not $((NP * 4))"
+# the transformers check on a failure: the checker refuses a shard cut where the next tensor fit
+out=$(python3 "$HERE/st_check.py" "$TMP/hfsh" --max-shard 100000 2>&1)
+case "$out" in *"would fit"*) pass ;; *) fail "st_check.py with another limit did not see the cuts: $out" ;; esac
+run ckpt export "$C" --out "$TMP/hfsh16" --max_shard_size 50KB --dtype bf16
+expect_ok "export hf bf16 in shards of 50KB"
+if [ "$HAVE_H5" = 1 ]; then
+    for d in hfsh:20000 hfsh16:50000 hf:5000000000; do
+        out=$(python3 "$HERE/st_check.py" "$TMP/${d%%:*}" --max-shard "${d#*:}" --ckpt "$C" --vocab 256 2>&1)
+        case "$out" in "ok 28 "*) pass ;; *) fail "st_check.py ${d%%:*} against the masters: $(printf '%s' "$out" | tail -1)" ;; esac
+    done
+fi
+# an export into a directory of another one leaves only its own files
+cp -r "$TMP/hfsh" "$TMP/hfre"
+run ckpt export "$C" --out "$TMP/hfre"
+expect_ok "export hf over a sharded one"
+[ "$(ls "$TMP/hfre" | tr '\n' ' ')" = "config.json generation_config.json model.safetensors " ] &&
+    cmp -s "$TMP/hfre/model.safetensors" "$TMP/hf/model.safetensors" && pass ||
+    fail "the single-file export over shards left: $(ls "$TMP/hfre" | tr '\n' ' ')"
+run ckpt export "$C" --out "$TMP/hfre" --max_shard_size 20000
+[ "$(ls "$TMP/hfre" | grep -c safetensors)" = 15 ] && [ ! -e "$TMP/hfre/model.safetensors" ] && pass ||
+    fail "the sharded export over a single file left: $(ls "$TMP/hfre" | tr '\n' ' ')"
+if [ "$HAVE_HF" = 1 ]; then
+    got=$(python3 "$HERE/hf_check.py" "$TMP/hfsh" "$VALG" $T $B 2>>"$TMP/hf_check.err")
+    close "$got" "$VAL" 1e-4 && pass || fail "transformers on the sharded export: validation loss '$got', zinf's $VAL"
+fi
+
 # --- 4. export: hdf5 in bf16 (the default), fp16, fp32 ----------------------------------------
 for sfx in "" .small; do
     [ -n "$sfx" ] && export ZINF_CKPT_BLOCK=1000
@@ -242,7 +287,11 @@ expect_err "export without --out" "ckpt export: --out DIR is required"
 run ckpt export "$C" --out "$TMP/x" --dtype fp8
 expect_err "export --dtype fp8" "--dtype fp8: expected fp32, bf16 or fp16"
 run ckpt export "$C" --out "$TMP/x" --format onnx
-expect_err "export --format onnx" "--format onnx: expected safetensors or hdf5"
+expect_err "export --format onnx" "--format onnx: expected hf (or safetensors) or hdf5"
+run ckpt export "$C" --out "$TMP/x" --max_shard_size 5TB
+expect_err "export --max_shard_size 5TB" "ckpt export: --max_shard_size: 5TB: expected a positive size"
+run ckpt export "$C" --out "$TMP/x" --format hdf5 --max_shard_size 5GB
+expect_err "export hdf5 --max_shard_size" "--max_shard_size applies to --format hf only"
 run ckpt verify "$C" --out "$TMP/x"
 expect_err "verify --out" "apply to export only"
 run ckpt frob "$C"
@@ -283,6 +332,26 @@ if "$ZINF" train --help 2>/dev/null | grep -q -- --init_from; then
     [ -n "$H0" ] && [ "$(phash "$TMP/init32/metrics.jsonl")" = "$H0" ] && pass ||
         fail "--init_from the fp32 export: parameter hash $(phash "$TMP/init32/metrics.jsonl"), the trained run's $H0"
     [ "$IV" = "$VAL" ] && pass || fail "--init_from the fp32 export: val_loss '$IV', the trained run's $VAL"
+    # the sharded export: every rank reads its ranges across 14 shards, the same bits
+    init "$TMP/hfsh" initsh
+    expect_ok "train --init_from the sharded export"
+    [ "$(phash "$TMP/initsh/metrics.jsonl")" = "$H0" ] && [ "$IV" = "$VAL" ] && pass ||
+        fail "--init_from the sharded export: parameter hash $(phash "$TMP/initsh/metrics.jsonl"), val_loss '$IV'; single file's $H0, $VAL"
+    # a shard the index names, missing: one line naming it, on every rank's behalf
+    cp -r "$TMP/hfsh" "$TMP/hfmiss"
+    rm "$TMP/hfmiss/model-00004-of-00014.safetensors"
+    init "$TMP/hfmiss" initmiss
+    expect_err "train --init_from with a shard missing" \
+        "$TMP/hfmiss/model.safetensors.index.json names shard model-00004-of-00014.safetensors, which is missing"
+    [ "$(printf '%s\n' "$OUTPUT" | grep -c 'error')" = 1 ] && pass || fail "a missing shard: not one error line: $OUTPUT"
+    # a shard cut short: the file and its first tensor past the end
+    cp -r "$TMP/hfsh" "$TMP/hfcut"
+    head -c $(($(wc -c < "$TMP/hfsh/model-00002-of-00014.safetensors") - 100)) "$TMP/hfsh/model-00002-of-00014.safetensors" \
+        > "$TMP/hfcut/model-00002-of-00014.safetensors"
+    init "$TMP/hfcut" initcut
+    expect_err "train --init_from with a shard cut short" "zinf: error: $TMP/hfcut/model-00002-of-00014.safetensors: tensor " \
+        "end past the file's"
+    [ "$(printf '%s\n' "$OUTPUT" | grep -c 'error')" = 1 ] && pass || fail "a shard cut short: not one error line: $OUTPUT"
     if [ "$HAVE_HF" = 1 ]; then
         run ckpt export "$C" --out "$TMP/hf16" --dtype bf16
         expect_ok "export safetensors bf16"

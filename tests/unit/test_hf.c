@@ -1,8 +1,10 @@
 /* zinf_hf_import (`zinf train --init_from`): an engine saved to a checkpoint and exported to
  * safetensors by `zinf ckpt export`, imported into a second engine initialised from another seed,
  * holds the first engine's parameters bit for bit (fp32), or their bf16/fp16 roundings, with
- * Adam's moments zero and the padded vocabulary rows zero; names without the "transformer."
- * prefix are read too; a config field, a missing tensor, a shape or a dtype that do not fit are
+ * Adam's moments zero and the padded vocabulary rows zero; the same from the export in shards
+ * (--max_shard_size), and from a directory where each c_attn weight is three HF tensors q, k, v
+ * (a family whose hf_parts fuses them, as Llama's q|k|v), and written so by zinf_hf_write; names
+ * without the "transformer." prefix are read too; a config field, a missing tensor, a shape or a dtype that do not fit are
  * refused naming the field or the tensor. (tests/mpi/hf_check.py checks the export itself against
  * transformers.) Runs on any world size: `mpirun -np 2 test_hf 3` splits every unit between two
  * ranks. Argument: the ZeRO stage (default 3). */
@@ -22,9 +24,11 @@
 #include "comm.h"
 #include "config.h"
 #include "err.h"
+#include "family.h"
 #include "hf.h"
 #include "kernels.h"
 #include "model.h"
+#include "safetensors.h"
 #include "zero.h"
 
 static zinf_comm comm;
@@ -55,6 +59,16 @@ static float *params_of(zinf_zero *z)
         q += model.units[u].numel;
     }
     return p;
+}
+
+/* how many of b's parameters differ from pa, bit for bit */
+static int64_t differ(const float *pa, zinf_zero *b)
+{
+    float *pb = params_of(b);
+    int64_t d = 0;
+    for (int64_t i = 0; i < model.num_params; i++) d += memcmp(&pa[i], &pb[i], 4) != 0;
+    free(pb);
+    return d;
 }
 
 /* the largest of this rank's parts of Adam's m and v, in absolute value */
@@ -155,6 +169,92 @@ static int import_into(zinf_zero *z, const char *d)
 
 static bool msg_has(const char *s) { return strstr(zinf_errmsg(), s) != NULL; }
 
+/* zinf_hf_write's source from memory: every unit's parameters concatenated (params_of); counts
+ * the elements asked for per tensor, which must be the tensor's, each once */
+typedef struct mem_src {
+    const float *p;
+    int64_t seen, bad;
+} mem_src;
+static int mem_begin(void *ctx, int u, int t)
+{
+    (void)u, (void)t;
+    ((mem_src *)ctx)->seen = 0;
+    return 0;
+}
+static int mem_block(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf)
+{
+    mem_src *s = ctx;
+    const zinf_tensor_view *tv = &model.units[u].t[t];
+    int64_t base = 0, C = tv->shape[1] ? tv->shape[1] : 1;
+    for (int v = 0; v < u; v++) base += model.units[v].numel;
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t c = 0; c < nc; c++) buf[r * nc + c] = s->p[base + tv->offset + (r0 + r) * C + c0 + c];
+    s->seen += nr * nc;
+    return 0;
+}
+static int mem_end(void *ctx, int u, int t)
+{
+    mem_src *s = ctx;
+    s->bad += s->seen != model.units[u].t[t].numel;
+    return 0;
+}
+
+/* d imported into b (its moments made non-zero first) gives pa bit for bit, moments zero */
+static void import_same(zinf_zero *b, const char *d, const float *pa, const char *what)
+{
+    dirty_moments(b);
+    CHECK(import_into(b, d) == 0, "%s: %s", what, zinf_errmsg());
+    int64_t diff = differ(pa, b);
+    CHECK(diff == 0, "%s: %lld of %lld parameters differ from the exported engine's", what, (long long)diff,
+          (long long)model.num_params);
+    CHECK(max_moment(b) == 0.0f, "%s: Adam's moments are not zero", what);
+}
+
+/* ---- a family whose qkv weight HF stores as three tensors, q, k and v (as Llama's), each
+ * transposed like GPT-2's c_attn: the import assembles a fused tensor from its parts ---- */
+static zinf_family fused;
+static const zinf_family *gpt2;
+static int fused_parts(const zinf_model *m, int u, int t, zinf_hf_part out[ZINF_HF_MAX_PARTS])
+{
+    int n = gpt2->hf_parts(m, u, t, out);
+    const zinf_tensor_view *tv = &m->units[u].t[t];
+    size_t k = strlen(tv->name);
+    if (k < 15 || strcmp(tv->name + k - 15, "attn.qkv.weight")) return n;
+    char base[128];
+    snprintf(base, sizeof base, "%s", out[0].name);
+    for (int j = 0; j < 3; j++) {
+        snprintf(out[j].name, sizeof out[j].name, "%.100s.%c", base, "qkv"[j]);
+        out[j].row0 = j * tv->shape[1], out[j].rows = tv->shape[1], out[j].transposed = true;
+    }
+    return 3;
+}
+
+/* the producer of the fused directory: every tensor of src as it is, but the parts q, k, v of
+ * each c_attn weight (C, 3C): part j is its columns [jC, (j+1)C) */
+typedef struct fuse_src {
+    const zinf_st_file *f;
+    const zinf_st_spec *spec;
+} fuse_src;
+static int fuse_produce(void *ctx, int i, zinf_st_sink *s)
+{
+    const fuse_src *fs = ctx;
+    const zinf_st_spec *t = &fs->spec[i];
+    size_t n = strlen(t->name);
+    bool part = n > 2 && t->name[n - 2] == '.';
+    char src[128];
+    snprintf(src, sizeof src, "%.*s", (int)(part ? n - 2 : n), t->name);
+    const zinf_st_tensor *x = zinf_st_find(fs->f, src);
+    if (!x) return zinf_err("%s: no %s", zinf_st_path(fs->f), src);
+    float *v = malloc((size_t)x->numel * 4);
+    int rc = zinf_st_read(fs->f, x, 0, x->numel, v);
+    if (!part && !rc) rc = zinf_st_sink_f32(s, v, x->numel);
+    int64_t C = x->shape[0], j = strchr("qkv", t->name[n - 1]) - "qkv";
+    for (int64_t c = 0; part && c < C && !rc; c++) rc = zinf_st_sink_f32(s, v + c * 3 * C + j * C, C);
+    free(v);
+    return rc;
+}
+
+
 int main(int argc, char **argv)
 {
     if (zinf_comm_init(&comm, &argc, &argv)) {
@@ -191,17 +291,21 @@ int main(int argc, char **argv)
     zinf_ckpt_meta meta = {.step = 1, .opt_steps = 1, .seed = 11, .train_batch_size = W, .ls = {.cur_scale = 1}};
     CHECK(zinf_ckpt_save(dir, &comm, &model, a, "{}", &meta, 0) == 0, "save: %s", zinf_errmsg());
     float *pa = params_of(a);
-    char ck[512], d32[512], d16[512], dbf[512];
+    char ck[512], d32[512], d16[512], dbf[512], dsh[512];
     snprintf(ck, sizeof ck, "%s/checkpoint-1.h5", dir);
     snprintf(d32, sizeof d32, "%s/fp32", dir);
     snprintf(dbf, sizeof dbf, "%s/bf16", dir);
     snprintf(d16, sizeof d16, "%s/fp16", dir);
+    snprintf(dsh, sizeof dsh, "%s/sharded", dir);
     int rc = 0;
     if (comm.rank == 0) {
         FILE *dn = fopen("/dev/null", "w");
-        rc = zinf_ckpt_export(ck, d32, ZINF_EXPORT_SAFETENSORS, ZINF_F32, dn, 0) ||
-             zinf_ckpt_export(ck, dbf, ZINF_EXPORT_SAFETENSORS, ZINF_BF16, dn, 0) ||
-             zinf_ckpt_export(ck, d16, ZINF_EXPORT_SAFETENSORS, ZINF_F16, dn, 0);
+        zinf_export_opts x32 = {ZINF_EXPORT_HF, ZINF_F32, 0}, xbf = {ZINF_EXPORT_HF, ZINF_BF16, 0},
+                         x16 = {ZINF_EXPORT_HF, ZINF_F16, 0};
+        /* shards of at most 20000 bytes: wte (25600 bytes) alone, the blocks' tensors several per shard */
+        zinf_export_opts xsh = {ZINF_EXPORT_HF, ZINF_F32, 20000};
+        rc = zinf_ckpt_export(ck, d32, &x32, dn, 0) || zinf_ckpt_export(ck, dbf, &xbf, dn, 0) ||
+             zinf_ckpt_export(ck, d16, &x16, dn, 0) || zinf_ckpt_export(ck, dsh, &xsh, dn, 0);
         fclose(dn);
         CHECK(rc == 0, "export: %s", zinf_errmsg());
     }
@@ -222,6 +326,12 @@ int main(int argc, char **argv)
     for (int64_t i = (int64_t)model.c.vocab_size * C; i < (int64_t)model.c.padded_vocab * C; i++) pad_nonzero += pb[i] != 0;
     CHECK(pad_nonzero == 0, "%lld padded vocabulary values are not zero", (long long)pad_nonzero);
     free(pb);
+
+    /* the sharded export: the same parameters, each rank reading its ranges across the shards */
+    char p0[600];
+    snprintf(p0, sizeof p0, "%s/model.safetensors.index.json", dsh);
+    CHECK(access(p0, F_OK) == 0, "the export with --max_shard_size 20000 wrote no %s", p0);
+    import_same(b, dsh, pa, "import sharded");
 
     /* bf16 and fp16 files: the parameters are the roundings of A's */
     for (int k = 0; k < 2; k++) {
@@ -258,13 +368,62 @@ int main(int argc, char **argv)
         free(f);
     }
     MPI_Barrier(comm.world);
-    dirty_moments(b);
-    CHECK(import_into(b, dnp) == 0, "import without the prefix: %s", zinf_errmsg());
-    pb = params_of(b);
-    diff = 0;
-    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
-    CHECK(diff == 0, "import without the prefix: %lld parameters differ", (long long)diff);
-    free(pb);
+    import_same(b, dnp, pa, "import without the prefix");
+
+    /* a fused tensor from its parts: c_attn as three HF tensors q, k, v in 30000-byte shards */
+    char dfu[512];
+    make_dir("fused", NULL, 0, dfu, sizeof dfu);
+    if (comm.rank == 0) {
+        zinf_st_file *src = NULL;
+        snprintf(p, sizeof p, "%s/model.safetensors", d32);
+        rc = zinf_st_open(&src, p);
+        zinf_st_spec spec[64];
+        int n = 0;
+        for (int i = 0; !rc && i < zinf_st_count(src); i++) {
+            const zinf_st_tensor *x = zinf_st_at(src, i);
+            bool qkv = strstr(x->name, "c_attn.weight") != NULL;
+            for (int j = 0; j < (qkv ? 3 : 1); j++, n++) {
+                snprintf(spec[n].name, sizeof spec[n].name, qkv ? "%s.%c" : "%s", x->name, "qkv"[j]);
+                spec[n].dt = ZINF_F32, spec[n].ndim = x->ndim;
+                spec[n].shape[0] = x->shape[0], spec[n].shape[1] = qkv ? x->shape[0] : x->shape[1];
+            }
+        }
+        fuse_src fs = {src, spec};
+        if (!rc) rc = zinf_st_write_dir(dfu, spec, n, 30000, NULL, fuse_produce, &fs, NULL);
+        CHECK(rc == 0, "the fused directory: %s", zinf_errmsg());
+        zinf_st_close(src);
+    }
+    MPI_Barrier(comm.world);
+    gpt2 = model.f;
+    fused = *gpt2;
+    fused.hf_parts = fused_parts;
+    model.f = &fused;
+    import_same(b, dfu, pa, "import fused");
+    /* and out: zinf_hf_write with this family writes q, k and v (in blocks of 100 elements, so
+     * tensors come in many), which the import reads back to the same bits */
+    char dfo[512];
+    make_dir("fused_out", NULL, 0, dfo, sizeof dfo);
+    if (comm.rank == 0) {
+        mem_src ms = {.p = pa};
+        zinf_hf_source src = {&ms, mem_begin, mem_block, mem_end};
+        zinf_st_written w = {0};
+        rc = zinf_hf_write(dfo, &model, ZINF_F32, 30000, NULL, 100, &src, &w);
+        CHECK(rc == 0 && w.shards > 1 && ms.bad == 0, "zinf_hf_write with q, k, v: %d shards, %lld tensors not read once: %s",
+              w.shards, (long long)ms.bad, rc ? zinf_errmsg() : "");
+        zinf_st_dir *sd = NULL;
+        const zinf_st_file *f;
+        const zinf_st_tensor *x = zinf_st_dir_open(&sd, dfo) ? NULL : zinf_st_dir_find(sd, "transformer.h.1.attn.c_attn.weight.k", &f);
+        int64_t C = model.c.n_embd;
+        CHECK(x && x->ndim == 2 && x->shape[0] == C && x->shape[1] == C && !zinf_st_dir_find(sd, "transformer.h.1.attn.c_attn.weight", &f),
+              "the written parts: k is not [%lld,%lld], or c_attn is there whole", (long long)C, (long long)C);
+        zinf_st_dir_close(sd);
+    }
+    MPI_Barrier(comm.world);
+    import_same(b, dfo, pa, "import the written parts");
+    /* a part missing: named with the shard the index puts it in */
+    CHECK(import_into(b, d32) < 0 && msg_has("fp32/model.safetensors: tensor transformer.h.0.attn.c_attn.weight.q is missing"),
+          "fused from an unfused file: '%s'", zinf_errmsg());
+    model.f = gpt2;
 
     /* refusals, each naming the field or the tensor */
     char bad[512];
@@ -315,16 +474,13 @@ int main(int argc, char **argv)
         json_decref(h);
     }
     MPI_Barrier(comm.world);
-    CHECK(import_into(b, bad) < 0 && msg_has("transformer.wte.weight: data_offsets do not hold"), "truncated: '%s'",
+    CHECK(import_into(b, bad) < 0 && msg_has("model.safetensors: tensor transformer.wte.weight: data_offsets [0,25600] end past the file's 12800 bytes"), "truncated: '%s'",
           zinf_errmsg());
     snprintf(bad, sizeof bad, "%s/none", dir);
     CHECK(import_into(b, bad) < 0 && msg_has("config.json: No such file"), "no directory: '%s'", zinf_errmsg());
     /* a refused import leaves the engine as it was */
-    pb = params_of(b);
-    diff = 0;
-    for (int64_t i = 0; i < model.num_params; i++) diff += memcmp(&pa[i], &pb[i], 4) != 0;
+    diff = differ(pa, b);
     CHECK(diff == 0, "the refused imports changed %lld parameters", (long long)diff);
-    free(pb);
 
     free(pa);
     zinf_zero_free(a);
