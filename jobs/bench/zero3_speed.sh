@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+. "$here/jobs/bench/ranks.sh" # peer_error
 tmp=${TMPDIR:-/tmp}/zinf-z3bench.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -67,12 +68,15 @@ JSON
 done
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
     for pol in full none; do
-        (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2.py --model "$model" \
-            --micro "$micro" --T "$T" --steps "$steps" $([ "$pol" = full ] || echo --no-recompute) 2>"$tmp/torch-$pol.err") |
+        prc=0
+        (cd "$here/jobs/bench" && exec torchrun --standalone --nproc_per_node "$np" torch_fsdp2.py --model "$model" \
+            --micro "$micro" --T "$T" --steps "$steps" $([ "$pol" = full ] || echo --no-recompute)) \
+            > "$tmp/torch-$pol.out" 2> "$tmp/torch-$pol.err" || prc=$?
+        grep '^fsdp2 ' "$tmp/torch-$pol.out" |
         while read -r _ ttps tms tpeak; do
             if [ "$ttps" = oom ]; then row "PyTorch FSDP2, recompute $pol" "-" "-" "-"; echo "  does not fit in GPU memory"
             else row "PyTorch FSDP2, recompute $pol" "$ttps" "$tms" "$tpeak"; fi
         done
-        grep -q -i -E 'Traceback' "$tmp/torch-$pol.err" && grep -i -E 'error' "$tmp/torch-$pol.err" | tail -2 >&2 || :
+        grep -q '^fsdp2 ' "$tmp/torch-$pol.out" && [ "$prc" -eq 0 ] || peer_error "PyTorch FSDP2, recompute $pol" "$prc" "$tmp/torch-$pol.err"
     done
 fi
