@@ -56,7 +56,7 @@ rank_place "$np"
 rc=0
 # shellcheck disable=SC2086 # $PLACE is mpirun words
 mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
-    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
+    --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 3' | sort -n |
       awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
@@ -66,6 +66,7 @@ nparams=$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/zinf.log" | head -1
 L=$(sed -n 's/.* L=\([0-9]*\) .*/\1/p' "$tmp/zinf.log" | head -1)
 C=$(sed -n 's/.* C=\([0-9]*\) .*/\1/p' "$tmp/zinf.log" | head -1)
 echo "GPT-2 $model, micro-batch $micro x T $T per GPU, gradient accumulation $gas, $np GPU(s), bf16, ZeRO-3, $rc_word, optimizer on $offload, clipping $clip, bf16.check_grad_overflow $check"
+echo "saves: none (zinf --save_steps 0; the peers save nothing either)"
 printf "%-34s %14s %10s %10s %6s\n" "" "tokens/s/GPU" "ms/step" "peak GiB" "MFU"
 mfu() { awk -v t="$1" -v n="$nparams" -v L="${L:-0}" -v C="${C:-0}" -v T="$T" -v pk="$peak" 'BEGIN {
     if (L == 0) { print "?"; exit } printf "%.1f%%", 100 * t * (6e6 * n + 12 * L * C * T) / (pk * 1e12) }'; }
