@@ -244,6 +244,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"resume", F_STR, &o.resume, NULL, "continue from a checkpoint: auto (the newest in --out, else a fresh start), a file or a directory"},
         {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only this run's newest N checkpoints (default 0: all); another run's are never removed"},
         {"overwrite_output_dir", F_BOOL, &o.overwrite_output_dir, NULL, "start a fresh run in an --out that holds another run's checkpoints (they stay; `latest` then names this run's)"},
+        {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
         {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face GPT-2 directory (config.json, model.safetensors); a resumed run ignores it"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},

@@ -216,6 +216,22 @@ static void said_removed(const char *path)
     zinf_info("zinf: removed %s, left by an interrupted save", path);
 }
 
+/* Whether a directory of an NVMe swap (nvme_path, one directory a line) is on --out's file system. */
+static bool swap_shares_fs(const zinf_config *c, const char *out)
+{
+    struct stat so, sd;
+    if (stat(out, &so) != 0) return false;
+    const zinf_offload_cfg *offs[2] = {&c->offload_optimizer, &c->offload_param};
+    for (int i = 0; i < 2; i++) {
+        if (offs[i]->device != ZINF_DEV_NVME) continue;
+        char paths[sizeof offs[i]->nvme_path];
+        snprintf(paths, sizeof paths, "%s", offs[i]->nvme_path);
+        for (char *sv = NULL, *t = strtok_r(paths, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv))
+            if (stat(t, &sd) == 0 && sd.st_dev == so.st_dev) return true;
+    }
+    return false;
+}
+
 static int mkdir_p(const char *path)
 {
     char tmp[4096];
@@ -758,14 +774,26 @@ static int setup(run *r)
             rc = zinf_err("--out %s holds another run's checkpoints (%s): continue it with --resume auto, or start a "
                           "new run there with --overwrite_output_dir", o->out, other);
     }
-    /* a checkpoint needs room: say so now, not after the training it would keep */
-    if (!rc && comm->rank == 0 && r->cfg.save_steps > 0) {
+    /* a checkpoint needs room: say so now, not after the training it would keep. zinf_zero_init
+     * has preallocated the node's NVMe swap files, so on a file system they share with --out the
+     * free space is what they leave: the swap's needs and the checkpoint's are counted together.
+     * With --save_steps 0 the only save is the one a stopping signal asks for: a warning, unless
+     * --no_signal_save gives that save up */
+    if (!rc && comm->rank == 0 && !(r->cfg.save_steps == 0 && o->no_signal_save)) {
         struct statvfs sv;
         int64_t need = zinf_ckpt_bytes(&r->m);
-        if (!statvfs(o->out, &sv) && (double)sv.f_bavail * (double)sv.f_frsize < (double)need)
-            rc = zinf_err("--out %s: a checkpoint of this model takes %.3g GB and its file system has %.3g GB free "
-                          "(free space, or --save_steps 0 to train without periodic checkpoints)", o->out,
-                          (double)need / 1e9, (double)sv.f_bavail * (double)sv.f_frsize / 1e9);
+        double avail = 0;
+        if (!statvfs(o->out, &sv) && (avail = (double)sv.f_bavail * (double)sv.f_frsize) < (double)need) {
+            const char *sw = swap_shares_fs(&r->cfg, o->out) ? " after the NVMe swap files this node preallocated there" : "";
+            if (r->cfg.save_steps > 0)
+                rc = zinf_err("--out %s: a checkpoint of this model takes %.3g GB and its file system has %.3g GB "
+                              "free%s (free space, or --save_steps 0 to train without periodic checkpoints)",
+                              o->out, (double)need / 1e9, avail / 1e9, sw);
+            else
+                zinf_warn("--out %s: a checkpoint of this model takes %.3g GB and its file system has %.3g GB free%s: "
+                          "the save a stop by SIGUSR1 or SIGTERM makes would fail (free space, or --no_signal_save "
+                          "to stop without saving)", o->out, (double)need / 1e9, avail / 1e9, sw);
+        }
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_bcast(comm, ck, sizeof ck, 0));
@@ -978,7 +1006,8 @@ static int loop(run *r)
         /* a signal on any rank stops every rank after this step, with a checkpoint */
         int sig;
         ZINF_TRY(stop_agreed(r, &sig));
-        bool save_now = sig > 0 || (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
+        bool save_now = (sig > 0 && !r->o->no_signal_save) ||
+                        (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
                                    .train_batch_size = c->train_batch_size, .max_length = r->T,
@@ -1018,8 +1047,9 @@ static int loop(run *r)
          * on every rank, with nothing saved beyond what was due */
         ZINF_TRY(logs_agreed(r));
         if (sig > 0) {
-            zinf_info("stopped by signal %d after step %lld, with a checkpoint: requeue with --resume auto",
-                      sig, (long long)done);
+            zinf_info("stopped by signal %d after step %lld, %s", sig, (long long)done,
+                      save_now ? "with a checkpoint: requeue with --resume auto"
+                               : "without a checkpoint (--no_signal_save): a requeue continues from the last one");
             return ZINF_TRAIN_STOPPED;
         }
     }

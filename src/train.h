@@ -27,6 +27,7 @@ typedef struct zinf_train_opts {
     const char *init_from;   /* --init_from: a Hugging Face GPT-2 directory (safetensors); NULL: random */
     int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */
     bool overwrite_output_dir; /* a fresh run may start in an --out holding checkpoints */
+    bool no_signal_save;       /* a stop by SIGUSR1/SIGTERM saves no checkpoint */
     zinf_flags flags;
 } zinf_train_opts;
 

@@ -45,8 +45,9 @@ rc=0
 start=$(date +%s)
 # shellcheck disable=SC2086 # $PLACE is mpirun words
 mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$tmp/model.json" --data "$tmp/rand_train_*.bin" \
-    --max_length "$T" --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
+    --max_length "$T" --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 took=$(( $(date +%s) - start ))
+echo "saves: none (--save_steps 0: a checkpoint of this model would need $(awk -v n="$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/zinf.log" | head -1)" 'BEGIN { printf "%.0f", n * 12e6 / 1e9 }') GB beside the swap)"
 grep -E "parameters, L=|memory on rank|NVMe swap pools" "$tmp/zinf.log" | head -4
 grep "^  \*" "$tmp/est.txt" | head -1 | sed 's/^/  zinf estimate: /'
 n=$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/zinf.log" | head -1)

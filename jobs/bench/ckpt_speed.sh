@@ -45,6 +45,7 @@ t1=$(date +%s.%N)
 drop > /dev/null
 dd if="$dir/raw" of=/dev/null bs=8M iflag=direct status=none
 t2=$(date +%s.%N)
+echo "saves: one, checkpoint-2.h5 (--save_steps 2), read back once (--resume auto, --save_steps 0)"
 echo "GPT-2 $model checkpoint on $np rank(s): $(awk -v b="$bytes" 'BEGIN { printf "%.2f GB", b / 1e9 }') in $dir (page cache $cache before the reads)"
 awk -v b="$bytes" -v s="$save_s" -v l="$load_s" -v t0="$t0" -v t1="$t1" -v t2="$t2" 'BEGIN {
     w = b / (t1 - t0) / 1e9; r = b / (t2 - t1) / 1e9

@@ -40,7 +40,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 mpirun -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
-    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" $keep > "$tmp/zinf.log" 2>&1 || rc=$?
+    --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" $keep > "$tmp/zinf.log" 2>&1 || rc=$?
 [ -z "$dmon" ] || { kill "$dmon" 2>/dev/null || :; wait "$dmon" 2>/dev/null || :; }
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 # steady state: the median of the second half of the steps
@@ -54,6 +54,7 @@ flops=$(awk -v n="$1" -v l="$2" -v c="$3" -v t="$T" 'BEGIN { printf "%.6g", 6 * 
 row() { awk -v who="$1" -v tps="$2" -v peak="$3" -v f="$flops" -v np="$np" -v mb="$micro" -v t="$T" 'BEGIN {
     printf "%-22s %12.0f %10.1f %7.1f%% %10s\n", who, tps, 1e3 * np * mb * t / tps, 100 * tps / np * f / 989e12, peak }'; }
 echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO stage $stage, recompute $recompute${keep:+ (attention outputs kept)}"
+echo "saves: none (zinf --save_steps 0; PyTorch saves nothing either)"
 printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'

@@ -56,7 +56,7 @@ rank_place "$np"
 rc=0
 # shellcheck disable=SC2086 # $PLACE is mpirun words
 mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
-    --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
+    --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 3' | sort -n |
       awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
@@ -66,6 +66,7 @@ nparams=$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/zinf.log" | head -1
 L=$(sed -n 's/.* L=\([0-9]*\) .*/\1/p' "$tmp/zinf.log" | head -1)
 C=$(sed -n 's/.* C=\([0-9]*\) .*/\1/p' "$tmp/zinf.log" | head -1)
 echo "GPT-2 $model, micro-batch $micro x T $T per GPU, gradient accumulation $gas, $np GPU(s), bf16, ZeRO-3, $rc_word, optimizer on $offload, clipping $clip, bf16.check_grad_overflow $check"
+echo "saves: none (zinf --save_steps 0; the peers save nothing either)"
 printf "%-34s %14s %10s %10s %6s\n" "" "tokens/s/GPU" "ms/step" "peak GiB" "MFU"
 mfu() { awk -v t="$1" -v n="$nparams" -v L="${L:-0}" -v C="${C:-0}" -v T="$T" -v pk="$peak" 'BEGIN {
     if (L == 0) { print "?"; exit } printf "%.1f%%", 100 * t * (6e6 * n + 12 * L * C * T) / (pk * 1e12) }'; }
@@ -73,11 +74,22 @@ awk -v t="$tps" -v np="$np" -v mb="$((micro * gas))" -v T="$T" -v p="${peak_mem:
     printf "%-34s %14.0f %10.1f %10s %6s\n", "zinf", t / np, 1e3 * np * mb * T / t, p, u }'
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /'
-# the host AdamW bound: this shard's parameters over the measured CPU AdamW rate (bf16 output)
+# the host AdamW bound: this shard's parameters over the CPU AdamW rate (bf16 output) measured
+# here, by one process alone on its share of the cores (OMP_NUM_THREADS as the ranks have it) and
+# by one process per rank at once, placed and bound as the ranks are, so that the ranks share the
+# host's memory bandwidth as their host steps do; the slowest rank's rate sets the bound
 if [ -x "$here/tests/unit/test_cpu_adamw" ]; then
-    rate=$("$here/tests/unit/test_cpu_adamw" --bench 67108864 2>/dev/null | awk '/bf16/ && $1 != "scalar" { if ($4 + 0 > r) r = $4 + 0 } END { print r }')
-    [ -n "$rate" ] && awk -v n="$nparams" -v np="$np" -v r="$rate" 'BEGIN {
-        printf "  host AdamW: %.2f Gparam/s measured here; %.0f M parameters per rank take %.0f ms a step (the bound it sets)\n", r, n / np, n / np / r }'
+    best_bf16() { awk '/bf16/ && $1 != "scalar" { if ($4 + 0 > r) r = $4 + 0 } END { print r }' "$@"; }
+    "$here/tests/unit/test_cpu_adamw" --bench 67108864 > "$tmp/adamw.alone" 2>/dev/null || :
+    rate=$(best_bf16 "$tmp/adamw.alone")
+    # shellcheck disable=SC2086 # $PLACE is mpirun words
+    mpirun $PLACE -np "$np" sh -c 'exec "$1" --bench 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
+        "$here/tests/unit/test_cpu_adamw" "$tmp/adamw.rank" 2>/dev/null || :
+    all=$(for f in "$tmp"/adamw.rank.*; do best_bf16 "$f"; done | sort -g | head -1)
+    thr=$(sed -n 's/.*, \([0-9]*\) threads,.*/\1/p' "$tmp/adamw.alone")
+    [ -n "$rate" ] && awk -v n="$nparams" -v np="$np" -v r="$rate" -v a="${all:-0}" -v t="${thr:-?}" 'BEGIN {
+        printf "  host AdamW (%s threads a rank): %.2f Gparam/s alone, %.2f with all %d rank(s) at once (the slowest); %.0f M parameters per rank take %.0f ms a step at that rate (the bound it sets)\n",
+               t, r, a, np, n / np, (a > 0 ? n / np / a : n / np / r) }'
 fi
 if [ "$offload" = nvme ]; then
     grep -A3 '^best sum' "$tmp/iob.txt" | head -1 | sed 's/^/  io-bench /'
@@ -97,18 +109,24 @@ if [ "$offload" = nvme ]; then
     done
 fi
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
-    (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2_offload.py --model "$model" \
+    prc=0
+    (cd "$here/jobs/bench" && exec torchrun --standalone --nproc_per_node "$np" torch_fsdp2_offload.py --model "$model" \
         --micro "$micro" --T "$T" --steps "$steps" --clip "$(awk -v c="$clip" 'BEGIN { print c + 0 }')" --gas "$gas" \
-        $([ "$recompute" = yes ] || echo --no-recompute) 2>"$tmp/torch.err") |
+        $([ "$recompute" = yes ] || echo --no-recompute)) > "$tmp/torch.out" 2> "$tmp/torch.err" || prc=$?
+    grep '^fsdp2-offload' "$tmp/torch.out" |
     while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s %6s\n" "PyTorch FSDP2 + CPU offload" "$ttps" "$tms" "$tpeak" "$(mfu "$ttps")"; done
-    [ -s "$tmp/torch.err" ] && grep -i error "$tmp/torch.err" | tail -3 >&2 || :
+    grep -q '^fsdp2-offload' "$tmp/torch.out" && [ "$prc" -eq 0 ] || peer_error "PyTorch FSDP2 + CPU offload" "$prc" "$tmp/torch.err"
 fi
 if [ "$ds" = yes ] && [ "$offload" = cpu ] && [ -f "$here/.peers/activate-peers.sh" ]; then
     # the first use compiles DeepSpeed's CPU Adam (about a minute on a fresh machine)
+    prc=0
     bash -c 'source "$1/.peers/activate-peers.sh" && cd "$1/jobs/bench" && shift && exec torchrun --standalone --nproc_per_node "$@"' \
         _ "$here" "$np" ds_offload.py --model "$model" --micro "$micro" --T "$T" --steps "$(( steps < 8 ? steps : 8 ))" \
         --clip "$(awk -v c="$clip" 'BEGIN { print c + 0 }')" --gas "$gas" $([ "$recompute" = yes ] || echo --no-recompute) \
-        2>"$tmp/ds.err" | grep '^deepspeed-offload' |
+        > "$tmp/ds.out" 2> "$tmp/ds.err" || prc=$?
+    grep '^deepspeed-offload' "$tmp/ds.out" |
     while read -r _ ttps tms tpeak; do printf "%-34s %14.0f %10.1f %10s %6s\n" "DeepSpeed ZeRO-3 + CPU Adam" "$ttps" "$tms" "$tpeak" "$(mfu "$ttps")"; done
-    grep -q . "$tmp/ds.err" && grep -i -E 'error|Traceback' "$tmp/ds.err" | tail -3 >&2 || :
+    grep -q '^deepspeed-offload' "$tmp/ds.out" && [ "$prc" -eq 0 ] || peer_error "DeepSpeed ZeRO-3 + CPU Adam" "$prc" "$tmp/ds.err"
+elif [ "$ds" = yes ] && [ "$offload" = cpu ]; then
+    echo "  DeepSpeed not run: no .peers/ here (../shared/gpu/PEERS.md)"
 fi

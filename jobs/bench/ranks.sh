@@ -15,3 +15,22 @@ rank_place() {
     # mpirun warns about an -x variable that is not set
     [ -z "${OMP_NUM_THREADS:-}" ] || PLACE="$PLACE -x OMP_NUM_THREADS"
 }
+
+# peer_error NAME RC ERRFILE: one line saying that the peer NAME failed (exit RC), with its real
+# error from the stderr that torchrun gathered (each line's [rankN]: prefix left out): the innermost frame and the exception of the
+# first Python traceback, else the last lines that are not torchrun's own wrapper report
+# (ChildFailedError, "Root Cause", error_file, the ==== frames), which name no cause.
+peer_error() {
+    awk -v name="$1" -v rc="$2" '
+        { sub(/^\[(default)?rank[0-9]+\]: ?/, "") }
+        /^Traceback \(most recent call last\):/ && !tb { tb = 1; next }
+        tb == 1 && /^  File "/ { frame = $0; sub(/^ */, "", frame); next }
+        tb == 1 && /^[A-Za-z_.]*(Error|Exception|Interrupt|Exit)[:]?/ { exc = $0; tb = 2; next }
+        /torch\.distributed\.elastic|ChildFailedError|Root Cause|error_file|^ *traceback *:|^=+$|^\*+$|^ *(time|host|rank|exitcode) *:|Failures:|<NO_OTHER_FAILURES>|^[WE][0-9][0-9][0-9][0-9] / { next }
+        NF { last[++n] = $0 }
+        END {
+            if (exc != "") msg = exc (frame != "" ? " (" frame ")" : "")
+            else { for (i = (n > 3 ? n - 2 : 1); i <= n; i++) msg = msg (msg != "" ? " | " : "") last[i] }
+            if (msg == "") msg = "no error text on stderr"
+            printf "  %s does not run (exit %s): %s\n", name, rc, msg }' "$3"
+}

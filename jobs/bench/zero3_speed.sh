@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+. "$here/jobs/bench/ranks.sh" # peer_error
 tmp=${TMPDIR:-/tmp}/zinf-z3bench.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -32,6 +33,7 @@ mfu() { awk -v t="$1" -v n="$nparams" -v L="${L:-0}" -v C="${C:-0}" -v T="$T" -v
     if (L == 0 || t == "-") { print "-"; exit } printf "%.1f%%", 100 * t * (6e6 * n + 12 * L * C * T) / (pk * 1e12) }'; }
 row() { printf "%-40s %14s %10s %10s %6s\n" "$1" "$2" "$3" "$4" "$(mfu "$2")"; }
 echo "GPT-2 $model, micro-batch $micro x T $T per GPU, $np GPU(s), bf16, ZeRO-3, gradient clipping 1.0"
+echo "saves: none (zinf --save_steps 0; the peers save nothing either)"
 printf "%-40s %14s %10s %10s %6s\n" "" "tokens/s/GPU" "ms/step" "peak GiB" "MFU"
 for pol in $policies; do
     case $pol in
@@ -47,7 +49,7 @@ for pol in $policies; do
 JSON
     rc=0
     mpirun --bind-to none -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" \
-        --max_length "$T" --max_steps "$steps" --logging_steps 1 --config "$tmp/ds.json" --out "$tmp/$pol" \
+        --max_length "$T" --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/$pol" \
         > "$tmp/$pol.log" 2>&1 || rc=$?
     [ -n "$nparams" ] || nparams=$(sed -n 's/.*(\([0-9.]*\)M parameters.*/\1/p' "$tmp/$pol.log" | head -1)
     [ -n "$L" ] || L=$(sed -n 's/.* L=\([0-9]*\) .*/\1/p' "$tmp/$pol.log" | head -1)
@@ -67,12 +69,15 @@ JSON
 done
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
     for pol in full none; do
-        (cd "$here/jobs/bench" && torchrun --standalone --nproc_per_node "$np" torch_fsdp2.py --model "$model" \
-            --micro "$micro" --T "$T" --steps "$steps" $([ "$pol" = full ] || echo --no-recompute) 2>"$tmp/torch-$pol.err") |
+        prc=0
+        (cd "$here/jobs/bench" && exec torchrun --standalone --nproc_per_node "$np" torch_fsdp2.py --model "$model" \
+            --micro "$micro" --T "$T" --steps "$steps" $([ "$pol" = full ] || echo --no-recompute)) \
+            > "$tmp/torch-$pol.out" 2> "$tmp/torch-$pol.err" || prc=$?
+        grep '^fsdp2 ' "$tmp/torch-$pol.out" |
         while read -r _ ttps tms tpeak; do
             if [ "$ttps" = oom ]; then row "PyTorch FSDP2, recompute $pol" "-" "-" "-"; echo "  does not fit in GPU memory"
             else row "PyTorch FSDP2, recompute $pol" "$ttps" "$tms" "$tpeak"; fi
         done
-        grep -q -i -E 'Traceback' "$tmp/torch-$pol.err" && grep -i -E 'error' "$tmp/torch-$pol.err" | tail -2 >&2 || :
+        grep -q '^fsdp2 ' "$tmp/torch-$pol.out" && [ "$prc" -eq 0 ] || peer_error "PyTorch FSDP2, recompute $pol" "$prc" "$tmp/torch-$pol.err"
     done
 fi

@@ -6,6 +6,8 @@ top_srcdir=${top_srcdir:-$here}
 . "$top_srcdir/tests/mpi/lib.sh"
 TESTS_BIN=${TESTS_BIN:-$here/tests/unit}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# CUDA_VISIBLE_DEVICES narrows what the ranks see (nvidia-smi lists every GPU regardless)
+case ${CUDA_VISIBLE_DEVICES-all} in all) ;; "") ngpu=0 ;; *) ngpu=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .) ;; esac
 # the training runs below are compared bit for bit in places: one GEMM algorithm per shape in
 # every run (test_backend_ops exercises the timed choice)
 export ZINF_GEMM_AUTOTUNE=0
@@ -205,6 +207,14 @@ if [ "$ngpu" -ge 2 ]; then
     done
 else
     echo "  one GPU: the checkpoints across GPU counts are skipped"
+fi
+
+# 4d. more than 2 GPUs: stages, offload and checkpoints across GPU counts at 4 or 8 (multi.sh)
+if [ "$ngpu" -ge 4 ]; then
+    np=4
+    [ "$ngpu" -lt 8 ] || np=8
+    sh "$here/tests/cuda/multi.sh" "$np"; mrc=$?
+    [ "$mrc" -eq 0 ] && pass || fail "tests/cuda/multi.sh $np: exit $mrc"
 fi
 
 # 5. a rank that stops or dies before it joins NCCL: the other one's communicator setup (or, when

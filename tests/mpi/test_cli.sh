@@ -29,9 +29,12 @@ run train --model
 expect_err "flag without value" "--model needs a value"
 run train --model no-such-model --data x
 expect_err "unknown model" "no-such-model" "not a preset"
+printf '{"model_type": "qwen3_moe", "n_layer": 2}' > "$TMP/moe.json"
+run train --model "$TMP/moe.json" --data x
+expect_err "unsupported model type" "model_type qwen3_moe is not supported (zinf has gpt2 llama qwen2 qwen3 mistral)"
 printf '{"model_type": "llama", "n_layer": 2}' > "$TMP/llama.json"
 run train --model "$TMP/llama.json" --data x
-expect_err "unsupported model type" "model_type llama is not supported"
+expect_err "a llama config.json without its sizes" "config.json lacks \"num_hidden_layers\""
 
 run data --input "$TMP/missing.txt" --out "$TMP/m"
 expect_err "data: missing input" "missing.txt"

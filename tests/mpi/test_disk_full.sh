@@ -92,6 +92,20 @@ done
 case "$kinds" in *other*) fail "an unexpected failure line (kinds:$kinds)" ;; *) pass ;; esac
 [ "$resumed" -ge 1 ] && pass || fail "no failed run left a checkpoint to resume"
 
+# --- 1b. no room for one checkpoint: with --save_steps 0 the run trains, warning at its start that
+# the save a stopping signal asks for would fail; --no_signal_save gives that save up, silently
+mount -t tmpfs -o size=3m tmpfs "$SMALL" || fail "mount"
+head -c $(((3072 - S / 2) * 1024)) /dev/zero > "$SMALL/filler" 2>/dev/null
+trn 2 "$SMALL/ns" 2 --save_steps 0
+expect_ok "no room, --save_steps 0"
+expect_has "no room, --save_steps 0" "warning" "$SMALL/ns: a checkpoint of this model takes" "--no_signal_save"
+trn 2 "$SMALL/ns2" 2 --save_steps 0 --no_signal_save
+expect_ok "no room, --save_steps 0 --no_signal_save"
+[ "$(count_lines "a checkpoint of this model takes")" -eq 0 ] && pass || fail "--no_signal_save: still warned"
+trn 2 "$SMALL/ns3" 2 --save_steps 1
+expect_err "no room, --save_steps 1" "$SMALL/ns3: a checkpoint of this model takes"
+umount "$SMALL"
+
 # --- 2. a rank that stalls in a save or a load ends the job within the time limit ---------------
 trn 2 "$TMP/st" 2 --save_steps 1
 expect_ok "two steps with saves"

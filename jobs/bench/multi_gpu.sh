@@ -1,0 +1,84 @@
+#!/bin/bash
+# Issue 24's run on one node of several GPUs, in one call of a time-limited lease: the GPU tests
+# (make check-cuda's tests/cuda/run.sh on 2 GPUs and on 4, multi.sh's stages, offload and
+# checkpoints across GPU counts), the host AdamW rate with the ranks placed as the offload run
+# places them, ZeRO-3 beside FSDP2 and offload beside FSDP2 and DeepSpeed. Each part has its own
+# time limit and the whole a deadline, so that one hang does not take the rest; a part the deadline
+# leaves no time for says so. Logs go to DIR/logs.tgz, the summary to DIR/summary.txt.
+# Usage (from the top of a tree holding zinf, tests/ and jobs/, .gpu-bundle/ and, for DeepSpeed,
+# .peers/): jobs/bench/multi_gpu.sh DIR [SECONDS, default 540]
+here=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: multi_gpu.sh DIR [SECONDS]}
+budget=${2:-530}
+start=$(date +%s)
+deadline=$((start + budget))
+mkdir -p "$out"
+logs=$(mktemp -d /tmp/zinf-multi-gpu.XXXXXX)
+S=$out/summary.txt
+say() { printf '%s\n' "$*" | tee -a "$S"; }
+pack() { tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null; }
+# part NAME CAP COMMAND...: run COMMAND with the smaller of CAP seconds and what the deadline leaves
+# (less 15 s to pack up), its output in logs/NAME.log; the summary gets its status and time
+part() {
+    local name=$1 cap=$2 left; shift 2
+    left=$((deadline - $(date +%s) - 15))
+    [ "$left" -lt "$cap" ] && cap=$left
+    if [ "$cap" -lt 20 ]; then say "== $name: NOT RUN (the deadline leaves ${cap}s)"; return 0; fi
+    local t0=$(date +%s) rc=0
+    timeout -k 10 "$cap" "$@" > "$logs/$name.log" 2>&1 || rc=$?
+    say "== $name: exit $rc after $(( $(date +%s) - t0 ))s (limit ${cap}s)$([ "$rc" -eq 124 ] && echo ', TIMED OUT')"
+    pack
+    return 0
+}
+cd "$here" || exit 1
+source .gpu-bundle/activate.sh
+export ZINF=$here/zinf TESTS_BIN=$here/tests/unit MPIRUN=mpirun top_srcdir=$here
+say "multi_gpu.sh at commit $(cat COMMIT 2>/dev/null || echo '?'), $(date -u +%FT%TZ)"
+nvidia-smi -L | tee -a "$S"
+nvidia-smi topo -m > "$logs/topo.txt" 2>&1
+say "$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) MemTotal, $(df -h /tmp | awk 'NR == 2 { print $4 " free on /tmp" }'), $(lscpu | grep -E '^(Model name|NUMA node\(s\))' | tr -s ' ' | tr '\n' ';')"
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+
+# 1. the GPU tests, at once (tiny models: sharing the GPUs costs time, not results): run.sh on 2
+# visible GPUs without its op tests; multi.sh 4, the part run.sh adds from 4 GPUs; the op tests
+# on the last GPU. Together they are run.sh on 4 GPUs, its 2-GPU runs placed on GPUs 0-1 instead.
+if [ "$ngpu" -ge 4 ]; then
+    part check_cuda_2gpu 240 env CUDA_VISIBLE_DEVICES=0,1 SKIP_OPS=1 sh tests/cuda/run.sh &
+    part check_cuda_ops 240 env CUDA_VISIBLE_DEVICES=3 tests/unit/test_backend_ops &
+    part check_cuda_multi4 240 sh tests/cuda/multi.sh 4
+    wait
+else
+    part check_cuda_${ngpu}gpu 300 sh tests/cuda/run.sh
+fi
+for f in "$logs"/check_cuda_*.log; do
+    [ -f "$f" ] && say "$(basename "$f" .log): $(grep -E ': [0-9]+ checks' "$f" | tail -2 | tr '\n' ' ')$(grep -c '^FAIL' "$f") FAIL lines"
+    grep -E '^FAIL|max relative|last 3 losses' "$f" | sed 's/^/   /' >> "$S"
+done
+
+# 2. the host AdamW with the ranks placed as offload_speed.sh places them: one process alone, then
+# one per rank at once (shared memory bandwidth), at 2 and at 4 ranks
+. jobs/bench/ranks.sh
+adamw() {
+    local np=$1
+    (rank_place "$np"; echo "== $np rank(s): $PLACE, OMP_NUM_THREADS=$OMP_NUM_THREADS"
+     echo "-- one process alone:"; tests/unit/test_cpu_adamw --bench 67108864 | grep -E 'threads|triad|^avx|^path'
+     # shellcheck disable=SC2086
+     mpirun $PLACE -np "$np" sh -c 'exec "$1" --bench 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
+         "$here/tests/unit/test_cpu_adamw" "$logs/adamw$np.rank"
+     for f in "$logs/adamw$np.rank".*; do echo "-- $f (all ranks at once):"; grep -E 'threads|triad|^avx' "$f"; done)
+}
+part adamw_ranks 60 bash -c "$(declare -f adamw rank_place); here=$here logs=$logs; adamw 2; adamw 4"
+grep -E '^==|^--|triad|bf16' "$logs/adamw_ranks.log" | grep -v -E 'fp16|f32' | sed 's/^/   /' >> "$S"
+
+# 3. ZeRO-3 beside FSDP2 at 4 GPUs, 4. offload beside FSDP2 and DeepSpeed at 2 and 4, then
+# ZeRO-3 at 2 GPUs
+part zero3_np4 150 sh jobs/bench/zero3_speed.sh --np 4 --steps 12 --policies "full none"
+sed 's/^/   /' "$logs/zero3_np4.log" >> "$S"
+part offload_np2 170 sh jobs/bench/offload_speed.sh --np 2 --steps 8
+sed 's/^/   /' "$logs/offload_np2.log" >> "$S"
+part offload_np4 120 sh jobs/bench/offload_speed.sh --np 4 --steps 8
+sed 's/^/   /' "$logs/offload_np4.log" >> "$S"
+part zero3_np2 150 sh jobs/bench/zero3_speed.sh --np 2 --steps 12 --policies "full none"
+sed 's/^/   /' "$logs/zero3_np2.log" >> "$S"
+say "done after $(( $(date +%s) - start ))s"
+pack
