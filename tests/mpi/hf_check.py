@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The reference for `zinf ckpt export`: load the exported directory with Hugging Face
-transformers (GPT2LMHeadModel.from_pretrained) and compute the validation loss zinf train
+transformers (AutoModelForCausalLM.from_pretrained: GPT-2 and the Llama family) and compute the validation loss zinf train
 reports, on the same sequences, batched the same way. Prints the loss (one number) on stdout.
 
 zinf's validation (src/train.c, evaluate; src/data.c): the shards of --val in file-name order, each
@@ -56,17 +56,22 @@ def main():
     if nb < 1:
         sys.exit(f"{pattern}: {len(seqs)} sequences of {T} tokens, fewer than one batch of {B}")
 
-    model, info = transformers.GPT2LMHeadModel.from_pretrained(model_dir, output_loading_info=True)
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True,
+                                                                    attn_implementation="eager")
     model = model.float().eval()
     # every stored tensor used, none missing (HF's causal-mask buffers are not parameters)
     missing = [k for k in info.get("missing_keys", []) if not k.endswith((".attn.bias", ".attn.masked_bias"))]
     bad = missing + list(info.get("unexpected_keys", [])) + list(info.get("mismatched_keys", []))
     if bad:
         sys.exit(f"{model_dir}: transformers reports missing, unexpected or mismatched tensors: {bad}")
-    if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
-        sys.exit(f"{model_dir}: the LM head is not tied to wte")
+    tied = model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    if tied != bool(model.config.tie_word_embeddings):
+        sys.exit(f"{model_dir}: the LM head is {'' if tied else 'not '}tied to the embedding, config.json says "
+                 f"tie_word_embeddings {model.config.tie_word_embeddings}")
 
-    V, C = model.config.vocab_size, model.config.n_embd
+    V, C = model.config.vocab_size, model.config.hidden_size
+    if swap_qk and model.config.model_type != "gpt2":
+        sys.exit("swap_qk: a GPT-2 export only")
     if swap_qk:
         with torch.no_grad():
             for blk in model.transformer.h:
