@@ -853,9 +853,10 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_agree(comm, zinf_log_init(comm->rank, o->per_rank_logs ? dir : NULL)));
     const zinf_config *c = &r->cfg;
-    zinf_info("zinf: %s (%.2fM parameters, L=%d C=%d heads=%d V=%d T=%d) on %d rank%s, %s backend (%s)",
-              mc.name, (double)r->m.num_params / 1e6, mc.n_layer, mc.n_embd, mc.n_head, mc.vocab_size, r->T,
-              comm->size, comm->size > 1 ? "s" : "", r->be.name, zinf_dtype_name(r->be.cdt));
+    zinf_info("zinf: %s (%.2fM parameters, L=%d C=%d heads=%d V=%d T=%d kv_heads=%d head_dim=%d, %s) on %d rank%s, "
+              "%s backend (%s)", mc.name, (double)r->m.num_params / 1e6, mc.n_layer, mc.n_embd, mc.n_head,
+              mc.vocab_size, r->T, mc.n_kv_head, mc.head_dim, mc.model_type, comm->size, comm->size > 1 ? "s" : "",
+              r->be.name, zinf_dtype_name(r->be.cdt));
     zinf_info("zinf: batch %lld = micro %lld x accumulation %lld x world %d; %lld steps; %s lr %g; "
               "ZeRO stage %d%s", (long long)c->train_batch_size, (long long)c->train_micro_batch_size_per_gpu,
               (long long)c->gradient_accumulation_steps, comm->size, (long long)total,
