@@ -47,31 +47,11 @@ train1 gpubf16 cuda '"bf16": {"enabled": true},' 0 1
 agree cpu gpu32 1e-4 "CUDA fp32 vs CPU"
 agree cpu gpubf16 3e-2 "CUDA bf16 vs CPU"
 
-# 2b. the Llama family on the GPU follows the CPU backend: transformers' own tiny models (llama3
-# RoPE with GQA at head size 16, Qwen3's q/k norms at head size 128 on the fast path, Qwen2's
-# biases) imported from their sharded safetensors, and a head-size-64 Llama (the other fast path)
-GOLD=${GOLDEN:-$top_srcdir/tests/golden}
-printf '{"model_type": "llama", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
- "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 256,
- "max_position_embeddings": 64, "rope_theta": 10000.0}\n' > "$TMP/l64.json"
-trainL() { # trainL NAME DEVICE PRECISION-JSON MODEL [flags]
-    local name=$1 dev=$2 model=$4
-    printf '{"train_batch_size": 16, "gradient_clipping": 1.0, %s "zero_optimization": {"stage": 0},
-      "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.1}}}\n' "$3" > "$TMP/$1.json"
-    shift 4
-    mpi 1 train --device "$dev" --model "$model" --data "$TMP/add_train_*.bin" --max_length 64 \
-        --max_steps 20 --logging_steps 1 --config "$TMP/$name.json" --out "$TMP/$name" --seed 11 "$@"
-    expect_ok "$name"
-    metric "$TMP/$name/metrics.jsonl" loss > "$TMP/$name.loss"
-}
-for lm in llama3 qwen3 qwen2 l64; do
-    if [ "$lm" = l64 ]; then mdl="$TMP/l64.json" init=""; else mdl="$GOLD/llama/$lm" init="--init_from $GOLD/llama/$lm"; fi
-    trainL "L$lm.cpu" cpu "" "$mdl" $init
-    trainL "L$lm.gpu32" cuda "" "$mdl" $init
-    trainL "L$lm.gpubf16" cuda '"bf16": {"enabled": true},' "$mdl" $init
-    agree "L$lm.cpu" "L$lm.gpu32" 1e-4 "$lm: CUDA fp32 vs CPU"
-    agree "L$lm.cpu" "L$lm.gpubf16" 3e-2 "$lm: CUDA bf16 vs CPU"
-done
+# 2b. the Llama family (tests/cuda/llama.sh)
+LL=$(ZINF="$ZINF" top_srcdir="$top_srcdir" sh "$top_srcdir/tests/cuda/llama.sh" 2>&1); lrc=$?
+printf '%s\n' "$LL" | grep -E "relative|checks" | sed 's/^/  /'
+CHECKS=$((CHECKS + 1))
+[ "$lrc" -eq 0 ] || { fail "tests/cuda/llama.sh"; printf '%s\n' "$LL" | grep FAIL >&2; }
 
 # 3. fp16 on the GPU with a scale that fits follows the CPU; from 2^32 fp16 gradients overflow and
 # DeepSpeed's scaler (hysteresis 1) halves the scale on each skipped step until they fit

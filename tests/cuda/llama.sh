@@ -1,0 +1,43 @@
+#!/bin/sh
+# The Llama family on the GPU against the CPU backend over 20 training steps (fp32 within 1e-4,
+# bf16 within 3e-2 relative): transformers' own tiny models (tests/golden/llama: llama3 RoPE with
+# GQA at head size 16, Qwen3's q/k norms at head size 128 on the fast path, Qwen2's biases)
+# imported from their sharded safetensors, and a head-size-64 Llama (the other fast path).
+# Needs a GPU (exit 77 without one). Run by tests/cuda/run.sh.
+here=$(cd "$(dirname "$0")/../.." && pwd)
+top_srcdir=${top_srcdir:-$here}
+. "$top_srcdir/tests/mpi/lib.sh"
+nvidia-smi -L > /dev/null 2>&1 || { echo "llama.sh: no GPU: skipped"; exit 77; }
+export ZINF_GEMM_AUTOTUNE=0
+make_text "$TMP/add.txt" 6000
+run data --input "$TMP/add.txt" --out "$TMP/add"
+expect_ok "zinf data"
+agree() { # agree A B RTOL WHAT
+    paste "$TMP/$1.loss" "$TMP/$2.loss" | awk -v r="$3" 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d;
+        if (d > r * $1) bad = 1; if (d / $1 > m) m = d / $1 } END { printf "  %s: max relative loss difference %.2e (bound %s)\n", "'"$4"'", m, r; exit bad || NR != 20 }' \
+        && pass || { fail "$4: losses differ by more than $3 relative"; paste "$TMP/$1.loss" "$TMP/$2.loss" | head -20 >&2; }
+}
+GOLD=${GOLDEN:-$top_srcdir/tests/golden}
+printf '{"model_type": "llama", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 256,
+ "max_position_embeddings": 64, "rope_theta": 10000.0}\n' > "$TMP/l64.json"
+trainL() { # trainL NAME DEVICE PRECISION-JSON MODEL [flags]
+    local name=$1 dev=$2 model=$4
+    printf '{"train_batch_size": 16, "gradient_clipping": 1.0, %s "zero_optimization": {"stage": 0},
+      "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.1}}}\n' "$3" > "$TMP/$1.json"
+    shift 4
+    mpi 1 train --device "$dev" --model "$model" --data "$TMP/add_train_*.bin" --max_length 64 \
+        --max_steps 20 --logging_steps 1 --config "$TMP/$name.json" --out "$TMP/$name" --seed 11 "$@"
+    expect_ok "$name"
+    metric "$TMP/$name/metrics.jsonl" loss > "$TMP/$name.loss"
+}
+for lm in llama3 qwen3 qwen2 l64; do
+    if [ "$lm" = l64 ]; then mdl="$TMP/l64.json" init=""; else mdl="$GOLD/llama/$lm" init="--init_from $GOLD/llama/$lm"; fi
+    trainL "L$lm.cpu" cpu "" "$mdl" $init
+    trainL "L$lm.gpu32" cuda "" "$mdl" $init
+    trainL "L$lm.gpubf16" cuda '"bf16": {"enabled": true},' "$mdl" $init
+    agree "L$lm.cpu" "L$lm.gpu32" 1e-4 "$lm: CUDA fp32 vs CPU"
+    agree "L$lm.cpu" "L$lm.gpubf16" 3e-2 "$lm: CUDA bf16 vs CPU"
+done
+
+finish
