@@ -30,8 +30,7 @@ def config(name, T):
     if factor:
         rope = {"rope_type": "llama3", "rope_theta": theta, "factor": factor, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
-    cls = transformers.AutoConfig.for_model(mt)
-    cfg = cls(**kw)
+    cfg = transformers.AutoConfig.for_model(mt, **kw)
     cfg.rope_parameters = rope
     return cfg
 
