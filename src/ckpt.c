@@ -77,10 +77,17 @@ static void remove_ckpt(const char *dir, long long step)
     char p[4200];
     snprintf(p, sizeof p, "%s/checkpoint-%lld.h5", dir, step);
     unlink(p);
-    /* and its 16-bit weights (stage3_gather_16bit_weights_on_model_save), if any */
-    snprintf(p, sizeof p, "%s/checkpoint-%lld.weights/weights.h5", dir, step);
-    unlink(p);
+    /* and its weights directory (stage3_gather_16bit_weights_on_model_save): the files zinf wrote
+     * there, then the directory */
     snprintf(p, sizeof p, "%s/checkpoint-%lld.weights", dir, step);
+    DIR *d = opendir(p);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char f[4500];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        unlink(f);
+    }
+    if (d) closedir(d);
     rmdir(p);
 }
 

@@ -237,7 +237,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     const flag tab[] = {
         {"config", F_STR, &o.config_path, NULL, "DeepSpeed JSON config (// comments allowed); default: stage 0, values from the flags"},
         {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling)"},
-        {"model", F_STR, &o.model, NULL, "preset or HF config.json-style file (default test-mini)"},
+        {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (gpt2, llama, qwen2, qwen3, mistral; default test-mini)"},
         {"data", F_STR, &o.data, NULL, "glob of training token shards"},
         {"val", F_STR, &o.val, NULL, "glob of validation token shards"},
         {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
@@ -245,7 +245,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only this run's newest N checkpoints (default 0: all); another run's are never removed"},
         {"overwrite_output_dir", F_BOOL, &o.overwrite_output_dir, NULL, "start a fresh run in an --out that holds another run's checkpoints (they stay; `latest` then names this run's)"},
         {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
-        {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face GPT-2 directory (config.json, model.safetensors); a resumed run ignores it"},
+        {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face directory's weights (config.json, model.safetensors or its shards); a resumed run ignores it"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
@@ -266,7 +266,8 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         *help = true;
         if (comm->rank == 0) {
             printf("usage: mpirun -np N zinf train --data GLOB [--config ds.json] [--model M] [flags]\n\n"
-                   "Train a GPT-2 model with a DeepSpeed config. Presets: %s.\n\nflags:\n",
+                   "Train a GPT-2 or Llama-family model (llama, qwen2, qwen3, mistral) with a DeepSpeed config.\n"
+                   "Presets: %s.\n\nflags:\n",
                    zinf_model_presets());
             print_flags(stdout, tab);
         }
@@ -377,7 +378,7 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     bool h = false;
     /* spelt with dashes, as zinf-estimate(1) and the README have always written them */
     const flag tab[] = {
-        {"model", F_STR, &o.model, NULL, "preset or GPT-2 config.json (required)"},
+        {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (required)"},
         {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config: only its row, with its buffer sizes"},
         {"nodes", F_INT, &o.nodes, NULL, "number of nodes (default 1)"},
         {"gpus-per-node", F_INT, &o.gpus_per_node, NULL, "GPUs, that is ranks, per node (default 1)"},

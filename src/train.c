@@ -1022,12 +1022,14 @@ static int loop(run *r)
             zinf_progress_add(&r->prog, ZINF_PROG_SAVE, zinf_now() - ts);
             zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
             /* DeepSpeed's stage3_gather_16bit_weights_on_model_save (zinf: at any stage): the weights
-             * in the compute dtype as well, for inference, from the file just written */
+             * in the compute dtype as well, as the Hugging Face directory ms-swift users get from
+             * DeepSpeed (config.json, safetensors), read from the file just written: no rank holds
+             * the whole model */
             if (c->stage3_gather_16bit_weights_on_model_save) {
                 char ck[4200], wd[4200];
                 snprintf(ck, sizeof ck, "%s/checkpoint-%lld.h5", r->o->out, (long long)done);
                 snprintf(wd, sizeof wd, "%s/checkpoint-%lld.weights", r->o->out, (long long)done);
-                zinf_export_opts x = {.fmt = ZINF_EXPORT_HDF5, .dt = r->be.cdt};
+                zinf_export_opts x = {.fmt = ZINF_EXPORT_HF, .dt = r->be.cdt};
                 int rc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, &x, stdout, r->comm->timeout_s) : 0;
                 ZINF_TRY(zinf_comm_agree(r->comm, rc));
             }
