@@ -115,6 +115,24 @@ for gm in llama3 qwen2 qwen3; do
 done
 [ "$HAVE_HF" = 1 ] || echo "test_llama.sh: torch and transformers are not installed: transformers was not run on the exports"
 
+# --- the estimator holds to the bytes a run measures (test-qwen3: tied head, q/k norms) -------------
+for st in 0 3; do
+    name="est$st"
+    printf '{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.003}},
+ "zero_optimization": {"stage": %d}}\n' "$st" > "$TMP/$name.json"
+    mpi 2 train --model test-qwen3 --data "$D" --max_length 32 --max_steps 1 --config "$TMP/$name.json" \
+        --out "$TMP/$name" --seed 3 --save_steps 0
+    expect_ok "$name: train"
+    grep '"mem_param"' "$TMP/$name/metrics.jsonl" | tail -1 > "$TMP/$name.mem"
+    run estimate --model test-qwen3 --precision fp32 --nodes 1 --gpus-per-node 2 --stage "$st" --print-bytes
+    expect_ok "$name: estimate"
+    for k in param param_shard grad grad_acc master adam comm; do
+        got=$(metric "$TMP/$name.mem" "mem_$k")
+        want=$(printf '%s\n' "$OUTPUT" | tr ' ' '\n' | sed -n "s/^$k=\([0-9]*\)\$/\1/p")
+        [ -n "$got" ] && [ "$got" = "$want" ] && pass || fail "test-qwen3 stage $st: mem_$k measured '$got', estimate '$want'"
+    done
+done
+
 # --- a published model's exact size from its config.json ---------------------------------------
 mkdir -p "$TMP/qwen3-8b"
 printf '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128, "hidden_size": 4096,
