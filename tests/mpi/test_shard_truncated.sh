@@ -48,6 +48,7 @@ n=$(printf '%s\n' "$errs" | grep -c .)
 bad=$(printf '%s\n' "$errs" | grep -vx "zinf: error: rank [01]: $S: the shard was truncated while in use: 4096 bytes now, $SIZE when it was opened")
 [ "$n" -ge 1 ] && [ "$n" -le 2 ] && [ -z "$bad" ] && pass ||
     { fail "two ranks: $n error lines, not each naming the shard:"; printf '%s\n' "$errs" >&2; }
-expect_has "two ranks" "MPI_ABORT was invoked"
+# (the job ended through MPI_Abort: exit 1 above; OpenMPI's own "MPI_ABORT was invoked" notice is
+# not asserted, since mpirun drops it when two ranks abort at once)
 
 finish
