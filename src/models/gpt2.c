@@ -74,8 +74,38 @@ static int json_int_field(json_t *o, const char *key, int *out, const char *src)
     return 0;
 }
 
+/* GPT2Config fields that change the model from the one zinf trains: each present with another
+ * value than zinf's is refused by name, never trained as a different model */
+static int gpt2_fixed_fields(json_t *o, const char *src)
+{
+    json_t *v;
+    if ((v = json_object_get(o, "activation_function")) && !json_is_null(v) &&
+        (!json_is_string(v) || (strcmp(json_string_value(v), "gelu_new") && strcmp(json_string_value(v), "gelu_pytorch_tanh"))))
+        return zinf_err("%s: activation_function %s: zinf's GPT-2 MLP is GELU with the tanh approximation (gelu_new)",
+                        src, json_is_string(v) ? json_string_value(v) : "(not a string)");
+    if ((v = json_object_get(o, "n_inner")) && !json_is_null(v)) {
+        json_t *ne = json_object_get(o, "n_embd");
+        if (!json_is_integer(v) || !json_is_integer(ne) || json_integer_value(v) != 4 * json_integer_value(ne))
+            return zinf_err("%s: n_inner %lld: zinf's GPT-2 MLP is 4 x n_embd wide (n_inner null)", src,
+                            json_is_integer(v) ? (long long)json_integer_value(v) : -1LL);
+    }
+    if ((v = json_object_get(o, "tie_word_embeddings")) && !json_is_true(v))
+        return zinf_err("%s: tie_word_embeddings false: zinf's GPT-2 head is tied to wte", src);
+    if ((v = json_object_get(o, "layer_norm_epsilon")) && (!json_is_number(v) || json_number_value(v) != LN_EPS))
+        return zinf_err("%s: layer_norm_epsilon %g: zinf's GPT-2 LayerNorm uses 1e-05", src,
+                        json_is_number(v) ? json_number_value(v) : NAN);
+    const char *off[] = {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"};
+    for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+        if ((v = json_object_get(o, off[i])) && json_is_true(v))
+            return zinf_err("%s: %s true: zinf's GPT-2 does not implement it", src, off[i]);
+    if ((v = json_object_get(o, "scale_attn_weights")) && json_is_false(v))
+        return zinf_err("%s: scale_attn_weights false: zinf's attention scales by 1/sqrt(head size)", src);
+    return 0;
+}
+
 static int gpt2_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
 {
+    ZINF_TRY(gpt2_fixed_fields(o, src));
     ZINF_TRY(json_int_field(o, "n_layer", &c->n_layer, src));
     ZINF_TRY(json_int_field(o, "n_embd", &c->n_embd, src));
     ZINF_TRY(json_int_field(o, "n_head", &c->n_head, src));

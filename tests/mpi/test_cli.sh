@@ -32,6 +32,15 @@ expect_err "unknown model" "no-such-model" "not a preset"
 printf '{"model_type": "qwen3_moe", "n_layer": 2}' > "$TMP/moe.json"
 run train --model "$TMP/moe.json" --data x
 expect_err "unsupported model type" "model_type qwen3_moe is not supported (zinf has gpt2 llama qwen2 qwen3 mistral)"
+# a GPT2Config whose values make another model than zinf's is refused by name, not trained as one
+for kv in '"activation_function": "relu"|activation_function relu' '"n_inner": 128|n_inner 128' \
+    '"tie_word_embeddings": false|tie_word_embeddings false' '"layer_norm_epsilon": 1e-6|layer_norm_epsilon 1e-06' \
+    '"scale_attn_by_inverse_layer_idx": true|scale_attn_by_inverse_layer_idx true'; do
+    printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 64, %s}\n' \
+        "${kv%%|*}" > "$TMP/g2.json"
+    run train --model "$TMP/g2.json" --data x
+    expect_err "gpt2 config with ${kv%%|*}" "$TMP/g2.json: ${kv#*|}"
+done
 printf '{"model_type": "llama", "n_layer": 2}' > "$TMP/llama.json"
 run train --model "$TMP/llama.json" --data x
 expect_err "a llama config.json without its sizes" "config.json lacks \"num_hidden_layers\""
