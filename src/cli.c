@@ -219,6 +219,8 @@ static void print_flags(FILE *out, const flag *tab)
     {"max_grad_norm", F_DBL, &(fl)->max_grad_norm, &(fl)->max_grad_norm_set, "gradient clipping norm (fills \"auto\"; default 1.0)"}, \
     {"warmup_steps", F_INT, &(fl)->warmup_steps, &(fl)->warmup_steps_set, "scheduler warmup steps (fills \"auto\")"}, \
     {"warmup_ratio", F_DBL, &(fl)->warmup_ratio, &(fl)->warmup_ratio_set, "warmup as a fraction of all steps, when --warmup_steps is not given"}, \
+    {"lr_scheduler_type", F_STR, &(fl)->lr_scheduler_type, &(fl)->lr_scheduler_type_set, "the HF Trainer's schedule when the config has no scheduler block: linear, cosine, cosine_with_min_lr, constant, constant_with_warmup (without it: a constant rate)"}, \
+    {"min_lr", F_DBL, &(fl)->min_lr, &(fl)->min_lr_set, "cosine_with_min_lr's floor"}, \
     {"num_train_epochs", F_DBL, &(fl)->num_train_epochs, &(fl)->num_train_epochs_set, "epochs when --max_steps is not given (default 3)"}, \
     {"max_steps", F_INT, &(fl)->max_steps, &(fl)->max_steps_set, "optimizer steps to run (overrides epochs)"}, \
     {"max_length", F_INT, &(fl)->max_length, &(fl)->max_length_set, "sequence length T (default: the model's n_positions)"}, \

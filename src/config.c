@@ -209,7 +209,9 @@ struct keydef {
 static const char *const OPT_NAMES[] = {"AdamW", "Adam"}; /* = zinf_opt_type */
 static const enumdef EN_OPT = {OPT_NAMES, 2, true, "Adam, AdamW"};
 static const char *const SCHED_NAMES[] = {"", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
-                                          "OneCycle", "LRRangeTest"}; /* = zinf_sched_type */
+                                          "OneCycle", "LRRangeTest", /* the config's; then HF's: */
+                                          "linear", "cosine", "cosine_with_min_lr", "constant",
+                                          "constant_with_warmup"}; /* = zinf_sched_type */
 static const enumdef EN_SCHED = {SCHED_NAMES, 6, false,
                                  "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest"};
 static const char *const DEV_NAMES[] = {"none", "cpu", "nvme"}; /* = zinf_offload_device */
@@ -1228,6 +1230,38 @@ static int resolve(ctx *c, json_t *root)
     /* scheduler: WarmupLR's warmup_max_lr None -> the optimizer's lr; WarmupDecayLR 0.001 */
     if (isnan(g->sched.warmup_max_lr))
         g->sched.warmup_max_lr = g->sched.type == ZINF_SCHED_WARMUP_LR ? g->lr : 0.001;
+    /* no scheduler block and --lr_scheduler_type: the HF Trainer's own schedule from its flags
+     * (transformers' get_scheduler; --warmup_steps or --warmup_ratio; --min_lr), which DeepSpeed
+     * then steps; a block in the config wins, as in HF. Without the flag the rate stays constant,
+     * as zinf has always run such configs: warm-up flags then have nothing to act on, and say so */
+    json_t *sb = json_object_get(root, "scheduler");
+    const zinf_flags *fl = c->fl;
+    bool given = fl && fl->lr_scheduler_type_set;
+    bool warm = fl && ((fl->warmup_steps_set && fl->warmup_steps > 0) || (fl->warmup_ratio_set && fl->warmup_ratio > 0));
+    if ((!sb || json_is_null(sb)) && !given && warm)
+        cwarn(c, "--warmup_steps/--warmup_ratio have no effect: the config has no scheduler block and no "
+                 "--lr_scheduler_type was given (the learning rate stays constant; the HF Trainer would run "
+                 "linear); give --lr_scheduler_type linear (or cosine, ...) for its schedule");
+    if ((!sb || json_is_null(sb)) && given) {
+        const char *want = fl->lr_scheduler_type;
+        int k = ZINF_SCHED_HF_LINEAR;
+        while (k <= ZINF_SCHED_HF_CONSTANT_WARMUP && strcmp(SCHED_NAMES[k], want)) k++;
+        if (k > ZINF_SCHED_HF_CONSTANT_WARMUP)
+            return cerr(c, NULL, "--lr_scheduler_type %s: zinf has linear, cosine, cosine_with_min_lr, constant and "
+                                 "constant_with_warmup (or a scheduler block in the config)", want);
+        g->sched.type = (zinf_sched_type)k;
+        g->sched.warmup_num_steps = -1; /* from --warmup_steps or --warmup_ratio once the steps are known */
+        g->sched.total_num_steps = -1;
+        g->sched.hf_min_lr = fl->min_lr_set ? fl->min_lr : 0.0;
+        if (k == ZINF_SCHED_HF_COSINE_MIN_LR && !fl->min_lr_set)
+            return cerr(c, NULL, "--lr_scheduler_type cosine_with_min_lr needs --min_lr");
+        if (k == ZINF_SCHED_HF_CONSTANT && warm)
+            cwarn(c, "--lr_scheduler_type constant has no warmup (HF's); --warmup_steps/--warmup_ratio have no "
+                     "effect: constant_with_warmup has one");
+    } else if (given) {
+        cwarn(c, "--lr_scheduler_type %s has no effect: the config's scheduler block (%s) is the schedule, as "
+                 "in the HF Trainer", fl->lr_scheduler_type, SCHED_NAMES[g->sched.type]);
+    }
 
     /* communication_data_type: zinf reduces in fp32 at stages 0-1 (the fp32 accumulators are
      * all-reduced) and in the compute dtype at stages 2-3; another dtype would change the sums */
@@ -1402,6 +1436,7 @@ static const struct flagrule {
     FR(num_train_epochs, T_NUM, F_POS, NULL),
     FR(warmup_steps, T_INT, 0, NULL),
     FR(warmup_ratio, T_NUM, F_UNIT, NULL),
+    FR(min_lr, T_NUM, 0, "cosine_with_min_lr's floor"),
     FR(max_length, T_INT, 0, "0: the model's n_positions"),
     FR(logging_steps, T_INT, F_POS, "HF's Trainer refuses 0 too"),
     FR(eval_steps, T_INT, F_POS, "leave it out to evaluate every --logging_steps steps"),
@@ -1533,6 +1568,9 @@ int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf
         double ratio = flags ? flags->warmup_ratio : 0.0;
         s->warmup_num_steps = steps ? flags->warmup_steps : (int64_t)ceil((double)total_steps * ratio);
     }
+    if (s->type >= ZINF_SCHED_HF_LINEAR && s->warmup_num_steps > total_steps)
+        return zinf_err("--warmup_steps %lld is more than the run's %lld steps", (long long)s->warmup_num_steps,
+                        (long long)total_steps);
     if ((s->type == ZINF_SCHED_WARMUP_DECAY_LR || s->type == ZINF_SCHED_WARMUP_COSINE_LR) &&
         s->total_num_steps < s->warmup_num_steps)
         return zinf_err("%s: scheduler.params.total_num_steps %lld is less than warmup_num_steps "
@@ -1653,7 +1691,9 @@ static json_t *emit(const zinf_config *g, const blockdef *b, size_t base)
 void zinf_config_print(const zinf_config *cfg, FILE *out)
 {
     json_t *o = emit(cfg, &B_TOP, 0);
-    if (cfg->sched.type == ZINF_SCHED_NONE) json_object_del(o, "scheduler"); /* absent = none */
+    /* absent = none; HF's own schedules are no DeepSpeed block: the "zinf" record names them */
+    if (cfg->sched.type == ZINF_SCHED_NONE || cfg->sched.type >= ZINF_SCHED_HF_LINEAR)
+        json_object_del(o, "scheduler");
     json_t *z = json_pack("{s:s?, s:i, s:b, s:I, s:f, s:I, s:I, s:I, s:I, s:i}",
                           "source", cfg->path[0] ? cfg->path : NULL, "world_size", cfg->world_size,
                           "has_optimizer", cfg->has_optimizer, "max_steps", (json_int_t)cfg->max_steps,

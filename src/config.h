@@ -23,6 +23,9 @@ typedef struct zinf_flags {
     double max_grad_norm;   bool max_grad_norm_set;   /* 1.0 */
     int64_t warmup_steps;   bool warmup_steps_set;    /* 0 */
     double warmup_ratio;    bool warmup_ratio_set;    /* 0.0; used when warmup_steps is not set */
+    const char *lr_scheduler_type; bool lr_scheduler_type_set; /* HF's schedule when the config has no
+                                                                * scheduler block; HF's default linear */
+    double min_lr;          bool min_lr_set;          /* cosine_with_min_lr's floor */
     double num_train_epochs; bool num_train_epochs_set; /* 3.0 */
     int64_t max_steps;      bool max_steps_set;       /* -1 = derive from epochs */
     int64_t max_length;     bool max_length_set;      /* sequence length T */
@@ -61,7 +64,11 @@ typedef struct zinf_offload_cfg {
 
 typedef enum {
     ZINF_SCHED_NONE = 0, ZINF_SCHED_WARMUP_LR, ZINF_SCHED_WARMUP_DECAY_LR,
-    ZINF_SCHED_WARMUP_COSINE_LR, ZINF_SCHED_ONE_CYCLE, ZINF_SCHED_LR_RANGE_TEST
+    ZINF_SCHED_WARMUP_COSINE_LR, ZINF_SCHED_ONE_CYCLE, ZINF_SCHED_LR_RANGE_TEST,
+    /* the HF Trainer's own schedules (--lr_scheduler_type), built when the config has no
+     * scheduler block: transformers' get_scheduler, warmup_num_steps and total_num_steps */
+    ZINF_SCHED_HF_LINEAR, ZINF_SCHED_HF_COSINE, ZINF_SCHED_HF_COSINE_MIN_LR, ZINF_SCHED_HF_CONSTANT,
+    ZINF_SCHED_HF_CONSTANT_WARMUP
 } zinf_sched_type;
 
 typedef struct zinf_sched_cfg {
@@ -73,6 +80,8 @@ typedef struct zinf_sched_cfg {
     int64_t total_num_steps;    /* WarmupDecayLR, WarmupCosineLR */
     /* WarmupCosineLR */
     double warmup_min_ratio, cos_min_ratio;
+    /* cosine_with_min_lr: the floor (--min_lr) */
+    double hf_min_lr;
     /* OneCycle */
     double cycle_min_lr, cycle_max_lr, decay_lr_rate;
     int64_t cycle_first_step_size, cycle_second_step_size; /* second < 0: same as first */

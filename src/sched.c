@@ -206,9 +206,39 @@ static double range_test_lr(const zinf_sched_cfg *c, int64_t t)
 
 /* `step` = optimizer updates applied so far (overflow-skipped ones excluded: DeepSpeed's engine
  * does not step the scheduler on them); DeepSpeed's last_batch_iteration is step - 1. */
+/* The HF Trainer's schedules (transformers' optimization.py, get_scheduler): a LambdaLR whose
+ * factor for the k-th update (k = 0 first; the Trainer steps the scheduler after each applied
+ * update) is, with W warmup and N total steps,
+ *   warmup (k < W, all but constant): k / max(1, W)
+ *   linear: max(0, (N - k) / max(1, N - W))
+ *   cosine: max(0, 0.5 (1 + cos(pi * (k - W) / max(1, N - W))))   (num_cycles 0.5)
+ *   cosine_with_min_lr: the cosine factor f as f (1 - m) + m, m = min_lr / lr
+ *   constant, constant_with_warmup: 1 */
+static double hf_factor(const zinf_sched_cfg *c, double base_lr, int64_t k)
+{
+    double W = (double)c->warmup_num_steps, N = (double)c->total_num_steps, K = (double)k;
+    if (c->type == ZINF_SCHED_HF_CONSTANT) return 1.0;
+    if (K < W) return K / (W > 1 ? W : 1);
+    double d = N - W > 1 ? N - W : 1, progress = (K - W) / d;
+    switch (c->type) {
+    case ZINF_SCHED_HF_LINEAR: return (N - K) / d > 0 ? (N - K) / d : 0.0;
+    case ZINF_SCHED_HF_COSINE: {
+        double f = 0.5 * (1.0 + cos(M_PI * 2.0 * 0.5 * progress));
+        return f > 0 ? f : 0.0;
+    }
+    case ZINF_SCHED_HF_COSINE_MIN_LR: {
+        double f = 0.5 * (1.0 + cos(M_PI * 2.0 * 0.5 * progress)), m = base_lr > 0 ? c->hf_min_lr / base_lr : 0;
+        f = f > 0 ? f : 0.0;
+        return f * (1.0 - m) + m;
+    }
+    default: return 1.0;
+    }
+}
+
 double zinf_sched_lr(const zinf_sched_cfg *c, double base_lr, int64_t step)
 {
     int64_t t = step - 1;
+    if (c->type >= ZINF_SCHED_HF_LINEAR) return base_lr * hf_factor(c, base_lr, step);
     switch (c->type) {
     case ZINF_SCHED_WARMUP_LR: return warmup_lr(c, t, false);
     case ZINF_SCHED_WARMUP_DECAY_LR: return warmup_lr(c, t, true);
@@ -242,6 +272,11 @@ const char *zinf_sched_name(zinf_sched_type t)
     case ZINF_SCHED_WARMUP_COSINE_LR: return "WarmupCosineLR";
     case ZINF_SCHED_ONE_CYCLE: return "OneCycle";
     case ZINF_SCHED_LR_RANGE_TEST: return "LRRangeTest";
+    case ZINF_SCHED_HF_LINEAR: return "linear";
+    case ZINF_SCHED_HF_COSINE: return "cosine";
+    case ZINF_SCHED_HF_COSINE_MIN_LR: return "cosine_with_min_lr";
+    case ZINF_SCHED_HF_CONSTANT: return "constant";
+    case ZINF_SCHED_HF_CONSTANT_WARMUP: return "constant_with_warmup";
     }
     return "unknown";
 }
