@@ -52,6 +52,11 @@ static inline int zinf_grad_ready(const zinf_unit_hooks *h, int u)
     return h && h->grad_ready ? h->grad_ready(h->ctx, u) : 0;
 }
 
+/* The blocks' loop every family runs: units 1..L in order (forward: block(m, l) between its
+ * acquire and release) or L..1 (backward: the same, then grad_ready). */
+int zinf_blocks_forward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l));
+int zinf_blocks_backward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l));
+
 /* ---------------------------------------------------------------- the table ---------------- */
 
 /* One HF tensor making up rows [row0, row0 + rows) of a zinf tensor (cols as zinf's). HF stores it

@@ -288,6 +288,27 @@ void zinf_model_free(zinf_model *m)
 }
 
 /* ---------------------------------------------------------------- forward / backward ------- */
+int zinf_blocks_forward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l))
+{
+    for (int l = 0; l < m->c.n_layer; l++) {
+        ZINF_TRY(zinf_acquire(h, 1 + l, 0));
+        block(m, l);
+        ZINF_TRY(zinf_release(h, 1 + l, 0));
+    }
+    return 0;
+}
+
+int zinf_blocks_backward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l))
+{
+    for (int l = m->c.n_layer - 1; l >= 0; l--) {
+        ZINF_TRY(zinf_acquire(h, 1 + l, 1));
+        block(m, l);
+        ZINF_TRY(zinf_release(h, 1 + l, 1));
+        ZINF_TRY(zinf_grad_ready(h, 1 + l));
+    }
+    return 0;
+}
+
 int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                              float *mean_loss)
 {

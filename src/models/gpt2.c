@@ -332,6 +332,8 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     be->matmul_fwd_res(be, A->res[l + 1], a->fchg, TP(P, u, T_FCPROJW), TP(P, u, T_FCPROJB), a->res2, N, 4 * C, C);
 }
 
+static void block_forward_whole(zinf_model *m, int l) { block_forward(m, l, false); }
+
 /* GPT-2's positions are the row offsets and its attention sees back to the row's start: one
  * sample per row. Packed rows wait for the kernels that take positions and sample starts. */
 static int one_sample_per_row(const zinf_batch *b)
@@ -359,11 +361,7 @@ static int gpt2_forward(zinf_model *m, const zinf_batch *b, const zinf_unit_hook
     ZINF_TRY(zinf_acquire(h, 0, 0));
     be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, T_WTE), TP(P, 0, T_WPE), B, T, C);
     ZINF_TRY(zinf_release(h, 0, 0));
-    for (int l = 0; l < L; l++) {
-        ZINF_TRY(zinf_acquire(h, 1 + l, 0));
-        block_forward(m, l, false);
-        ZINF_TRY(zinf_release(h, 1 + l, 0));
-    }
+    ZINF_TRY(zinf_blocks_forward(m, h, block_forward_whole));
     ZINF_TRY(zinf_acquire(h, L + 1, 0));
     be->layernorm_fwd(be, A->lnf, A->lnf_mean, A->lnf_rstd, A->res[L], TP(P, L + 1, T_LNFW), TP(P, L + 1, T_LNFB),
                       N, C);
@@ -414,12 +412,7 @@ static int gpt2_backward(zinf_model *m, const zinf_unit_hooks *h)
                       TP(P, L + 1, T_LNFW), A->lnf_mean, A->lnf_rstd, N, C);
     ZINF_TRY(zinf_release(h, L + 1, 1));
     ZINF_TRY(zinf_grad_ready(h, L + 1));
-    for (int l = L - 1; l >= 0; l--) {
-        ZINF_TRY(zinf_acquire(h, 1 + l, 1));
-        block_backward(m, l);
-        ZINF_TRY(zinf_release(h, 1 + l, 1));
-        ZINF_TRY(zinf_grad_ready(h, 1 + l));
-    }
+    ZINF_TRY(zinf_blocks_backward(m, h, block_backward));
     ZINF_TRY(zinf_acquire(h, 0, 1));
     be->encoder_bwd(be, TP(G, 0, T_WTE), TP(G, 0, T_WPE), A->d_res, m->tokens, B, T, C);
     ZINF_TRY(zinf_release(h, 0, 1));

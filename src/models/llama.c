@@ -548,6 +548,8 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
                        (int)d.C);
 }
 
+static void block_forward_whole(zinf_model *m, int l) { block_forward(m, l, false); }
+
 /* positions: none (the row offsets), or the batch's; sample starts wait for attention that takes
  * them (the supervised fine-tuning data path) */
 static int take_batch(zinf_model *m, const zinf_batch *b)
@@ -594,11 +596,7 @@ static int llama_forward(zinf_model *m, const zinf_batch *b, const zinf_unit_hoo
     ZINF_TRY(zinf_acquire(h, 0, 0));
     be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, E_WTE), NULL, m->B, m->T, (int)d.C);
     ZINF_TRY(zinf_release(h, 0, 0));
-    for (int l = 0; l < L; l++) {
-        ZINF_TRY(zinf_acquire(h, 1 + l, 0));
-        block_forward(m, l, false);
-        ZINF_TRY(zinf_release(h, 1 + l, 0));
-    }
+    ZINF_TRY(zinf_blocks_forward(m, h, block_forward_whole));
     ZINF_TRY(zinf_acquire(h, L + 1, 0));
     be->rmsnorm_fwd(be, A->lnf, A->lnf_rstd, A->res[L], TP(P, L + 1, H_NORM), d.N, (int)d.C, d.C,
                     (float)m->c.norm_eps);
@@ -667,12 +665,7 @@ static int llama_backward(zinf_model *m, const zinf_unit_hooks *h)
                     (int)d.C, d.C);
     ZINF_TRY(zinf_release(h, L + 1, 1));
     ZINF_TRY(zinf_grad_ready(h, L + 1));
-    for (int l = L - 1; l >= 0; l--) {
-        ZINF_TRY(zinf_acquire(h, 1 + l, 1));
-        block_backward(m, l);
-        ZINF_TRY(zinf_release(h, 1 + l, 1));
-        ZINF_TRY(zinf_grad_ready(h, 1 + l));
-    }
+    ZINF_TRY(zinf_blocks_backward(m, h, block_backward));
     ZINF_TRY(zinf_acquire(h, 0, 1));
     be->encoder_bwd(be, TP(G, 0, E_WTE), NULL, A->d_res, m->tokens, m->B, m->T, (int)d.C);
     /* nn.Embedding's padding_idx: the pad token's row gets no gradient */
