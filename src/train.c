@@ -723,8 +723,16 @@ static int setup(run *r)
                       "--gradient_checkpointing asks for recomputation, so every activation is kept already");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
-    if (o->prompts) /* every line, before training, not after it; said once */
+    if (o->prompts) { /* every line, before training, not after it; said once */
+        /* the check reads every row's logits at once: a head that runs in chunks has no such buffer */
+        int64_t N = r->cfg.train_micro_batch_size_per_gpu * r->T;
+        if (zinf_model_head_rows(N, mc.padded_vocab, zinf_dtype_size(r->be.cdt)) < N)
+            return zinf_comm_agree(comm, zinf_err("--eval_prompts: the prompt check reads the logits of all %lld "
+                                                  "rows of a micro-batch at once, and a vocabulary of %d at this "
+                                                  "size computes them in chunks: leave --eval_prompts out",
+                                                  (long long)N, mc.vocab_size));
         ZINF_TRY(zinf_comm_agree(comm, comm->rank == 0 ? prompts_check(o->prompts, r->T, o->max_new_tokens) : 0));
+    }
     rc = zinf_data_open(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1);
     if (!rc && o->val) {
         rc = zinf_data_open(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0);
