@@ -667,15 +667,6 @@ static int setup(run *r)
     if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
     ZINF_TRY(zinf_comm_agree(comm, fault_parse(&r->fault)));
     ZINF_TRY(zinf_comm_agree(comm, env_check()));
-    /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
-     * written; what an interrupted save left there goes */
-    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
-    if (!rc && comm->rank == 0) {
-        double w;
-        lock_wait(&w);
-        rc = zinf_ckpt_lock_dir(o->out, w, &r->lock_fd, said_removed);
-    }
-    ZINF_TRY(zinf_comm_agree(comm, rc));
     zinf_flags flags = o->flags;
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */
@@ -769,6 +760,16 @@ static int setup(run *r)
             if (!(r->tev[i] = r->be.event_new_timed(&r->be))) rc = zinf_errc(ZINF_ENOMEM, "cannot create timing events");
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
+    /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
+     * written (and only once the flags, config and model were found good: a run refused for them
+     * leaves no directory behind); what an interrupted save left there goes */
+    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
+    if (!rc && comm->rank == 0) {
+        double w;
+        lock_wait(&w);
+        rc = zinf_ckpt_lock_dir(o->out, w, &r->lock_fd, said_removed);
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
     /* --resume: the newest complete checkpoint (auto) or the one named; rank 0 finds it. A fresh
      * run does not start where another run's checkpoints are, unless told to (HF's
      * --overwrite_output_dir): its `latest` would hide them, and --resume auto would later
