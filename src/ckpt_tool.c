@@ -87,13 +87,13 @@ static int ck_open(ck *c, const char *spec)
 }
 
 /* ---------------------------------------------------------------- tensors ------------------ */
-/* Open group/name: it must exist, be float32 little-endian and have the model's shape for it
- * (zinf_ckf_tensor, as a run's load checks it). */
-static int open_tensor(const ck *c, int k, const zinf_tensor_view *tv, hid_t *out, char *name, size_t cap)
+/* Open group/name: it must exist, be float32 little-endian, have the model's shape for it and a
+ * checksum, which *want gets (zinf_ckf_tensor, as a run's load checks it). */
+static int open_tensor(const ck *c, int k, const zinf_tensor_view *tv, hid_t *out, char *name, size_t cap,
+                       uint64_t *want)
 {
     snprintf(name, cap, "%s/%s", state_group[k], tv->name);
-    uint64_t sum;
-    return zinf_ckf_tensor(&c->k, k, tv, out, &sum);
+    return zinf_ckf_tensor(&c->k, k, tv, out, want);
 }
 
 /* rows [r0, r0+nr) x columns [c0, c0+nc) of a tensor into buf (nr x nc, row-major); a vector's
@@ -113,13 +113,6 @@ static int read_block(hid_t d, int64_t r0, int64_t nr, int64_t c0, int64_t nc, f
     return rc;
 }
 
-static int checksum_attr(const ck *c, hid_t d, const char *name, uint64_t *want)
-{
-    if (zinf_h5_get_num(d, "checksum", H5T_NATIVE_UINT64, want))
-        return zinf_errc(ZINF_EINVAL, "%s: dataset %s has no checksum (an incomplete save?)", c->path, name);
-    return 0;
-}
-
 static int mismatch(const ck *c, const char *name)
 {
     return zinf_errc(ZINF_EINVAL, "%s: dataset %s: checksum mismatch (the file is corrupted)", c->path, name);
@@ -127,14 +120,13 @@ static int mismatch(const ck *c, const char *name)
 
 static int64_t cols_of(const zinf_tensor_view *tv) { return tv->shape[1] ? tv->shape[1] : 1; }
 
-/* Read a whole tensor in blocks of whole rows, checking its checksum; `each` (may be NULL) sees
- * every block: rows [r0, r0+nr) in buf. */
+/* Read a whole tensor in blocks of whole rows, checking its checksum against want; `each` (may be
+ * NULL) sees every block: rows [r0, r0+nr) in buf. */
 typedef int (*block_fn)(void *ctx, const zinf_tensor_view *tv, int64_t r0, int64_t nr, const float *buf);
-static int scan_rows(const ck *c, hid_t d, const char *name, const zinf_tensor_view *tv, float *buf, block_fn each,
-                     void *ctx)
+static int scan_rows(const ck *c, hid_t d, const char *name, const zinf_tensor_view *tv, uint64_t want, float *buf,
+                     block_fn each, void *ctx)
 {
-    uint64_t want, sum = 0;
-    ZINF_TRY(checksum_attr(c, d, name, &want));
+    uint64_t sum = 0;
     int64_t C = cols_of(tv), R = tv->shape[0];
     int64_t h = block_elems() / C > 0 ? block_elems() / C : 1;
     for (int64_t r0 = 0; r0 < R; r0 += h) {
@@ -213,7 +205,8 @@ int zinf_ckpt_info(const char *spec, FILE *out)
             const zinf_tensor_view *tv = &c.m.units[u].t[t];
             hid_t d;
             char name[128], shape[48];
-            rc = open_tensor(&c, 0, tv, &d, name, sizeof name);
+            uint64_t want;
+            rc = open_tensor(&c, 0, tv, &d, name, sizeof name, &want);
             if (rc) break;
             H5Dclose(d);
             if (tv->shape[1]) snprintf(shape, sizeof shape, "%lld x %lld", (long long)tv->shape[0], (long long)tv->shape[1]);
@@ -253,9 +246,10 @@ int zinf_ckpt_verify(const char *spec, FILE *out)
             for (int t = 0; t < c.m.units[u].ntensors && !rc; t++, n++) {
                 hid_t d;
                 char name[128];
-                rc = open_tensor(&c, k, &c.m.units[u].t[t], &d, name, sizeof name);
+                uint64_t want;
+                rc = open_tensor(&c, k, &c.m.units[u].t[t], &d, name, sizeof name, &want);
                 if (rc) break;
-                rc = scan_rows(&c, d, name, &c.m.units[u].t[t], buf, NULL, NULL);
+                rc = scan_rows(&c, d, name, &c.m.units[u].t[t], want, buf, NULL, NULL);
                 H5Dclose(d);
             }
     }
@@ -300,8 +294,7 @@ static int hf_begin(void *ctx, int u, int t)
 {
     hf_in *o = ctx;
     o->sum = 0;
-    ZINF_TRY(open_tensor(o->c, 0, &o->c->m.units[u].t[t], &o->d, o->name, sizeof o->name));
-    return checksum_attr(o->c, o->d, o->name, &o->want);
+    return open_tensor(o->c, 0, &o->c->m.units[u].t[t], &o->d, o->name, sizeof o->name, &o->want);
 }
 
 static int hf_block(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float *buf)
@@ -423,7 +416,8 @@ static int export_hdf5(const ck *c, const char *dir, zinf_dtype dt, float *buf, 
             const zinf_tensor_view *tv = &c->m.units[u].t[t];
             char name[128];
             hid_t d;
-            rc = open_tensor(c, 0, tv, &d, name, sizeof name);
+            uint64_t want;
+            rc = open_tensor(c, 0, tv, &d, name, sizeof name, &want);
             if (rc) break;
             hsize_t dims[2] = {(hsize_t)tv->shape[0], (hsize_t)tv->shape[1]};
             hid_t fs = H5Screate_simple(tv->shape[1] ? 2 : 1, dims, NULL);
@@ -431,7 +425,7 @@ static int export_hdf5(const ck *c, const char *dir, zinf_dtype dt, float *buf, 
             o.d = H5Dcreate2(f, tv->name, ft, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
             if (o.d < 0 || zinf_h5_attr_str(o.d, "dtype", dname) | zinf_h5_attr_i64(o.d, "unit_index", u) | zinf_h5_attr_i64(o.d, "unit_offset", tv->offset))
                 rc = zinf_errc(ZINF_EIO, "%s: cannot create dataset %s (disk full?)", tmp[0], tv->name);
-            if (!rc) rc = scan_rows(c, d, name, tv, buf, h5_rows, &o);
+            if (!rc) rc = scan_rows(c, d, name, tv, want, buf, h5_rows, &o);
             if (o.d >= 0) H5Dclose(o.d);
             H5Sclose(fs);
             H5Dclose(d);
