@@ -194,9 +194,8 @@ static int fault_at(const fault *f, int rank, int64_t step)
 static int lock_wait(double *w)
 {
     const char *e = getenv("ZINF_OUT_LOCK_WAIT");
-    char *end;
-    *w = e && *e ? strtod(e, &end) : 60.0;
-    return e && *e && (*end || !(*w >= 0) || !isfinite(*w)) ? -1 : 0;
+    *w = 60.0;
+    return e && *e ? zinf_comm_timeout_parse(e, w) : 0; /* the same rule: seconds >= 0 */
 }
 
 /* The environment variables whose values the layers below read without a way to report them. */
