@@ -17,13 +17,7 @@
 
 #include "err.h"
 #include "h5attr.h"
-
-static double zinf_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "log.h" /* zinf_now */
 
 /* fsync a file or a directory */
 int zinf_fsync_path(const char *path, bool dir)
@@ -220,12 +214,12 @@ int zinf_ckpt_isolated(int (*fn)(void *ctx, void *out), void *ctx, void *out, si
     char msg[1024] = "";
     char *parts[3] = {(char *)&crc, msg, out};
     size_t lens[3] = {sizeof crc, sizeof msg, out_bytes}, got = 0, want = sizeof crc + sizeof msg;
-    double t0 = zinf_now_s();
+    double t0 = zinf_now();
     bool timed_out = false;
     for (int i = 0; i < 3; i++)
         for (size_t d = 0; d < lens[i];) {
             struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
-            int left = timeout_s > 0 ? (int)((timeout_s - (zinf_now_s() - t0)) * 1000) : -1;
+            int left = timeout_s > 0 ? (int)((timeout_s - (zinf_now() - t0)) * 1000) : -1;
             if (timeout_s > 0 && left <= 0) { timed_out = true; goto done; }
             int pr = poll(&pf, 1, left);
             if (pr < 0 && errno == EINTR) continue;
@@ -410,16 +404,14 @@ int zinf_ckpt_lock_dir(const char *dir, double wait_s, int *fdp, void (*removed)
     snprintf(lp, sizeof lp, "%s/.zinf.lock", dir);
     int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return zinf_errc(-errno, "--out %s: cannot create %s: %s", dir, lp, strerror(errno));
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = zinf_now();
     while (flock(fd, LOCK_EX | LOCK_NB)) {
         if (errno != EWOULDBLOCK && errno != EINTR) {
             int e = errno;
             close(fd);
             return zinf_errc(-e, "--out %s: cannot lock %s: %s", dir, lp, strerror(e));
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >= wait_s) {
+        if (zinf_now() - t0 >= wait_s) {
             char who[256] = "";
             ssize_t n = pread(fd, who, sizeof who - 1, 0);
             who[n > 0 ? n : 0] = 0;
