@@ -35,27 +35,25 @@ static int find(const gten *g, int n, const char *name)
     return -1;
 }
 
-/* zinf's layout <-> the golden's HF tensors: for each zinf tensor part, copy rows both ways */
-static void map(const zinf_model *m, float *zinf, const float *hf, const gten *g, int ng, bool to_zinf, int *missing)
+/* the golden's HF tensors (hf, in the file's order) into zinf's layout: each zinf tensor's HF parts,
+ * found by name, to their rows; *missing counts parts the file lacks */
+static void map(const zinf_model *m, float *zinf, const float *hf, const gten *g, int ng, int *missing)
 {
-    for (int u = 0; u < m->nunits; u++)
+    int64_t base = 0;
+    for (int u = 0; u < m->nunits; base += m->units[u].numel, u++)
         for (int t = 0; t < m->units[u].ntensors; t++) {
             const zinf_tensor_view *tv = &m->units[u].t[t];
             zinf_hf_part parts[ZINF_HF_MAX_PARTS];
             int np = m->f->hf_parts(m, u, t, parts);
             int64_t cols = tv->shape[1] ? tv->shape[1] : 1;
-            int64_t base = 0;
-            for (int k = 0; k < u; k++) base += m->units[k].numel;
             for (int p = 0; p < np; p++) {
                 int i = find(g, ng, parts[p].name);
                 if (i < 0) {
                     (*missing)++;
                     continue;
                 }
-                float *z = zinf + base + tv->offset + parts[p].row0 * cols;
-                const float *h = hf + g[i].off;
-                if (to_zinf) memcpy(z, h, (size_t)(parts[p].rows * cols) * 4);
-                else memcpy((float *)h, z, (size_t)(parts[p].rows * cols) * 4);
+                memcpy(zinf + base + tv->offset + parts[p].row0 * cols, hf + g[i].off,
+                       (size_t)(parts[p].rows * cols) * 4);
             }
         }
 }
@@ -144,8 +142,8 @@ static void one(const char *gdir, const char *name)
     /* every golden tensor has its place in zinf's layout, with the same decay */
     int missing = 0;
     float *gz = calloc((size_t)np, 4), *pz = calloc((size_t)np, 4);
-    map(&m, gz, gh, g, ng, true, &missing);
-    map(&m, pz, ph, g, ng, true, &missing);
+    map(&m, gz, gh, g, ng, &missing);
+    map(&m, pz, ph, g, ng, &missing);
     CHECK(missing == 0, "%s: %d of zinf's HF parts are not in the golden file", name, missing / 2);
     int nparts = 0, bad_decay = 0;
     for (int u = 0; u < m.nunits; u++)
