@@ -71,6 +71,9 @@ wait "$FL"
 OUTPUT=$(ZINF_OUT_LOCK_WAIT=x "$ZINF" train --model test-mini --data "$D" --out "$TMP/lk2" 2>&1)
 RC=$?
 expect_err "ZINF_OUT_LOCK_WAIT=x" "ZINF_OUT_LOCK_WAIT=x: expected seconds >= 0"
+OUTPUT=$(ZINF_OUT_LOCK_WAIT=-3 "$ZINF" train --model test-mini --data "$D" --out "$TMP/lk2" 2>&1)
+RC=$?
+expect_err "ZINF_OUT_LOCK_WAIT=-3" "ZINF_OUT_LOCK_WAIT=-3: expected seconds >= 0"
 # two runs started together: one trains, the other is refused; the checkpoints verify and
 # metrics.jsonl holds one run's steps
 for i in 1 2; do

@@ -68,6 +68,8 @@ trn bad --lr_scheduler_type polynomial
 expect_err "an unknown schedule" "--lr_scheduler_type polynomial: zinf has linear, cosine, cosine_with_min_lr, constant and constant_with_warmup"
 trn nomin --lr_scheduler_type cosine_with_min_lr
 expect_err "cosine_with_min_lr without --min_lr" "--lr_scheduler_type cosine_with_min_lr needs --min_lr"
+trn negmin --lr_scheduler_type cosine_with_min_lr --min_lr nan
+expect_err "--min_lr nan" "--min_lr nan: expected a non-negative number (cosine_with_min_lr's floor)"
 trn ww --lr_scheduler_type linear --warmup_steps 20
 expect_err "more warmup than steps" "--warmup_steps 20 is more than the run's 12 steps"
 finish
