@@ -6,7 +6,7 @@
  * SFT shards (supervised fine-tuning samples) have version 3 (uint16 tokens) or 4 (uint32) and
  * h[3] = number of samples S; after the n tokens come n loss flags (uint8, 0 or 1), zero bytes up
  * to a multiple of 4, and S+1 int32 sample starts: start[0] = 0 < start[1] < ... < start[S] = n.
- * Sample k is tokens [start[k], start[k+1]). man/zinf-data.5 is the user's description.
+ * Sample k is tokens [start[k], start[k+1]). man/zinf-data.1 is the user's description.
  *
  * SFT rows: a row holds T tokens. Samples longer than T are dropped and counted (ms-swift's
  * --truncation_strategy delete). Without packing each sample fills one row and padding follows;
@@ -581,7 +581,7 @@ int zinf_data_open_packing(zinf_data **out, const char *pattern, int T, int voca
     globfree(&g);
     d->packing = packing;
     if (rc == 0 && packing && !d->sft)
-        rc = zinf_err("--packing needs SFT shards (loss flags and sample starts, zinf-data(5)); '%s' holds plain "
+        rc = zinf_err("--packing needs SFT shards (loss flags and sample starts, zinf-data(1)); '%s' holds plain "
                       "token shards", pattern);
     if (rc == 0 && d->sft) rc = sft_rows(d, pattern);
     if (rc == 0 && d->nseq == 0)

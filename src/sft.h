@@ -1,7 +1,7 @@
 /* sft: tokenized supervised fine-tuning samples in memory, and their shards.
  *
  * A sample is a run of tokens with a per-token loss flag; the shard format that stores them (the
- * token shard extended with the flags and the sample starts) is in data.c and zinf-data(5). */
+ * token shard extended with the flags and the sample starts) is in data.c and zinf-data(1). */
 #ifndef ZINF_SFT_H
 #define ZINF_SFT_H
 
