@@ -426,14 +426,20 @@ static int64_t pack_chunk(pack_item *it, int64_t n, int64_t T, int64_t *bin, int
 }
 
 /* Append the rows of bins [0, nb) of a packed chunk (it[i] in bin[i]) to d's rows, each bin's samples
- * in their packing order. */
-static void emit_bins(zinf_data *d, const pack_item *it, const int64_t *bin, int64_t n, int64_t nb, int64_t *nsamp_out)
+ * in their packing order (a stable counting sort by bin; `at` has room for nb + 1 entries). */
+static void emit_bins(zinf_data *d, const pack_item *it, const int64_t *bin, int64_t n, int64_t nb, int64_t *at,
+                      int64_t *placed)
 {
+    memset(at, 0, (size_t)(nb + 1) * sizeof *at);
+    for (int64_t i = 0; i < n; i++)
+        if (bin[i] < nb) at[bin[i] + 1]++;
     for (int64_t b = 0; b < nb; b++) {
-        for (int64_t i = 0; i < n; i++)
-            if (bin[i] == b) d->row_samp[(*nsamp_out)++] = it[i].id;
-        d->row_first[++d->nseq] = *nsamp_out;
+        at[b + 1] += at[b];
+        d->row_first[++d->nseq] = *placed + at[b + 1];
     }
+    for (int64_t i = 0; i < n; i++)
+        if (bin[i] < nb) d->row_samp[*placed + at[bin[i]]++] = it[i].id;
+    if (nb > 0) *placed = d->row_first[d->nseq];
 }
 
 /* Build d's rows from its SFT shards: drop and count samples longer than T, then one sample per
@@ -469,7 +475,7 @@ static int build_rows(zinf_data *d, const int64_t *len)
      * finished, when all do. The carried bin holds at most T samples. */
     int64_t cap = ZINF_PACK_CHUNK + (T < nk ? T : nk);
     pack_item *it = malloc((size_t)cap * sizeof *it);
-    int64_t *bin = malloc((size_t)cap * 3 * sizeof *bin);
+    int64_t *bin = malloc(((size_t)cap * 3 + 1) * sizeof *bin); /* bins, fills, scratch */
     if (!it || !bin) {
         free(kept);
         free(it);
@@ -484,7 +490,7 @@ static int build_rows(zinf_data *d, const int64_t *len)
         i += take;
         int finished = i >= nk;
         int64_t nb = pack_chunk(it, m, T, bin, bin + cap, bin + 2 * cap);
-        emit_bins(d, it, bin, m, finished ? nb : nb - 1, &placed);
+        emit_bins(d, it, bin, m, finished ? nb : nb - 1, bin + 2 * cap, &placed);
         int64_t k = 0;
         if (!finished)
             for (int64_t j = 0; j < m; j++)

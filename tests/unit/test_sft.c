@@ -187,6 +187,13 @@ static void test_errors(void)
               "write in a read-only directory: %s", zinf_errmsg());
         CHECK(count_glob(pth("ro/*")) == 0, "files left in ro/");
     }
+    /* a failure after the train shard was written (the val shard's temporary name is taken by a
+     * directory): the error names the val shard, and the train shard is gone too */
+    CHECK(mkdir(pth("w_val_000000.bin.part.tmp"), 0755) == 0, "mkdir");
+    CHECK(zinf_sft_write_shards(pth("w"), &s, &s, 50) < 0 && errmsg_has("w_val_000000.bin.part: cannot create"),
+          "a failing val shard: %s", zinf_errmsg());
+    CHECK(count_glob(pth("w_train*")) == 0 && count_glob(pth("w_val_000000.bin")) == 0 &&
+              count_glob(pth("w_val_000000.bin.part")) == 0, "a failed write left shards");
     /* a val set of 0 samples writes no val shard; a train set of none is refused */
     zinf_sft_samples none = {0};
     CHECK(zinf_sft_write_shards(pth("tv"), &s, &none, 50) == 0 && count_glob(pth("tv*")) == 1, "empty val");
