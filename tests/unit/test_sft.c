@@ -199,6 +199,13 @@ static void test_errors(void)
     CHECK(zinf_sft_write_shards(pth("tv"), &s, &none, 50) == 0 && count_glob(pth("tv*")) == 1, "empty val");
     CHECK(zinf_sft_write_shards(pth("tv2"), &s, &s, 50) == 0 && count_glob(pth("tv2_val_000000.bin")) == 1, "val");
     CHECK(zinf_sft_write_shards(pth("e"), &none, NULL, 50) < 0 && errmsg_has("no training samples"), "empty train");
+    /* a new set under a prefix replaces the old one: no stale train shard past the new ones, no
+     * stale val shards when none is written now */
+    FILE *stale = fopen(pth("tv2_train_000001.bin"), "w");
+    CHECK(stale && fclose(stale) == 0, "stale shard");
+    CHECK(zinf_sft_write_shards(pth("tv2"), &s, NULL, 50) == 0, "rewrite: %s", zinf_errmsg());
+    CHECK(count_glob(pth("tv2*")) == 1 && count_glob(pth("tv2_train_000000.bin")) == 1, "stale shards stayed: %d files",
+          count_glob(pth("tv2*")));
     zinf_sft_free(&s);
     CHECK(s.tok == NULL && s.nsamples == 0, "free");
 }
