@@ -62,7 +62,7 @@ typedef struct {
     void *map;         /* the whole file, PROT_READ, MAP_SHARED */
     size_t map_len;
     int64_t ntok;      /* tokens after the header */
-    int tokbytes;      /* 2 (version 1) or 4 (version 2) */
+    int tokbytes;      /* 2 (versions 1 and 3) or 4 (versions 2 and 4) */
     int64_t seq_first; /* global number of this shard's first sequence */
     int64_t nseq;      /* (ntok - 1) / T, or 0 when ntok < T + 1 */
     int sft;           /* version 3 or 4: loss flags and sample starts follow the tokens */
