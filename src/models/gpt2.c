@@ -489,6 +489,7 @@ static char *gpt2_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
 const zinf_family zinf_family_gpt2 = {
     .model_type = "gpt2",
     .presets = "gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b test-tiny test-mini test-small",
+    .packed_rows = false, /* its learned positions are the row offsets */
     .preset = gpt2_preset,
     .cfg_from_hf = gpt2_cfg_from_hf,
     .cfg_json = gpt2_cfg_json,

@@ -829,6 +829,7 @@ static char *llama_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
     const zinf_family zinf_family_##ty = {                                                        \
         .model_type = #ty,                                                                        \
         .presets = list,                                                                          \
+        .packed_rows = true,                                                                      \
         .preset = ty##_preset,                                                                    \
         .cfg_from_hf = ty##_cfg_from_hf,                                                          \
         .cfg_json = llama_cfg_json,                                                               \
