@@ -9,8 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "err.h"
+#include "launch.h" /* CPU lists */
+#include "log.h"
 
 #define CHUNK ((int64_t)1 << 28)
 
@@ -489,5 +494,91 @@ int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root)
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
         ZINF_TRY(zinf_comm_wait(c, &q));
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- placement ---------------- */
+typedef struct {
+    char host[64];
+    char cpus[184]; /* condensed; ends in "..." when longer */
+    int ncpu, threads;
+} placement;
+
+/* the CPUs of a node's ranks together, where their lists are whole; -1 when one is cut short */
+static int union_cpus(const placement *p, int n)
+{
+    unsigned char *seen = calloc(65536 / 8, 1);
+    int count = 0;
+    for (int i = 0; i < n && seen && count >= 0; i++) {
+        int *v, nv;
+        if (zinf_launch_parse_cpulist(p[i].cpus, "affinity", &v, &nv)) { count = -1; break; }
+        for (int k = 0; k < nv; k++)
+            if (v[k] < 65536 && !(seen[v[k] / 8] & (1u << (v[k] % 8)))) seen[v[k] / 8] |= (unsigned char)(1u << (v[k] % 8)), count++;
+        free(v);
+    }
+    free(seen);
+    return seen ? count : -1;
+}
+
+int zinf_comm_log_placement(zinf_comm *c)
+{
+    placement me = {{0}, {0}, 0, 1};
+    if (gethostname(me.host, sizeof me.host - 1)) snprintf(me.host, sizeof me.host, "?");
+    int rc = zinf_launch_affinity(me.cpus, sizeof me.cpus, &me.ncpu);
+    if (rc) snprintf(me.cpus, sizeof me.cpus, "?");
+#ifdef _OPENMP
+    me.threads = omp_get_max_threads();
+#endif
+    placement *all = c->rank == 0 ? calloc((size_t)c->size, sizeof *all) : NULL;
+    ZINF_TRY(zinf_comm_agree(c, c->rank == 0 && !all ? zinf_errc(ZINF_ENOMEM, "out of host memory") : 0));
+    /* waited for with the timeout, as every collective; not one the comms logger counts */
+    zinf_req q = {.active = true};
+    snprintf(q.what, sizeof q.what, "the gather of the ranks' CPUs and threads");
+    int mrc = MPI_Igather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, c->world, &q.r);
+    if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "gather");
+    ZINF_TRY(zinf_comm_wait(c, &q));
+    if (c->rank != 0) return 0;
+    /* one line per node, ranks in order; nodes past the eighth are counted */
+    bool *done = calloc((size_t)c->size, sizeof *done);
+    int *on = malloc((size_t)c->size * sizeof *on);
+    placement *node = malloc((size_t)c->size * sizeof *node);
+    int lines = 0, more = 0;
+    for (int r = 0; r < c->size && done && on && node; r++) {
+        if (done[r]) continue;
+        int n = 0;
+        bool same = true;
+        for (int k = r; k < c->size; k++)
+            if (!done[k] && !strcmp(all[k].host, all[r].host)) {
+                done[k] = true;
+                node[n] = all[k];
+                on[n++] = k;
+                same &= all[k].threads == all[r].threads;
+            }
+        int threads = 0;
+        for (int k = 0; k < n; k++) threads += node[k].threads;
+        int ncpu = union_cpus(node, n);
+        if (ncpu > 0 && threads > ncpu)
+            zinf_warn("%s: %d rank%s run %d OpenMP threads on %d CPU%s: the threads wait for each other's cores "
+                      "(zinf-launch binds each rank to its share of the cores; under plain mpirun: --map-by slot:PE=N "
+                      "--bind-to core -x OMP_NUM_THREADS=N)", all[r].host, n, n == 1 ? "" : "s", threads, ncpu,
+                      ncpu == 1 ? "" : "s");
+        if (lines++ >= 8) { more++; continue; }
+        char text[2048];
+        size_t o = 0;
+        if (same) o += (size_t)snprintf(text, sizeof text, "%d OpenMP thread%s each; CPUs of", node[0].threads,
+                                        node[0].threads == 1 ? "" : "s");
+        for (int k = 0; k < n && o + 200 < sizeof text; k++) {
+            if (k == 16) { o += (size_t)snprintf(text + o, sizeof text - o, " ..."); break; }
+            if (same) o += (size_t)snprintf(text + o, sizeof text - o, "%s rank %d: %s", k ? "," : "", on[k], node[k].cpus);
+            else o += (size_t)snprintf(text + o, sizeof text - o, "%s rank %d: %s (%d OpenMP thread%s)", k ? "," : "",
+                                       on[k], node[k].cpus, node[k].threads, node[k].threads == 1 ? "" : "s");
+        }
+        zinf_info("zinf: %s: %d rank%s%s %s", all[r].host, n, n == 1 ? "" : "s", same ? "," : ";", text);
+    }
+    if (more) zinf_info("zinf: ... and %d more node%s", more, more == 1 ? "" : "s");
+    free(done);
+    free(on);
+    free(node);
+    free(all);
     return 0;
 }
