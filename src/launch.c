@@ -646,9 +646,7 @@ static int local_plan(const zinf_launch_opts *o, int nlocal, FILE *notes)
     int threads = 1;
     for (int r = 0; r < nlocal && !rc; r++) {
         int nm = 0;
-        const char *places;
-        rc = zinf_launch_share(cpus, core, n, list, nlist, r, nlocal, o->bind_cores == 1 || list, mine, &nm, &threads,
-                               &places);
+        rc = zinf_launch_share(cpus, core, n, list, nlist, r, nlocal, o->bind_cores == 1 || list, mine, &nm, &threads);
         zinf_launch_cpulist(mine, nm, l, sizeof l);
         if (!rc && off + 64 < sizeof line) off += (size_t)snprintf(line + off, sizeof line - off, "%s rank %d on CPUs %s", r ? "," : "", r, l);
     }
@@ -961,11 +959,10 @@ void zinf_launch_cpulist(const int *cpus, int n, char *buf, size_t cap)
 }
 
 int zinf_launch_share(const int *cpus, const int *core_of, int ncpu, const int *list, int nlist, int local_rank,
-                      int local_size, bool strict, int *out, int *nout, int *threads, const char **places)
+                      int local_size, bool strict, int *out, int *nout, int *threads)
 {
     *nout = 0;
     *threads = 1;
-    *places = NULL;
     if (local_size < 1 || local_rank < 0 || local_rank >= local_size)
         return zinf_err("local rank %d of %d: not a rank of this node", local_rank, local_size);
     char have[256];
@@ -984,7 +981,6 @@ int zinf_launch_share(const int *cpus, const int *core_of, int ncpu, const int *
                             nlist == 1 ? "" : "s", local_size);
         for (int k = per * local_rank; k < per * (local_rank + 1); k++) out[(*nout)++] = list[k];
         *threads = per;
-        *places = "threads";
         return 0;
     }
     /* the cores in the order of their first CPU */
@@ -1011,7 +1007,6 @@ int zinf_launch_share(const int *cpus, const int *core_of, int ncpu, const int *
     }
     free(core);
     *threads = per;
-    *places = "cores";
     return 0;
 }
 
@@ -1094,8 +1089,7 @@ int zinf_launch_rank_bind(const char *mode, FILE *notes)
     if (!rc && (!core || !mine)) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
     for (int i = 0; i < n && !rc; i++) core[i] = core_key(cpus[i]);
     int nmine = 0, threads = 1;
-    const char *places = NULL;
-    if (!rc) rc = zinf_launch_share(cpus, core, n, list, nlist, lr, ls, strict || listed, mine, &nmine, &threads, &places);
+    if (!rc) rc = zinf_launch_share(cpus, core, n, list, nlist, lr, ls, strict || listed, mine, &nmine, &threads);
     if (rc == 1) { /* more ranks than cores: unbound, one thread each */
         rc = 0;
         if (notes && lr == 0) {
@@ -1115,8 +1109,10 @@ int zinf_launch_rank_bind(const char *mode, FILE *notes)
             if (sched_setaffinity(0, bytes, set) != 0) rc = zinf_errc(-errno, "sched_setaffinity: %s", strerror(errno));
             CPU_FREE(set);
         }
-        if (!rc && !getenv("OMP_PLACES") && setenv("OMP_PLACES", places, 1)) rc = zinf_errc(-errno, "setenv");
-        if (!rc && !getenv("OMP_PROC_BIND") && setenv("OMP_PROC_BIND", "close", 1)) rc = zinf_errc(-errno, "setenv");
+        /* OMP_PROC_BIND and OMP_PLACES stay unset: with them, the OpenMP runtime binds the initial
+         * thread to the first place when the program starts, and every thread it creates later
+         * (NVMe I/O, the overlapped host step, the CUDA driver's and NCCL's) inherits that one
+         * core; bound to the rank's share, the team's threads spread over its cores anyway */
     }
     char t[16];
     snprintf(t, sizeof t, "%d", threads);

@@ -96,19 +96,21 @@ void zinf_launch_cpulist(const int *cpus, int n, char *buf, size_t cap);
 /* One rank's share of its node: cpus[0..ncpu) are the node's CPUs (ascending) and core_of[i] the
  * core cpus[i] is a hardware thread of. Without a list, the node's cores are dealt out in order,
  * cores / local_size to each local rank (those left over stay free, as DeepSpeed leaves them),
- * each with all of its cores' hardware threads, one OpenMP thread per core (places "cores").
- * With a list (--bind_core_list), its CPUs are dealt out the same way, one thread per CPU
- * (places "threads"). The rank's CPUs go to out (room for ncpu), their count to *nout.
+ * each with all of its cores' hardware threads, one OpenMP thread per core. With a list
+ * (--bind_core_list), its CPUs are dealt out the same way, one thread per CPU. The rank's CPUs
+ * go to out (room for ncpu), their count to *nout.
  * Returns 0; 1 when the node has fewer cores than local ranks and !strict (no binding; *threads
  * is 1); or an error (strict, or a listed CPU that the node lacks). */
 int zinf_launch_share(const int *cpus, const int *core_of, int ncpu, const int *list, int nlist, int local_rank,
-                      int local_size, bool strict, int *out, int *nout, int *threads, const char **places);
+                      int local_size, bool strict, int *out, int *nout, int *threads);
 
 /* What `zinf-launch --rank_bind MODE` does in each rank: MODE is auto (the default binding),
  * cores (--bind_cores_to_rank: fewer cores than ranks is an error) or a CPU list. It reads the
  * rank's place on its node from Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/_SIZE, the node's CPUs
- * from its own affinity and /sys, binds itself (sched_setaffinity) and sets OMP_NUM_THREADS,
- * OMP_PLACES and OMP_PROC_BIND where they are not set. notes (when not NULL) gets one line from
+ * from its own affinity and /sys, binds itself (sched_setaffinity) and sets OMP_NUM_THREADS
+ * where it is not set. OMP_PROC_BIND and OMP_PLACES are left alone: set, they make the OpenMP
+ * runtime bind the program's first thread to one core at its start, and every thread started
+ * later (NVMe I/O, the overlapped host step, CUDA's and NCCL's) inherits that core. notes (when not NULL) gets one line from
  * local rank 0 when the ranks are left unbound. */
 int zinf_launch_rank_bind(const char *mode, FILE *notes);
 

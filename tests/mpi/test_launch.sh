@@ -169,11 +169,12 @@ ABS=$(readlink -f "$LAUNCH")
 # a clean environment: the command is exactly this
 OUTPUT=$(env -i PATH="$PATH" HOME="$TMP" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$LAUNCH" --dry-run --num_gpus 2 "$TMP/cpus.sh" 2>&1); RC=$?
 expect_has "the command" "zinf-launch: mpirun -np 2 --host localhost:2 --map-by slot --bind-to none -x PATH $ABS --rank_bind auto $TMP/cpus.sh"
-# rank_line NP R [PLACES]: what rank R of NP prints, from the reference
+# rank_line NP R: what rank R of NP prints, from the reference (OMP_PLACES and OMP_PROC_BIND stay
+# unset: the OpenMP runtime would bind the first thread to one core, and every thread after it)
 rank_line() {
     sh=$(share "$1" "$2")
     if [ "$sh" = unbound ]; then echo "rank=$2 threads=1 places=unset bind=unset cpus=$ALLOWED"
-    else echo "rank=$2 threads=$((NCORES / $1)) places=${3:-cores} bind=close cpus=$sh"; fi
+    else echo "rank=$2 threads=$((NCORES / $1)) places=unset bind=unset cpus=$sh"; fi
 }
 for np in 1 2 3; do
     OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus "$np" "$TMP/cpus.sh" 2>&1); RC=$?
@@ -191,11 +192,11 @@ OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --nproc_per_node 2 "$TMP/cpus.sh" 2>&1
 expect_has "--nproc_per_node 2" "$(rank_line 2 0)" "$(rank_line 2 1)"
 # the user's OMP_NUM_THREADS is kept (and said so); binding still applies
 OUTPUT=$(OMP_NUM_THREADS=3 "$LAUNCH" --num_gpus 1 "$TMP/cpus.sh" 2>&1)
-expect_has "OMP_NUM_THREADS=3" "OMP_NUM_THREADS=3 as set" "rank=0 threads=3 places=cores bind=close cpus=$(share 1 0)"
+expect_has "OMP_NUM_THREADS=3" "OMP_NUM_THREADS=3 as set" "rank=0 threads=3 places=unset bind=unset cpus=$(share 1 0)"
 # DeepSpeed's list: its last CPU for one rank, one thread per listed CPU
 LAST=$(expand "$ALLOWED" | tail -1)
 OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus 1 --bind_core_list "$LAST" "$TMP/cpus.sh" 2>&1)
-expect_has "--bind_core_list $LAST" "rank=0 threads=1 places=threads bind=close cpus=$LAST"
+expect_has "--bind_core_list $LAST" "rank=0 threads=1 places=unset bind=unset cpus=$LAST"
 # --bind_cores_to_rank false: as before, every rank on every CPU, the thread count left alone
 OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus 2 --bind_cores_to_rank false "$TMP/cpus.sh" 2>&1)
 expect_has "unbound" "rank=1 threads=unset places=unset bind=unset cpus=$ALLOWED" "--bind-to none"
@@ -214,6 +215,17 @@ fi
 OUTPUT=$(OMP_NUM_THREADS=$NCPU "$MPIRUN" --oversubscribe --bind-to none -np 2 "$ZINF" $TRAIN --max_steps 1 --out "$TMP/log2" 2>&1); RC=$?
 expect_has "oversubscribed" "zinf: warning: $(hostname): 2 ranks run $((2 * NCPU)) OpenMP threads on $NCPU CPU" \
     "zinf: $(hostname): 2 ranks, $NCPU OpenMP thread$(plural "$NCPU") each; CPUs of rank 0: $ALLOWED, rank 1: $ALLOWED"
+
+# plain mpirun, unbound, OMP_NUM_THREADS unset: each rank's team would span every CPU, so zinf
+# splits the shared CPUs among the ranks itself (no warning then)
+# shellcheck disable=SC2086
+OUTPUT=$(env -u OMP_NUM_THREADS "$MPIRUN" --oversubscribe --bind-to none -np 2 "$ZINF" $TRAIN --max_steps 1 --out "$TMP/log4" 2>&1); RC=$?
+T2=$((NCPU / 2)); [ "$T2" -ge 1 ] || T2=1
+expect_has "unbound, no OMP_NUM_THREADS" "zinf: $(hostname): 2 ranks, $T2 OpenMP thread$(plural "$T2") each (OMP_NUM_THREADS unset: the CPUs the ranks share, split among them); CPUs of rank 0: $ALLOWED, rank 1: $ALLOWED"
+case "$OUTPUT" in *"zinf: warning: $(hostname)"*) fail "unbound, no OMP_NUM_THREADS: a warning: $OUTPUT" ;; *) pass ;; esac
+# shellcheck disable=SC2086
+OUTPUT=$(OMP_PROC_BIND=close "$LAUNCH" --num_gpus 1 zinf $TRAIN --max_steps 1 --out "$TMP/log3" 2>&1)
+expect_has "OMP_PROC_BIND" "zinf: warning: OMP_PROC_BIND=close: the OpenMP runtime binds each rank's first thread to one place"
 
 # refusals: one line each (the pool's note may come first), nothing run
 bad "more ranks than cores" "--bind_cores_to_rank: $((NCORES + 1)) ranks on this node's $NCORES core" --num_gpus $((NCORES + 1)) --bind_cores_to_rank true "$TMP/cpus.sh"

@@ -283,11 +283,11 @@ static void test_cpulist(void)
  * cores // ranks, rank r takes cores [r*cpr, (r+1)*cpr), the rest stay free; zinf gives a rank
  * every hardware thread of its cores and one OpenMP thread per core. */
 static const char *share_of(const int *cpus, const int *core, int n, const int *list, int nl, int r, int size,
-                            bool strict, int *threads, const char **places, int *rc)
+                            bool strict, int *threads, int *rc)
 {
     static char buf[128];
     int out[64], no = 0;
-    *rc = zinf_launch_share(cpus, core, n, list, nl, r, size, strict, out, &no, threads, places);
+    *rc = zinf_launch_share(cpus, core, n, list, nl, r, size, strict, out, &no, threads);
     zinf_launch_cpulist(out, no, buf, sizeof buf);
     return buf;
 }
@@ -299,41 +299,39 @@ static void test_share(void)
     int cpus[16], core[16];
     for (int i = 0; i < 16; i++) cpus[i] = i, core[i] = i % 8;
     int th, rc;
-    const char *pl;
     const char *want2[] = {"0-3,8-11", "4-7,12-15"};
     for (int r = 0; r < 2; r++) {
-        const char *got = share_of(cpus, core, 16, NULL, 0, r, 2, false, &th, &pl, &rc);
-        CHECK(rc == 0 && !strcmp(got, want2[r]) && th == 4 && !strcmp(pl, "cores"), "2 ranks, rank %d: %s, %d threads",
+        const char *got = share_of(cpus, core, 16, NULL, 0, r, 2, false, &th, &rc);
+        CHECK(rc == 0 && !strcmp(got, want2[r]) && th == 4, "2 ranks, rank %d: %s, %d threads",
               r, got, th);
     }
     /* 3 ranks: 8 // 3 = 2 cores each, cores 6 and 7 free */
     const char *want3[] = {"0-1,8-9", "2-3,10-11", "4-5,12-13"};
     for (int r = 0; r < 3; r++) {
-        const char *got = share_of(cpus, core, 16, NULL, 0, r, 3, true, &th, &pl, &rc);
+        const char *got = share_of(cpus, core, 16, NULL, 0, r, 3, true, &th, &rc);
         CHECK(rc == 0 && !strcmp(got, want3[r]) && th == 2, "3 ranks, rank %d: %s, %d threads", r, got, th);
     }
     /* 8 ranks: a core each; 9: more ranks than cores */
-    CHECK(!strcmp(share_of(cpus, core, 16, NULL, 0, 7, 8, true, &th, &pl, &rc), "7,15") && th == 1 && rc == 0,
+    CHECK(!strcmp(share_of(cpus, core, 16, NULL, 0, 7, 8, true, &th, &rc), "7,15") && th == 1 && rc == 0,
           "8 ranks, rank 7");
-    share_of(cpus, core, 16, NULL, 0, 0, 9, false, &th, &pl, &rc);
+    share_of(cpus, core, 16, NULL, 0, 0, 9, false, &th, &rc);
     CHECK(rc == 1 && th == 1, "9 ranks by default: unbound, 1 thread (rc %d)", rc);
-    share_of(cpus, core, 16, NULL, 0, 0, 9, true, &th, &pl, &rc);
+    share_of(cpus, core, 16, NULL, 0, 0, 9, true, &th, &rc);
     CHECK(rc < 0 && strstr(zinf_errmsg(), "--bind_cores_to_rank: 9 ranks on this node's 8 cores (CPUs 0-15): each rank "
                                           "needs a core of its own"), "9 ranks, strict: %s", zinf_errmsg());
     /* siblings side by side (CPU 2k and 2k+1 one core), a cpuset of 12 CPUs from 4 on */
     int c2[12], k2[12];
     for (int i = 0; i < 12; i++) c2[i] = 4 + i, k2[i] = (4 + i) / 2;
-    CHECK(!strcmp(share_of(c2, k2, 12, NULL, 0, 1, 2, false, &th, &pl, &rc), "10-15") && th == 3, "adjacent siblings");
+    CHECK(!strcmp(share_of(c2, k2, 12, NULL, 0, 1, 2, false, &th, &rc), "10-15") && th == 3, "adjacent siblings");
     /* a list: its CPUs dealt out in order, one thread per CPU */
     int list[] = {1, 3, 4, 5, 7, 9};
-    CHECK(!strcmp(share_of(cpus, core, 16, list, 6, 1, 2, true, &th, &pl, &rc), "5,7,9") && th == 3 &&
-              !strcmp(pl, "threads"), "list, rank 1");
-    CHECK(!strcmp(share_of(cpus, core, 16, list, 5, 1, 2, true, &th, &pl, &rc), "4-5") && th == 2, "list of 5 by 2");
-    share_of(cpus, core, 16, list, 6, 0, 7, true, &th, &pl, &rc);
+    CHECK(!strcmp(share_of(cpus, core, 16, list, 6, 1, 2, true, &th, &rc), "5,7,9") && th == 3, "list, rank 1");
+    CHECK(!strcmp(share_of(cpus, core, 16, list, 5, 1, 2, true, &th, &rc), "4-5") && th == 2, "list of 5 by 2");
+    share_of(cpus, core, 16, list, 6, 0, 7, true, &th, &rc);
     CHECK(rc < 0 && strstr(zinf_errmsg(), "--bind_core_list lists 6 CPUs for the 7 ranks of this node: at least one each"),
           "list too short: %s", zinf_errmsg());
     int far[] = {3, 16};
-    share_of(cpus, core, 16, far, 2, 0, 1, true, &th, &pl, &rc);
+    share_of(cpus, core, 16, far, 2, 0, 1, true, &th, &rc);
     CHECK(rc < 0 && strstr(zinf_errmsg(), "--bind_core_list: CPU 16 is not among this node's CPUs (0-15)"), "%s",
           zinf_errmsg());
 }
