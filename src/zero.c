@@ -1498,7 +1498,7 @@ static void *ov_main(void *arg)
     /* a core fewer than the team would take: the main thread keeps the device fed meanwhile
      * (AdamW is elementwise: the split between threads changes no result) */
     int nth = z->ov.nth;
-    if (nth > 2) omp_set_num_threads(nth - 1);
+    omp_set_num_threads(nth > 2 ? nth - 1 : nth);
     pthread_mutex_lock(&z->ov.mu);
     for (;;) {
         while (!z->ov.run && !z->ov.quit) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
