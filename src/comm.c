@@ -545,7 +545,7 @@ int zinf_comm_log_placement(zinf_comm *c)
     me.given = given && *given;
     /* the node's ranks: where their threads outnumber the CPUs they share and no OMP_NUM_THREADS
      * says how many, each takes its part of them (unbound ranks of plain mpirun, a team over every
-     * core in each, ran the host AdamW at half its rate and CPU steps 5-27 times slower) */
+     * core in each, ran the host AdamW at down to half its rate and CPU steps 6-30 times slower) */
     MPI_Comm local;
     if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local) != MPI_SUCCESS)
         return zinf_errc(ZINF_ECOMM, "MPI_Comm_split_type failed");
