@@ -233,6 +233,7 @@ bad "list too short" "--bind_core_list lists 1 CPU for the 2 ranks of this node:
 bad "list off" "--bind_core_list 0 with --bind_cores_to_rank false" --num_gpus 1 --bind_core_list 0 --bind_cores_to_rank false "$TMP/cpus.sh"
 bad "bad list" "--bind_core_list '2-1': the range 2-1 ends before it starts" --num_gpus 1 --bind_core_list 2-1 "$TMP/cpus.sh"
 bad "missing CPU" "--bind_core_list: CPU 65535 is not among this node's CPUs ($ALLOWED)" --num_gpus 1 --bind_core_list 65535 "$TMP/cpus.sh"
+bad "rank_bind outside mpirun" "--rank_bind: OMPI_COMM_WORLD_LOCAL_RANK is not set: this mode runs in the ranks of the mpirun command zinf-launch builds" --rank_bind auto "$TMP/cpus.sh"
 bad "two counts" "--num_gpus 2 and --nproc_per_node 3 disagree: give one of them" --num_gpus 2 --nproc_per_node 3 "$TMP/cpus.sh"
 export NPROC_PER_NODE=2
 bad "flag and variable" "--num_gpus 3 and NPROC_PER_NODE=2 (environment) disagree: give one of them" --num_gpus 3 "$TMP/cpus.sh"
