@@ -337,7 +337,7 @@ static void test_share(void)
 }
 
 /* torchrun's flags and environment, the node-by-node start, and binding off */
-static void test_torchrun(void)
+static void test_torchrun(const char *dir)
 {
     char *prog[] = {"zinf", "train", "--model", "gpt2", NULL};
     char *env[8] = {"PATH=/bin", NULL};
@@ -440,6 +440,14 @@ static void test_torchrun(void)
     expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
                "--bind_core_list 0,1 with --bind_cores_to_rank false: the list is the cores to bind to", "list, off");
     o.bind_cores = 1;
+    /* with a hostfile the launcher leaves the list to each host's ranks (without one it checks it
+     * against this machine's CPUs, which differ from machine to machine) */
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%s/localhost", dir);
+    FILE *h = fopen(hf, "w");
+    fputs("localhost slots=2\n", h);
+    fclose(h);
+    o.hostfile = hf;
     CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
     s = joined(argv);
     CHECK(strstr(s, " -x PATH zinf-launch --rank_bind 0,1 zinf train --model gpt2") != NULL, "listed: %s", s);
@@ -497,7 +505,7 @@ int main(void)
     test_large(dir);
     test_cpulist();
     test_share();
-    test_torchrun();
+    test_torchrun(dir);
     test_cmdline();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
