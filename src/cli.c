@@ -518,15 +518,22 @@ int zinf_launch_cli_main(int argc, char **argv)
 {
     zinf_launch_opts o;
     zinf_launch_opts_defaults(&o);
-    bool h = false, dry = false;
+    bool h = false, dry = false, bind = true, bind_set = false;
+    const char *rank_bind = NULL;
     const flag tab[] = {
         {"hostfile", F_STR, &o.hostfile, NULL, "DeepSpeed hostfile of 'HOST slots=N' lines (-H; default /job/hostfile when it exists, else this node)"},
         {"include", F_STR, &o.include, NULL, "only these hosts and slots: HOST[:SLOT,...][@HOST...] (-i)"},
         {"exclude", F_STR, &o.exclude, NULL, "all but these hosts and slots, same syntax (-e)"},
         {"num_nodes", F_INT, &o.num_nodes, NULL, "run on the first N hosts"},
         {"num_gpus", F_INT, &o.num_gpus, NULL, "ranks per host: its first N slots (without a GPU: N CPU ranks here)"},
-        {"master_addr", F_STR, &o.master_addr, NULL, "accepted for DeepSpeed's command lines; MPI does the rendezvous"},
-        {"master_port", F_INT, &o.master_port, NULL, "accepted for DeepSpeed's command lines; MPI does the rendezvous"},
+        {"master_addr", F_STR, &o.master_addr, NULL, "accepted for DeepSpeed's and torchrun's command lines (also MASTER_ADDR); MPI does the rendezvous"},
+        {"master_port", F_INT, &o.master_port, NULL, "accepted for DeepSpeed's and torchrun's command lines (also MASTER_PORT); MPI does the rendezvous"},
+        {"nproc_per_node", F_STR, &o.nproc_per_node, NULL, "torchrun's --num_gpus: ranks per node, N, gpu or auto (also NPROC_PER_NODE)"},
+        {"nnodes", F_INT, &o.nnodes, NULL, "torchrun's --num_nodes (also NNODES); more than 1 needs a hostfile"},
+        {"node_rank", F_INT, &o.node_rank, NULL, "torchrun's node-by-node start (also NODE_RANK): refused with the command that starts every node from one place"},
+        {"bind_cores_to_rank", F_BOOL, &bind, &bind_set, "bind each rank to its share of its node's cores, OMP_NUM_THREADS as many (default true; false: unbound, as many threads as cores)"},
+        {"bind_core_list", F_STR, &o.bind_core_list, NULL, "the CPUs to share out among each node's ranks, e.g. 0-27,56-83 (default: every core)"},
+        {"rank_bind", F_STR, &rank_bind, NULL, "in the mpirun command: bind this rank (auto, cores or a CPU list) and run PROGRAM"},
         {"launcher", F_STR, &o.launcher, NULL, "openmpi (the only one; under Slurm use srun, see jobs/slurm/)"},
         {"launcher_args", F_STR, &o.launcher_args, NULL, "more mpirun arguments, split at blanks (quotes group)"},
         {"ssh_port", F_INT, &o.ssh_port, NULL, "ssh port of the hosts (mpirun --mca plm_rsh_args '-p N')"},
@@ -541,11 +548,15 @@ int zinf_launch_cli_main(int argc, char **argv)
     int rc = parse_flags_until("zinf-launch", tab, argc, argv, 1, NULL, 0, &npos, &rest, shorts);
     if (!rc && h) {
         printf("usage: zinf-launch [--hostfile FILE] [--include SPEC | --exclude SPEC] [--num_nodes N]\n"
-               "                   [--num_gpus N] [--launcher_args ARGS] [--dry-run] PROGRAM [ARGS...]\n\n"
+               "                   [--num_gpus N] [--bind_core_list CPUS] [--launcher_args ARGS] [--dry-run]\n"
+               "                   PROGRAM [ARGS...]\n\n"
                "Run PROGRAM (usually: zinf train ...) with one rank per GPU slot through OpenMPI's mpirun,\n"
-               "from DeepSpeed's launcher options. SPEC is HOST[:SLOT[,SLOT...]][@HOST...]. NCCL_*, ZINF_*,\n"
-               "UCX_*, OMP_*, PATH and LD_LIBRARY_PATH, and the lines of .deepspeed_env (DS_ENV_FILE, ./ or ~/),\n"
-               "reach every rank. The command is printed before it runs.\n\nflags:\n");
+               "from DeepSpeed's (and torchrun's) launcher options. SPEC is HOST[:SLOT[,SLOT...]][@HOST...].\n"
+               "Each rank is bound to its share of its node's cores, with as many OpenMP threads\n"
+               "(OMP_NUM_THREADS, unless set). NCCL_*, ZINF_*, UCX_*, OMP_*, PATH and LD_LIBRARY_PATH, and the\n"
+               "lines of .deepspeed_env (DS_ENV_FILE, ./ or ~/), reach every rank. NPROC_PER_NODE, NNODES,\n"
+               "NODE_RANK, MASTER_ADDR and MASTER_PORT are read as torchrun reads them. The command is\n"
+               "printed before it runs.\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
@@ -560,6 +571,17 @@ int zinf_launch_cli_main(int argc, char **argv)
         return 2;
     }
     o.prog = argv + rest;
+    if (rank_bind) {
+        /* one rank of the mpirun command: bind it, then become PROGRAM */
+        if (zinf_launch_rank_bind(rank_bind, stderr)) {
+            fprintf(stderr, "zinf-launch: error: %s\n", zinf_errmsg());
+            return 2;
+        }
+        execvp(o.prog[0], o.prog);
+        fprintf(stderr, "zinf-launch: error: cannot run %s: %s\n", o.prog[0], strerror(errno));
+        return 127;
+    }
+    if (bind_set) o.bind_cores = bind;
     if (!o.hostfile && access("/job/hostfile", R_OK) == 0) {
         o.hostfile = "/job/hostfile"; /* DeepSpeed's default */
         fprintf(stderr, "zinf-launch: using /job/hostfile\n");
