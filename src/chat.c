@@ -153,7 +153,7 @@ static int read_messages(const rowctx *r, json_t *arr, const char *key, zinf_cha
         }
         if (!json_is_string(rv))
             return zinf_err("%s:%lld: message %zu: the role is not a string", r->file, (long long)r->line, k + 1);
-        zinf_role role;
+        zinf_role role = ZINF_ROLE_USER;
         ZINF_TRY(role_of(r, (int)k, json_string_value(rv), &role));
         if (json_object_get(e, "tool_calls"))
             return zinf_errc(ZINF_ENOTSUP, "%s:%lld: message %zu: \"tool_calls\" is not supported; write the call "

@@ -36,7 +36,7 @@ bad() { # bad WHAT FILE_CONTENT TEXT...: zinf data --sft on that file fails with
 U='{"role": "user", "content": "q"}'
 A='{"role": "assistant", "content": "a"}'
 bad "malformed line" "{\"messages\": [$U, $A]}\n{\"messages\": [$U,\n" "bad.jsonl:2:" "malformed JSON"
-bad "invalid UTF-8" "{\"messages\": [$U, $A]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"ab\xff\"}, $A]}\n" \
+bad "invalid UTF-8" "{\"messages\": [$U, $A]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"ab\0377\"}, $A]}\n" \
     "bad.jsonl:2:" "invalid UTF-8 at byte offset 45 of the line" "0xff"
 bad "system in the middle" "{\"messages\": [$U, {\"role\": \"system\", \"content\": \"s\"}, $A]}\n" \
     "bad.jsonl:1:" "roles out of order" "message 2 is a system message"
@@ -146,7 +146,7 @@ pick() { # pick FILE "i j k ...": those lines (0-based) of FILE, in that order
 }
 run data --sft --input "$FIX/chat.jsonl" --tokenizer "$TOK" --template qwen2_5 --out "$TMP/all"
 expect_ok "zinf data --sft qwen2_5"
-expect_has "counts" "17 samples read, 1 skipped without an assistant turn" "train: 16 samples"
+expect_has "counts" "18 samples read, 2 skipped without an assistant turn" "train: 16 samples"
 refs "$FIX/chat.jsonl" qwen2_5 > "$TMP/r.out"
 shards "$TMP/all_train" > "$TMP/z.out"
 CHECKS=$((CHECKS + 1)); ref compare "$TMP/z.out" "$TMP/r.out" > "$TMP/cmp" || fail "qwen2_5 shards: $(cat "$TMP/cmp")"
@@ -184,17 +184,15 @@ for how in delete left right; do
     python3 - "$TMP/r.out" "$L" $how > "$TMP/r.ml" <<'PY'
 import json, sys
 L, how = int(sys.argv[2]), sys.argv[3]
-over = 0
+
 for line in open(sys.argv[1]):
     s = json.loads(line)
     if len(s["ids"]) > L:
-        over += 1
         if how == "delete":
             continue
         a = len(s["ids"]) - L if how == "left" else 0
         s = {"ids": s["ids"][a:a + L], "loss": [0] + s["loss"][a + 1:a + L]}
     print(json.dumps(s, separators=(",", ":")))
-print("over", over, file=sys.stderr)
 PY
     over=$(python3 -c 'import json,sys; print(sum(len(json.loads(l)["ids"]) > int(sys.argv[2]) for l in open(sys.argv[1])))' "$TMP/r.out" "$L")
     verb=deleted; [ $how = delete ] || verb=truncated
