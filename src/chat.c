@@ -886,7 +886,7 @@ int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_cha
     }
     zinf_ids_free(&suf);
     zinf_segs_free(&sg);
-    if (rc) zinf_err_prefix(rc, "line %lld", (long long)c->line);
+    if (rc) zinf_err_prefix(rc, "%lld", (long long)c->line); /* the caller puts the file first */
     return rc;
 }
 

@@ -8,6 +8,10 @@ ignore_empty_think for qwen3), with numpy's RandomState for sampling and HF `tok
   chat_ref.py render SPEC TEMPLATE | encode SPEC TEMPLATE TOKENIZER_JSON
   chat_ref.py train-tokenizer OUT CORPUS...
   chat_ref.py compare A B        (JSON lines, value by value; prints the first difference)
+  chat_ref.py hf-compare ZINF_RENDER SPEC TEMPLATE JINJA
+      zinf's rendered text (its segments joined) against Hugging Face's Jinja chat template rendered
+      with jinja2 as transformers' apply_chat_template renders it, on the rows where ms-swift and
+      the Jinja template are meant to agree (hf_differs lists the known differences)
 """
 import json
 import re
@@ -266,6 +270,58 @@ def compare(a, b):
     return 0
 
 
+def hf_differs(name, m):
+    """Why ms-swift's training text and the Jinja template's differ for this conversation, or None."""
+    roles = [r for r, _ in m]
+    if m and m[0][0] == "system" and m[0][1] == "":
+        if name in ("qwen2_5", "qwen3"):
+            return "an empty system message: ms-swift writes no system turn, the Jinja template an empty one"
+    if name == "qwen3" and roles.count("assistant") > 1:
+        return "several replies: ms-swift writes the empty think block on every reply, Jinja after the last query only"
+    if name == "llama3_2":
+        if "tool" in roles:
+            return "tool messages: ms-swift writes a tool header, Jinja an ipython one"
+        if any(c != c.strip() for _, c in m):
+            return "text with spaces at its ends: Jinja trims every message, ms-swift none"
+    return None
+
+
+def hf_compare(zinf_out, spec, name, jinja_path):
+    import jinja2
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    # transformers' chat_template_utils: this environment, its tojson, raise_exception
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    tpl = env.from_string(open(jinja_path, encoding="utf-8").read())
+    rows, _ = read(spec)
+    zl = [json.loads(x) for x in open(zinf_out, encoding="utf-8") if x.startswith("[")]
+    if len(zl) != len(rows):
+        print(f"zinf rendered {len(zl)} samples, the reference read {len(rows)}")
+        return 1
+    compared = 0
+    for n, (m, segs) in enumerate(zip(rows, zl), 1):
+        if hf_differs(name, m):
+            continue
+        text = tpl.render(messages=[{"role": r, "content": c} for r, c in m], add_generation_prompt=False,
+                          bos_token="<|begin_of_text|>", date_string="26 Jul 2024")
+        z = "".join(s for s, _ in segs)
+        if z != text:
+            print(f"sample {n}: zinf and the Jinja template differ:\n  zinf:  {z!r}\n  jinja: {text!r}")
+            return 1
+        compared += 1
+    print(f"{name}: {compared} of {len(rows)} samples equal to {jinja_path.rsplit('/', 1)[-1]}")
+    return 0 if compared else 1
+
+
 def main(a):
     if a[0] == "perm":
         print(" ".join(map(str, perm(int(a[1]), int(a[2])))))
@@ -290,6 +346,8 @@ def main(a):
         train_tokenizer(a[1], a[2:])
     elif a[0] == "compare":
         return compare(a[1], a[2])
+    elif a[0] == "hf-compare":
+        return hf_compare(a[1], a[2], a[3], a[4])
     return 0
 
 

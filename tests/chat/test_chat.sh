@@ -4,7 +4,8 @@
 # 2. every template renders the fixtures (all four layouts, multi-turn, with and without a system
 #    message, tool messages, empty replies, Unicode) into the same segments and loss flags as the
 #    reference, and, tokenized segment by segment, into the same ids and per-token loss flags as the
-#    reference with HF `tokenizers` (a small BPE tokenizer trained here by `tokenizers`);
+#    reference with HF `tokenizers` (a small BPE tokenizer trained here by `tokenizers`); the
+#    rendered text equals Hugging Face's own templates (trl's copies, jinja2) where ms-swift's does;
 # 3. FILE#N sampling and the validation split against numpy's RandomState;
 # 4. `zinf data --sft` end to end: the shards hold the reference's samples and flags, in order;
 #    --max_length with each --truncation_strategy;
@@ -107,6 +108,29 @@ CHECKS=$((CHECKS + 1))
 # the tool format of chatml is not built in: refused by name
 OUTPUT=$("$CHECK" render "$FIX/tool.jsonl" chatml 2>&1); RC=$?
 expect_err "chatml tool messages" "the template chatml has no tool-message format built in"
+
+# the rendered text against Hugging Face's own Jinja templates (trl ships the originals), rendered
+# with jinja2 as transformers renders them, on the samples where ms-swift and Jinja agree
+JDIR=$TMP/jinja
+if { pyok "jinja2" || python3 -m pip install -q --disable-pip-version-check --target "$PYDIR" jinja2 >> "$TMP/pip.log" 2>&1; } &&
+   python3 -m pip download -q --disable-pip-version-check --no-deps trl==1.16.0 -d "$JDIR" >> "$TMP/pip.log" 2>&1 &&
+   python3 - "$JDIR" <<'PY'
+import glob, sys, zipfile
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/trl-*.whl")[0])
+for n in ("qwen2_5", "qwen3", "llama3_1"):
+    open(f"{sys.argv[1]}/{n}.jinja", "wb").write(z.read(f"trl/chat_templates/{n}.jinja"))
+PY
+then
+    for c in "chat qwen2_5 qwen2_5" "chat qwen3 qwen3" "chat llama3_2 llama3_1" "tool qwen2_5 qwen2_5"; do
+        set -- $c
+        CHECKS=$((CHECKS + 1))
+        "$CHECK" render "$FIX/$1.jsonl" $2 > "$TMP/z.out" &&
+            ref hf-compare "$TMP/z.out" "$FIX/$1.jsonl" $2 "$JDIR/$3.jinja" > "$TMP/cmp" || fail "$1 $2 against $3.jinja: $(cat "$TMP/cmp")"
+        cat "$TMP/cmp"
+    done
+else
+    echo "jinja2 or trl's templates cannot be fetched here: the Jinja comparison is skipped"
+fi
 
 # --- 3. sampling and split against numpy ------------------------------------------------------
 for a in "perm 1 42" "perm 2 42" "perm 13 42" "perm 1000 42" "perm 65537 42" "perm 300 0" "perm 300 4294967295" \
