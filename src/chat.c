@@ -345,11 +345,10 @@ static int read_file_rows(const char *path, zinf_chat_set *s)
     return rc;
 }
 
-int zinf_chat_read(const char *spec, uint32_t seed, zinf_chat_set *out)
+int zinf_chat_read(const char *spec, zinf_chat_set *out)
 {
     *out = (zinf_chat_set){0};
     const char *hash = strrchr(spec, '#');
-    int64_t want = 0;
     size_t plen = strlen(spec);
     if (hash) {
         char *end;
@@ -357,52 +356,20 @@ int zinf_chat_read(const char *spec, uint32_t seed, zinf_chat_set *out)
         long long v = strtoll(hash + 1, &end, 10);
         if (errno || hash[1] == 0 || *end || v <= 0)
             return zinf_err("%s: the sample count after '#' must be a positive integer", spec);
-        want = v;
+        out->want = v;
         plen = (size_t)(hash - spec);
     }
     if (!(out->path = strndup(spec, plen))) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     int rc = read_file_rows(out->path, out);
-    if (!rc && want) {
-        if (out->n == 0) rc = zinf_err("%s: no sample with an assistant turn to take %lld from", spec, (long long)want);
-        int64_t *idx = rc ? NULL : malloc((size_t)want * sizeof *idx);
-        zinf_chat *rows = rc ? NULL : malloc((size_t)want * sizeof *rows);
-        char *used = rc ? NULL : calloc((size_t)out->n, 1);
-        if (!rc && (!idx || !rows || !used)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
-        if (!rc) rc = zinf_chat_sample(out->n, want, seed, idx);
-        if (!rc) {
-            /* a row taken twice gets its own copy, so each is freed once */
-            for (int64_t i = 0; i < want && !rc; i++) {
-                zinf_chat *src = &out->row[idx[i]];
-                if (!used[idx[i]]) {
-                    used[idx[i]] = 1;
-                    rows[i] = *src;
-                    continue;
-                }
-                zinf_chat d = {.line = src->line};
-                for (int k = 0; k < src->n && !rc; k++)
-                    rc = push_msg(&d, src->m[k].role, src->m[k].content, strlen(src->m[k].content));
-                rows[i] = d;
-                if (rc) want = i + 1;
-            }
-            for (int64_t i = 0; i < out->n; i++)
-                if (!used[i]) chat_free(&out->row[i]);
-            free(out->row);
-            out->row = rows;
-            out->n = out->cap = want;
-            rows = NULL;
-        }
-        free(idx);
-        free(rows);
-        free(used);
-    }
     if (rc) zinf_chat_set_free(out);
     return rc;
 }
 
 /* ================================================================ sampling ================= */
-/* MT19937 as numpy's RandomState seeds it from one integer (init_genrand), and numpy's legacy
- * random_interval: the smallest all-ones mask >= max, 32-bit draws while max fits in 32 bits,
- * rejection of values above max. permutation(n) shuffles arange(n) from the last index down. */
+/* numpy's RandomState: MT19937 seeded from one integer (init_genrand); its legacy bounded integers
+ * (random_interval, and randint's masked path, which is the same for 32-bit ranges): the smallest
+ * all-ones mask >= max, 32-bit draws while max fits in 32 bits, rejection of values above max.
+ * permutation(n) shuffles arange(n) from the last index down, j = interval(i). */
 typedef struct { uint32_t mt[624]; int i; } mt19937;
 
 static void mt_seed(mt19937 *g, uint32_t s)
@@ -429,74 +396,183 @@ static uint32_t mt_next(mt19937 *g)
     return y;
 }
 
-static uint64_t mt_interval(mt19937 *g, uint64_t max)
+/* numpy's Generator (np.random.default_rng(seed)): PCG64 (XSL-RR, 128-bit LCG) whose state and
+ * increment come from SeedSequence(seed).generate_state(4, uint64); 32-bit draws are the low, then
+ * the high half of one 64-bit output. */
+typedef struct { unsigned __int128 state, inc; int has32; uint32_t half; } pcg64;
+
+typedef struct bitgen {
+    mt19937 *mt;
+    pcg64 *pcg;
+} bitgen;
+
+static uint64_t pcg_next64(pcg64 *g)
+{
+    const unsigned __int128 mult = ((unsigned __int128)2549297995355413924ull << 64) | 4865540595714422341ull;
+    g->state = g->state * mult + g->inc;
+    uint64_t x = (uint64_t)(g->state >> 64) ^ (uint64_t)g->state;
+    unsigned rot = (unsigned)(g->state >> 122);
+    return (x >> rot) | (x << ((64 - rot) & 63));
+}
+
+static uint32_t next32(bitgen *b)
+{
+    if (b->mt) return mt_next(b->mt);
+    pcg64 *g = b->pcg;
+    if (g->has32) {
+        g->has32 = 0;
+        return g->half;
+    }
+    uint64_t v = pcg_next64(g);
+    g->has32 = 1;
+    g->half = (uint32_t)(v >> 32);
+    return (uint32_t)v;
+}
+
+static uint64_t next64(bitgen *b)
+{
+    if (b->pcg) return pcg_next64(b->pcg);
+    uint64_t hi = mt_next(b->mt); /* numpy's MT19937 next_uint64: the first draw is the high half */
+    return hi << 32 | mt_next(b->mt);
+}
+
+static uint64_t interval(bitgen *b, uint64_t max)
 {
     if (max == 0) return 0;
     uint64_t mask = max, v;
     for (int s = 1; s <= 32; s *= 2) mask |= mask >> s;
     if (max <= 0xffffffffu) {
-        while ((v = (mt_next(g) & mask)) > max) {}
+        while ((v = (next32(b) & mask)) > max) {}
     } else {
-        /* numpy's next_uint64 for MT19937: two 32-bit draws, the first the high half */
-        while ((v = ((((uint64_t)mt_next(g)) << 32 | mt_next(g)) & mask)) > max) {}
+        while ((v = (next64(b) & mask)) > max) {}
     }
     return v;
 }
 
-int zinf_chat_permutation(int64_t len, uint32_t seed, int64_t *perm)
+static void shuffle(bitgen *b, int64_t *perm, int64_t len)
 {
-    mt19937 g;
-    mt_seed(&g, seed);
     for (int64_t i = 0; i < len; i++) perm[i] = i;
     for (int64_t i = len - 1; i >= 1; i--) {
-        int64_t j = (int64_t)mt_interval(&g, (uint64_t)i);
+        int64_t j = (int64_t)interval(b, (uint64_t)i);
         int64_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
+}
+
+/* SeedSequence's hash of the integer seed into a pool of four words, and generate_state */
+static uint32_t ss_hashmix(uint32_t v, uint32_t *h)
+{
+    v ^= *h;
+    *h *= 0x931e8875u;
+    v *= *h;
+    return v ^ (v >> 16);
+}
+
+static uint32_t ss_mix(uint32_t x, uint32_t y)
+{
+    uint32_t r = 0xca01f9ddu * x - 0x4973f715u * y;
+    return r ^ (r >> 16);
+}
+
+static void pcg_seed(pcg64 *g, uint64_t seed)
+{
+    uint32_t ent[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)}, pool[4], h = 0x43b0d7e5u;
+    int nent = seed >> 32 ? 2 : 1;
+    for (int i = 0; i < 4; i++) pool[i] = ss_hashmix(i < nent ? ent[i] : 0, &h);
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 4; d++)
+            if (s != d) pool[d] = ss_mix(pool[d], ss_hashmix(pool[s], &h));
+    uint32_t w[8], hb = 0x8b51f9ddu;
+    for (int i = 0; i < 8; i++) {
+        uint32_t v = pool[i % 4] ^ hb;
+        hb *= 0x58f38dedu;
+        v *= hb;
+        w[i] = v ^ (v >> 16);
+    }
+    uint64_t st[4];
+    for (int i = 0; i < 4; i++) st[i] = (uint64_t)w[2 * i] | (uint64_t)w[2 * i + 1] << 32;
+    unsigned __int128 initstate = (unsigned __int128)st[0] << 64 | st[1];
+    unsigned __int128 initseq = (unsigned __int128)st[2] << 64 | st[3];
+    *g = (pcg64){0};
+    g->inc = initseq << 1 | 1;
+    pcg_next64(g);
+    g->state += initstate;
+    pcg_next64(g);
+}
+
+int zinf_chat_permutation(int64_t len, uint32_t seed, int64_t *perm)
+{
+    mt19937 mt;
+    mt_seed(&mt, seed);
+    bitgen b = {&mt, NULL};
+    shuffle(&b, perm, len);
     return 0;
 }
 
-int zinf_chat_sample(int64_t len, int64_t n, uint32_t seed, int64_t *idx)
+int zinf_chat_rng_permutation(int64_t len, uint64_t seed, int64_t *perm)
 {
-    if (len <= 0) return zinf_err("cannot sample %lld rows from an empty dataset", (long long)n);
+    pcg64 g;
+    pcg_seed(&g, seed);
+    bitgen b = {NULL, &g};
+    shuffle(&b, perm, len);
+    return 0;
+}
+
+/* ms-swift's sample_dataset: n of len rows, the RandomState b shared with the caller */
+static int sample_rows(bitgen *b, int64_t len, int64_t n, int64_t *idx)
+{
+    if (len <= 0) return zinf_err("cannot take %lld samples from an empty dataset", (long long)n);
     int64_t k = 0;
     for (int64_t rep = 0; rep < n / len; rep++)
         for (int64_t i = 0; i < len; i++) idx[k++] = i;
     if (n % len) {
         int64_t *p = malloc((size_t)len * sizeof *p);
         if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-        zinf_chat_permutation(len, seed, p);
+        shuffle(b, p, len);
         for (int64_t i = 0; i < n % len; i++) idx[k++] = p[i];
         free(p);
     }
     return 0;
 }
 
-int zinf_chat_split(int64_t len, double ratio, uint32_t seed, int64_t **train, int64_t *ntrain, int64_t **val,
-                    int64_t *nval)
+int zinf_chat_select(int64_t len, int64_t want, double ratio, uint32_t seed, int64_t **train, int64_t *ntrain,
+                     int64_t **val, int64_t *nval)
 {
     *train = *val = NULL;
     *ntrain = *nval = 0;
     if (!(ratio >= 0 && ratio < 1)) return zinf_err("--split_dataset_ratio %g: expected 0 <= ratio < 1", ratio);
-    int64_t nv = ratio > 0 ? (int64_t)((double)len * ratio) : 0;
-    if (ratio > 0 && nv < 1) nv = 1;
-    if (nv >= len && ratio > 0)
-        return zinf_err("--split_dataset_ratio %g leaves no training sample of %lld", ratio, (long long)len);
-    int64_t *p = malloc((size_t)(len ? len : 1) * sizeof *p);
-    if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    if (nv == 0)
-        for (int64_t i = 0; i < len; i++) p[i] = i; /* no split: the file's order */
-    else zinf_chat_permutation(len, seed, p);
-    int64_t *v = malloc((size_t)(nv ? nv : 1) * sizeof *v);
-    if (!v) {
-        free(p);
-        return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int64_t n = want > 0 ? want : len, nv = 0;
+    if (ratio > 0) {
+        nv = (int64_t)((double)(len < n ? len : n) * ratio);
+        if (nv < 1) nv = 1;
+        if (n - nv < 1 || len - nv < 1)
+            return zinf_err("--split_dataset_ratio %g leaves no training sample of %lld", ratio, (long long)n);
     }
-    memcpy(v, p, (size_t)nv * sizeof *v);
-    memmove(p, p + nv, (size_t)(len - nv) * sizeof *p);
-    *train = p;
-    *ntrain = len - nv;
+    mt19937 mt;
+    mt_seed(&mt, seed);
+    bitgen rs = {&mt, NULL};
+    int64_t *t = malloc((size_t)(n - nv) * sizeof *t), *v = malloc((size_t)(nv ? nv : 1) * sizeof *v);
+    int64_t *p = malloc((size_t)(len ? len : 1) * sizeof *p), *rest = p + nv;
+    int rc = t && v && p ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
+    if (!rc && nv == 0) rc = sample_rows(&rs, len, n, t);
+    else if (!rc) {
+        /* datasets' train_test_split(test_size=nv, seed=get_seed(rs)): default_rng(seed).permutation,
+         * its head for validation; then the training part sampled with rs */
+        uint64_t s = interval(&rs, 2147483646u); /* RandomState.randint(2**31 - 1) */
+        zinf_chat_rng_permutation(len, s, p);
+        memcpy(v, p, (size_t)nv * sizeof *v);
+        rc = sample_rows(&rs, len - nv, n - nv, t);
+        for (int64_t i = 0; !rc && i < n - nv; i++) t[i] = rest[t[i]];
+    }
+    free(p);
+    if (rc) {
+        free(t);
+        free(v);
+        return rc;
+    }
+    *train = t;
+    *ntrain = n - nv;
     *val = v;
     *nval = nv;
     return 0;
@@ -893,7 +969,7 @@ int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_cha
 /* ================================================================ zinf data --sft ========== */
 typedef struct enc_row { int32_t *id; uint8_t *loss; size_t n; int rc; char err[512]; } enc_row;
 
-/* Encode rows[0..n) (all cores), apply --max_length, append the kept ones to s. */
+/* Encode the rows pick[0..n) (all cores), apply --max_length, append the kept ones to s. */
 static int encode_set(const zinf_chat_data_opts *o, const zinf_template *t, const zinf_tok *tok,
                       const zinf_chat_set *cs, const int64_t *pick, int64_t n, zinf_sft_samples *s,
                       int64_t *dropped, int64_t *cut)
@@ -905,7 +981,7 @@ static int encode_set(const zinf_chat_data_opts *o, const zinf_template *t, cons
         zinf_ids ids = {0};
         uint8_t *loss = NULL;
         size_t cap = 0;
-        const zinf_chat *c = &cs->row[pick ? pick[i] : i];
+        const zinf_chat *c = &cs->row[pick[i]];
         r[i].rc = zinf_chat_encode(t, tok, c, &o->chat, &ids, &loss, &cap);
         if (r[i].rc) snprintf(r[i].err, sizeof r[i].err, "%s:%s", cs->path, zinf_errmsg());
         r[i].id = ids.id;
@@ -959,20 +1035,29 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
     zinf_chat_set tr = {0}, va = {0};
     zinf_sft_samples train = {0}, val = {0};
     int64_t *ti = NULL, *vi = NULL, nt = 0, nv = 0, drop_t = 0, drop_v = 0, cut_t = 0, cut_v = 0;
-    int rc = zinf_chat_read(o->input, o->seed, &tr);
+    int rc = zinf_chat_read(o->input, &tr);
     if (!rc && tr.n == 0)
         rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)", tr.path,
                       (long long)tr.no_assistant);
     if (!rc && o->val_input) {
+        /* ms-swift loads --val_dataset on its own, sampled like a training set without a split */
         if (o->split_ratio > 0 && out)
             fprintf(stderr, "zinf: warning: --split_dataset_ratio %g is ignored: --val_dataset is given\n",
                     o->split_ratio);
-        rc = zinf_chat_read(o->val_input, o->seed, &va);
-    } else if (!rc) rc = zinf_chat_split(tr.n, o->split_ratio, o->seed, &ti, &nt, &vi, &nv);
+        int64_t *none = NULL, nn;
+        rc = zinf_chat_read(o->val_input, &va);
+        if (!rc && va.n == 0)
+            rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)",
+                          va.path, (long long)va.no_assistant);
+        if (!rc) rc = zinf_chat_select(tr.n, tr.want, 0, o->seed, &ti, &nt, &none, &nn);
+        free(none);
+        none = NULL;
+        if (!rc) rc = zinf_chat_select(va.n, va.want, 0, o->seed, &vi, &nv, &none, &nn);
+        free(none);
+    } else if (!rc) rc = zinf_chat_select(tr.n, tr.want, o->split_ratio, o->seed, &ti, &nt, &vi, &nv);
     if (!rc) rc = zinf_tok_load(o->tokenizer, &tok);
-    if (!rc) rc = encode_set(o, t, tok, &tr, o->val_input ? NULL : ti, o->val_input ? tr.n : nt, &train, &drop_t, &cut_t);
-    if (!rc && o->val_input) rc = encode_set(o, t, tok, &va, NULL, va.n, &val, &drop_v, &cut_v);
-    else if (!rc) rc = encode_set(o, t, tok, &tr, vi, nv, &val, &drop_v, &cut_v);
+    if (!rc) rc = encode_set(o, t, tok, &tr, ti, nt, &train, &drop_t, &cut_t);
+    if (!rc) rc = encode_set(o, t, tok, o->val_input ? &va : &tr, vi, nv, &val, &drop_v, &cut_v);
     const char *how = o->truncation == ZINF_TRUNC_LEFT ? "left" : o->truncation == ZINF_TRUNC_RIGHT ? "right" : "delete";
     if (!rc && train.nsamples == 0)
         rc = zinf_err("%s: no training sample is left after filtering (%lld without an assistant turn, %lld longer "

@@ -32,27 +32,31 @@ typedef struct zinf_chat_set {
     zinf_chat *row;
     int64_t n, cap;
     int64_t no_assistant; /* rows skipped for having no assistant turn */
+    int64_t want;         /* N of PATH#N, else 0 */
     char *path;           /* the file read (without #N) */
 } zinf_chat_set;
 
-/* Read a JSONL file; spec is PATH or PATH#N (N > 0: ms-swift's sampling, see zinf_chat_sample).
+/* Read a JSONL file; spec is PATH or PATH#N (N > 0 is kept in want for zinf_chat_select).
  * Every line holds one object in one of the layouts; blank lines are skipped. Errors name the
  * file and line: a malformed line, invalid UTF-8 (with the byte offset in the line), a layout
  * not recognised, roles out of order, a role or feature not supported. A row without an assistant
  * turn is skipped and counted in no_assistant. */
-int zinf_chat_read(const char *spec, uint32_t seed, zinf_chat_set *out);
+int zinf_chat_read(const char *spec, zinf_chat_set *out);
 void zinf_chat_set_free(zinf_chat_set *s);
 
-/* ms-swift's `#N` rows of a dataset of len rows: N < len: RandomState(seed).permutation(len)[:N];
- * N >= len: every row N/len times in order, then permutation(len)[:N%len]. idx holds N entries. */
-int zinf_chat_sample(int64_t len, int64_t n, uint32_t seed, int64_t *idx);
-/* numpy.random.RandomState(seed).permutation(len), bit for bit. */
+/* The rows of a dataset of len rows that train and validation take, as ms-swift's
+ * DatasetLoader.post_process picks them with data_seed: a RandomState(seed) rs;
+ * ratio 0: sample_dataset(want): want < len: rs.permutation(len)[:want]; want >= len: every row
+ * want/len times in order, then rs.permutation(len)[:want%len]; want 0 is len (all, in order).
+ * ratio > 0: nval = max(int(min(len, want) * ratio), 1); datasets' train_test_split with
+ * seed rs.randint(2**31-1): np.random.default_rng(seed).permutation(len), its first nval rows
+ * are validation, the rest are sampled to want - nval training rows with rs as above. */
+int zinf_chat_select(int64_t len, int64_t want, double ratio, uint32_t seed, int64_t **train, int64_t *ntrain,
+                     int64_t **val, int64_t *nval);
+/* numpy.random.RandomState(seed).permutation(len) and numpy.random.default_rng(seed).permutation(len),
+ * bit for bit. */
 int zinf_chat_permutation(int64_t len, uint32_t seed, int64_t *perm);
-
-/* --split_dataset_ratio: nval = max((int)(len*ratio), 1) rows of the permutation's head go to
- * validation (in that order), the rest, in permutation order, to training. ratio 0: no split. */
-int zinf_chat_split(int64_t len, double ratio, uint32_t seed, int64_t **train, int64_t *ntrain,
-                    int64_t **val, int64_t *nval);
+int zinf_chat_rng_permutation(int64_t len, uint64_t seed, int64_t *perm);
 
 /* ---------------------------------------------------------------- templates -------------- */
 typedef struct zinf_template zinf_template;

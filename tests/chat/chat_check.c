@@ -2,11 +2,12 @@
  * Qwen2.5 rendering of a two-round conversation, the #N and split counts); with arguments, zinf's
  * chat reading, sampling and rendering printed for test_chat.sh to compare with its Python
  * reference (chat_ref.py).
- *   chat_dump perm LEN SEED          RandomState(SEED).permutation(LEN)
- *   chat_dump sample LEN N SEED      the rows FILE#N takes
- *   chat_dump split LEN RATIO SEED   "train ..." and "val ..." rows of --split_dataset_ratio
- *   chat_dump render SPEC TEMPLATE   one JSON line per sample: [[text, loss], ...]
- *   chat_dump encode SPEC TEMPLATE TOKENIZER   one JSON line per sample: {"ids": [...], "loss": [...]}
+ *   chat_check perm LEN SEED            numpy.random.RandomState(SEED).permutation(LEN)
+ *   chat_check gperm LEN SEED           numpy.random.default_rng(SEED).permutation(LEN)
+ *   chat_check select LEN N RATIO SEED  "train ..." and "val ..." rows of FILE#N (N 0: no #N)
+ *                                       with --split_dataset_ratio RATIO and --data_seed SEED
+ *   chat_check render SPEC TEMPLATE     one JSON line per sample: [[text, loss], ...]
+ *   chat_check encode SPEC TEMPLATE TOKENIZER   one JSON line per sample: {"ids": [...], "loss": [...]}
  * SPEC is FILE or FILE#N (sampled with seed 42). Errors: zinf's message on stderr, exit 1. */
 #include <jansson.h>
 #include <stdio.h>
@@ -65,21 +66,23 @@ static int unit(void)
           zinf_errmsg());
     CHECK(zinf_template_find("llama3_1") == zinf_template_find("llama3_2"), "llama3_1 is llama3_2");
     /* FILE#N with N > len: every row N/len times, then N%len rows of the permutation */
-    int64_t idx[25], p[10];
-    zinf_chat_sample(10, 25, 42, idx);
+    int64_t *t, *v, nt, nv, p[10];
+    CHECK(zinf_chat_select(10, 25, 0, 42, &t, &nt, &v, &nv) == 0 && nt == 25 && nv == 0, "select 10 25");
     zinf_chat_permutation(10, 42, p);
-    for (int i = 0; i < 20; i++) CHECK(idx[i] == i % 10, "sample[%d] = %lld", i, (long long)idx[i]);
-    for (int i = 0; i < 5; i++) CHECK(idx[20 + i] == p[i], "sample[%d]", 20 + i);
+    for (int i = 0; i < 20; i++) CHECK(t[i] == i % 10, "sample[%d] = %lld", i, (long long)t[i]);
+    for (int i = 0; i < 5; i++) CHECK(t[20 + i] == p[i], "sample[%d]", 20 + i);
+    free(t), free(v);
     int seen[10] = {0};
     for (int i = 0; i < 10; i++) seen[p[i]]++;
     for (int i = 0; i < 10; i++) CHECK(seen[i] == 1, "permutation holds %d %d times", i, seen[i]);
-    /* the split: max(int(len * ratio), 1) validation rows */
-    int64_t *t, *v, nt, nv;
-    CHECK(zinf_chat_split(100, 0.1, 42, &t, &nt, &v, &nv) == 0 && nv == 10 && nt == 90, "split 100 0.1");
+    /* the split: max(int(min(len, N) * ratio), 1) validation rows, N minus those for training */
+    CHECK(zinf_chat_select(100, 0, 0.1, 42, &t, &nt, &v, &nv) == 0 && nv == 10 && nt == 90, "split 100 0.1");
     free(t), free(v);
-    CHECK(zinf_chat_split(7, 0.01, 42, &t, &nt, &v, &nv) == 0 && nv == 1 && nt == 6, "split 7 0.01");
+    CHECK(zinf_chat_select(7, 0, 0.01, 42, &t, &nt, &v, &nv) == 0 && nv == 1 && nt == 6, "split 7 0.01");
     free(t), free(v);
-    CHECK(zinf_chat_split(1, 0.5, 42, &t, &nt, &v, &nv) != 0 && strstr(zinf_errmsg(), "leaves no training"),
+    CHECK(zinf_chat_select(10, 30, 0.25, 42, &t, &nt, &v, &nv) == 0 && nv == 2 && nt == 28, "split 10#30 0.25");
+    free(t), free(v);
+    CHECK(zinf_chat_select(1, 0, 0.5, 42, &t, &nt, &v, &nv) != 0 && strstr(zinf_errmsg(), "leaves no training"),
           "%s", zinf_errmsg());
     return check_done("chat_check");
 }
@@ -95,16 +98,17 @@ int main(int argc, char **argv)
         free(p);
         return 0;
     }
-    if (!strcmp(mode, "sample") && argc == 5) {
-        int64_t len = atoll(argv[2]), n = atoll(argv[3]), *p = malloc((size_t)(n + 1) * sizeof *p);
-        if (zinf_chat_sample(len, n, (uint32_t)strtoul(argv[4], NULL, 10), p)) return fail();
+    if (!strcmp(mode, "gperm") && argc == 4) {
+        int64_t n = atoll(argv[2]), *p = malloc((size_t)(n + 1) * sizeof *p);
+        zinf_chat_rng_permutation(n, strtoull(argv[3], NULL, 10), p);
         print_idx(NULL, p, n);
         free(p);
         return 0;
     }
-    if (!strcmp(mode, "split") && argc == 5) {
+    if (!strcmp(mode, "select") && argc == 6) {
         int64_t *t, *v, nt, nv;
-        if (zinf_chat_split(atoll(argv[2]), atof(argv[3]), (uint32_t)strtoul(argv[4], NULL, 10), &t, &nt, &v, &nv))
+        if (zinf_chat_select(atoll(argv[2]), atoll(argv[3]), atof(argv[4]), (uint32_t)strtoul(argv[5], NULL, 10), &t,
+                             &nt, &v, &nv))
             return fail();
         print_idx("train", t, nt);
         print_idx("val", v, nv);
@@ -116,16 +120,20 @@ int main(int argc, char **argv)
         const zinf_template *t = zinf_template_find(argv[3]);
         if (!t) return fail();
         zinf_chat_set cs;
-        if (zinf_chat_read(argv[2], 42, &cs)) return fail();
+        int64_t *pick, npick, *none, nn;
+        if (zinf_chat_read(argv[2], &cs) || zinf_chat_select(cs.n, cs.want, 0, 42, &pick, &npick, &none, &nn))
+            return fail();
+        free(none);
         zinf_tok *tok = NULL;
         if (argc == 5 && zinf_tok_load(argv[4], &tok)) return fail();
         zinf_chat_opts o = {0};
         int rc = 0;
-        for (int64_t i = 0; i < cs.n && !rc; i++) {
+        for (int64_t i = 0; i < npick && !rc; i++) {
+            const zinf_chat *c = &cs.row[pick[i]];
             json_t *j;
             if (!tok) {
                 zinf_segs sg;
-                if ((rc = zinf_chat_render(t, &cs.row[i], &o, &sg))) break;
+                if ((rc = zinf_chat_render(t, c, &o, &sg))) break;
                 j = json_array();
                 for (int k = 0; k < sg.n; k++)
                     json_array_append_new(j, json_pack("[s,i]", sg.text[k], sg.loss[k]));
@@ -134,7 +142,7 @@ int main(int argc, char **argv)
                 zinf_ids ids = {0};
                 uint8_t *loss = NULL;
                 size_t cap = 0;
-                if ((rc = zinf_chat_encode(t, tok, &cs.row[i], &o, &ids, &loss, &cap))) break;
+                if ((rc = zinf_chat_encode(t, tok, c, &o, &ids, &loss, &cap))) break;
                 json_t *a = json_array(), *b = json_array();
                 for (size_t k = 0; k < ids.n; k++) {
                     json_array_append_new(a, json_integer(ids.id[k]));
@@ -150,6 +158,7 @@ int main(int argc, char **argv)
             json_decref(j);
         }
         printf("skipped %lld\n", (long long)cs.no_assistant);
+        free(pick);
         if (tok) zinf_tok_free(tok);
         zinf_chat_set_free(&cs);
         return rc ? fail() : 0;

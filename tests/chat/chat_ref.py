@@ -4,7 +4,7 @@ template/base.py _swift_encode, _simplify_context_list, _encode_context_list, _a
 templates/qwen.py, templates/llama.py, agent_template hermes and llama3; loss_scale default +
 ignore_empty_think for qwen3), with numpy's RandomState for sampling and HF `tokenizers` for ids.
 
-  chat_ref.py perm LEN SEED | sample LEN N SEED | split LEN RATIO SEED
+  chat_ref.py perm LEN SEED | gperm LEN SEED | select LEN N RATIO SEED
   chat_ref.py render SPEC TEMPLATE | encode SPEC TEMPLATE TOKENIZER_JSON
   chat_ref.py train-tokenizer OUT CORPUS...
   chat_ref.py compare A B        (JSON lines, value by value; prints the first difference)
@@ -125,7 +125,7 @@ def read(spec):
             else:
                 rows.append(m)
     if n:
-        rows = [rows[i] for i in sample(len(rows), int(n), 42)]
+        rows = [rows[i] for i in select(len(rows), int(n), 0, 42)[0]]
     return rows, skipped
 
 
@@ -135,20 +135,32 @@ def perm(n, seed):
     return [int(x) for x in np.random.RandomState(seed).permutation(n)]
 
 
-def sample(length, n, seed):
+def gperm(n, seed):
+    import numpy as np
+    return [int(x) for x in np.random.default_rng(seed).permutation(n)]
+
+
+def sample_dataset(length, n, rs):
+    """ms-swift's sample_dataset (dataset/utils.py) on row numbers"""
     import numpy as np
     idx = list(np.tile(np.arange(length), n // length))
     if n % length:
-        idx += list(np.random.RandomState(seed).permutation(length)[:n % length])
+        idx += list(rs.permutation(length)[:n % length])
     return [int(x) for x in idx]
 
 
-def split(length, ratio, seed):
+def select(length, n, ratio, seed):
+    """ms-swift's DatasetLoader.post_process with data_seed; datasets' train_test_split"""
+    import numpy as np
+    rs = np.random.RandomState(seed)
+    n = n or length
     if ratio == 0:
-        return list(range(length)), []
-    nv = max(int(length * ratio), 1)
-    p = perm(length, seed)
-    return p[nv:], p[:nv]
+        return sample_dataset(length, n, rs), []
+    nv = max(int(min(length, n) * ratio), 1)
+    s = rs.randint(np.iinfo(np.int32).max)  # ms-swift's get_seed
+    p = [int(x) for x in np.random.default_rng(s).permutation(length)]
+    val, rest = p[:nv], p[nv:]
+    return [rest[i] for i in sample_dataset(len(rest), n - nv, rs)], val
 
 
 # ---------------------------------------------------------------- rendering ------------------
@@ -325,10 +337,10 @@ def hf_compare(zinf_out, spec, name, jinja_path):
 def main(a):
     if a[0] == "perm":
         print(" ".join(map(str, perm(int(a[1]), int(a[2])))))
-    elif a[0] == "sample":
-        print(" ".join(map(str, sample(int(a[1]), int(a[2]), int(a[3])))))
-    elif a[0] == "split":
-        t, v = split(int(a[1]), float(a[2]), int(a[3]))
+    elif a[0] == "gperm":
+        print(" ".join(map(str, gperm(int(a[1]), int(a[2])))))
+    elif a[0] == "select":
+        t, v = select(int(a[1]), int(a[2]), float(a[3]), int(a[4]))
         print(" ".join(["train"] + list(map(str, t))))
         print(" ".join(["val"] + list(map(str, v))))
     elif a[0] in ("render", "encode"):

@@ -6,7 +6,8 @@
 #    reference, and, tokenized segment by segment, into the same ids and per-token loss flags as the
 #    reference with HF `tokenizers` (a small BPE tokenizer trained here by `tokenizers`); the
 #    rendered text equals Hugging Face's own templates (trl's copies, jinja2) where ms-swift's does;
-# 3. FILE#N sampling and the validation split against numpy's RandomState;
+# 3. FILE#N sampling and the validation split against numpy (RandomState, default_rng) as ms-swift
+#    and the datasets library draw them;
 # 4. `zinf data --sft` end to end: the shards hold the reference's samples and flags, in order;
 #    --max_length with each --truncation_strategy;
 # 5. each bad input is one line naming the file, the line and the cause, and leaves no shard.
@@ -134,8 +135,10 @@ fi
 
 # --- 3. sampling and split against numpy ------------------------------------------------------
 for a in "perm 1 42" "perm 2 42" "perm 13 42" "perm 1000 42" "perm 65537 42" "perm 300 0" "perm 300 4294967295" \
-         "sample 10 3 42" "sample 10 10 42" "sample 10 25 42" "sample 1 5 42" "sample 12345 777 42" \
-         "split 100 0.1 42" "split 7 0.01 42" "split 1000 0.25 7" "split 50 0 42"; do
+         "gperm 1 42" "gperm 13 42" "gperm 1000 7" "gperm 65537 2147483646" "gperm 100 5000000000" \
+         "select 10 3 0 42" "select 10 10 0 42" "select 10 25 0 42" "select 1 5 0 42" "select 12345 777 0 42" \
+         "select 100 0 0.1 42" "select 7 0 0.01 42" "select 1000 0 0.25 7" "select 50 0 0 42" \
+         "select 100 30 0.1 42" "select 10 25 0.2 42" "select 500 499 0.5 3"; do
     CHECKS=$((CHECKS + 1))
     "$CHECK" $a > "$TMP/z.out" && ref $a > "$TMP/r.out" && cmp -s "$TMP/z.out" "$TMP/r.out" ||
         fail "$a: zinf and numpy differ"
@@ -175,13 +178,13 @@ refs "$FIX/chat.jsonl" qwen2_5 > "$TMP/r.out"
 shards "$TMP/all_train" > "$TMP/z.out"
 CHECKS=$((CHECKS + 1)); ref compare "$TMP/z.out" "$TMP/r.out" > "$TMP/cmp" || fail "qwen2_5 shards: $(cat "$TMP/cmp")"
 
-# #N and the split: train = permutation[nval:], val = permutation[:nval] of the sampled rows
+# #N and the split, as ms-swift's post_process picks the rows (chat_ref.py select)
 run data --sft --input "$FIX/chat.jsonl#40" --tokenizer "$TOK" --template llama3_2 --split_dataset_ratio 0.25 \
     --out "$TMP/sp"
 expect_ok "zinf data --sft #40 split 0.25"
-expect_has "split counts" "train: 30 samples" "val: 10 samples"
-refs "$FIX/chat.jsonl#40" llama3_2 > "$TMP/r.all"
-ref split 40 0.25 42 > "$TMP/split"
+expect_has "split counts" "train: 36 samples" "val: 4 samples"
+refs "$FIX/chat.jsonl" llama3_2 > "$TMP/r.all"
+ref select 16 40 0.25 42 > "$TMP/split"
 pick "$TMP/r.all" "$(sed -n 's/^train //p' "$TMP/split")" > "$TMP/r.train"
 pick "$TMP/r.all" "$(sed -n 's/^val //p' "$TMP/split")" > "$TMP/r.val"
 shards "$TMP/sp_train" > "$TMP/z.train"
