@@ -6,7 +6,7 @@
  * SFT shards (supervised fine-tuning samples) have version 3 (uint16 tokens) or 4 (uint32) and
  * h[3] = number of samples S; after the n tokens come n loss flags (uint8, 0 or 1), zero bytes up
  * to a multiple of 4, and S+1 int32 sample starts: start[0] = 0 < start[1] < ... < start[S] = n.
- * Sample k is tokens [start[k], start[k+1]). man/zinf-data.5 is the user's description.
+ * Sample k is tokens [start[k], start[k+1]). man/zinf-data.1 is the user's description.
  *
  * SFT rows: a row holds T tokens. Samples longer than T are dropped and counted (ms-swift's
  * --truncation_strategy delete). Without packing each sample fills one row and padding follows;
@@ -62,7 +62,7 @@ typedef struct {
     void *map;         /* the whole file, PROT_READ, MAP_SHARED */
     size_t map_len;
     int64_t ntok;      /* tokens after the header */
-    int tokbytes;      /* 2 (version 1) or 4 (version 2) */
+    int tokbytes;      /* 2 (versions 1 and 3) or 4 (versions 2 and 4) */
     int64_t seq_first; /* global number of this shard's first sequence */
     int64_t nseq;      /* (ntok - 1) / T, or 0 when ntok < T + 1 */
     int sft;           /* version 3 or 4: loss flags and sample starts follow the tokens */
@@ -426,14 +426,20 @@ static int64_t pack_chunk(pack_item *it, int64_t n, int64_t T, int64_t *bin, int
 }
 
 /* Append the rows of bins [0, nb) of a packed chunk (it[i] in bin[i]) to d's rows, each bin's samples
- * in their packing order. */
-static void emit_bins(zinf_data *d, const pack_item *it, const int64_t *bin, int64_t n, int64_t nb, int64_t *nsamp_out)
+ * in their packing order (a stable counting sort by bin; `at` has room for nb + 1 entries). */
+static void emit_bins(zinf_data *d, const pack_item *it, const int64_t *bin, int64_t n, int64_t nb, int64_t *at,
+                      int64_t *placed)
 {
+    memset(at, 0, (size_t)(nb + 1) * sizeof *at);
+    for (int64_t i = 0; i < n; i++)
+        if (bin[i] < nb) at[bin[i] + 1]++;
     for (int64_t b = 0; b < nb; b++) {
-        for (int64_t i = 0; i < n; i++)
-            if (bin[i] == b) d->row_samp[(*nsamp_out)++] = it[i].id;
-        d->row_first[++d->nseq] = *nsamp_out;
+        at[b + 1] += at[b];
+        d->row_first[++d->nseq] = *placed + at[b + 1];
     }
+    for (int64_t i = 0; i < n; i++)
+        if (bin[i] < nb) d->row_samp[*placed + at[bin[i]]++] = it[i].id;
+    if (nb > 0) *placed = d->row_first[d->nseq];
 }
 
 /* Build d's rows from its SFT shards: drop and count samples longer than T, then one sample per
@@ -469,7 +475,7 @@ static int build_rows(zinf_data *d, const int64_t *len)
      * finished, when all do. The carried bin holds at most T samples. */
     int64_t cap = ZINF_PACK_CHUNK + (T < nk ? T : nk);
     pack_item *it = malloc((size_t)cap * sizeof *it);
-    int64_t *bin = malloc((size_t)cap * 3 * sizeof *bin);
+    int64_t *bin = malloc(((size_t)cap * 3 + 1) * sizeof *bin); /* bins, fills, scratch */
     if (!it || !bin) {
         free(kept);
         free(it);
@@ -484,7 +490,7 @@ static int build_rows(zinf_data *d, const int64_t *len)
         i += take;
         int finished = i >= nk;
         int64_t nb = pack_chunk(it, m, T, bin, bin + cap, bin + 2 * cap);
-        emit_bins(d, it, bin, m, finished ? nb : nb - 1, &placed);
+        emit_bins(d, it, bin, m, finished ? nb : nb - 1, bin + 2 * cap, &placed);
         int64_t k = 0;
         if (!finished)
             for (int64_t j = 0; j < m; j++)
@@ -581,7 +587,7 @@ int zinf_data_open_packing(zinf_data **out, const char *pattern, int T, int voca
     globfree(&g);
     d->packing = packing;
     if (rc == 0 && packing && !d->sft)
-        rc = zinf_err("--packing needs SFT shards (loss flags and sample starts, zinf-data(5)); '%s' holds plain "
+        rc = zinf_err("--packing needs SFT shards (loss flags and sample starts, zinf-data(1)); '%s' holds plain "
                       "token shards", pattern);
     if (rc == 0 && d->sft) rc = sft_rows(d, pattern);
     if (rc == 0 && d->nseq == 0)

@@ -3,7 +3,7 @@
  * sequences of T+1 tokens, shuffled per epoch from the seed. The global batch of step s is the
  * same set of sequences whatever the world size and micro-batch split; rank r reads its slice.
  * SFT shards (versions 3 and 4: the tokens, a loss flag per token, the sample starts; data.c and
- * zinf-data(5)) are read as rows of T tokens holding whole samples, one per row or packed; rows
+ * zinf-data(1)) are read as rows of T tokens holding whole samples, one per row or packed; rows
  * then play the part of sequences. */
 #ifndef ZINF_DATA_H
 #define ZINF_DATA_H

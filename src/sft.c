@@ -110,7 +110,7 @@ int zinf_sft_write_shards(const char *prefix, const zinf_sft_samples *train, con
     int64_t most = train->nsamples + (has_val ? val->nsamples : 0);
     char **names = calloc((size_t)most, sizeof *names);
     if (!names) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", prefix);
-    int nn = 0, rc = write_set(prefix, "train", train, names, &nn);
+    int nn = 0, rc = write_set(prefix, "train", train, names, &nn), ntrain = nn;
     if (!rc && has_val) rc = write_set(prefix, "val", val, names, &nn);
     /* every shard is whole under its .part name: now the final names, all or none */
     char part[8192];
@@ -121,6 +121,15 @@ int zinf_sft_write_shards(const char *prefix, const zinf_sft_samples *train, con
             int e = errno;
             rc = zinf_errc(-e, "%s: cannot rename %s into place: %s", names[renamed], part, strerror(e));
             break;
+        }
+    }
+    /* the set replaces one written before under the prefix: its shards numbered past the new ones
+     * (and its val shards, when no val set is written now) would otherwise join the new set */
+    for (int set = 0; !rc && set < 2; set++) {
+        const char *which = set ? "val" : "train";
+        for (int64_t idx = set ? nn - ntrain : ntrain;; idx++) {
+            snprintf(part, sizeof part, "%s_%s_%06lld.bin", prefix, which, (long long)idx);
+            if (unlink(part) != 0) break;
         }
     }
     if (rc < 0) /* take back what was written: the shards renamed, the .part files not */

@@ -1,7 +1,7 @@
 /* sft: tokenized supervised fine-tuning samples in memory, and their shards.
  *
  * A sample is a run of tokens with a per-token loss flag; the shard format that stores them (the
- * token shard extended with the flags and the sample starts) is in data.c and zinf-data(5). */
+ * token shard extended with the flags and the sample starts) is in data.c and zinf-data(1). */
 #ifndef ZINF_SFT_H
 #define ZINF_SFT_H
 
@@ -22,7 +22,8 @@ int  zinf_sft_append(zinf_sft_samples *s, const int32_t *tok, const uint8_t *los
 void zinf_sft_free(zinf_sft_samples *s);
 
 /* Write PREFIX_train_000000.bin ... (and PREFIX_val_... when val is non-NULL and non-empty) in the
- * shard format extended with loss flags and sample starts; ids checked < vocab_size. Atomic (tmp+rename). */
+ * shard format extended with loss flags and sample starts; ids checked < vocab_size. Atomic (tmp+rename).
+ * The shards replace a set written before under PREFIX: its further shards are removed. */
 int  zinf_sft_write_shards(const char *prefix, const zinf_sft_samples *train,
                            const zinf_sft_samples *val, int32_t vocab_size);
 
