@@ -335,13 +335,14 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
 
 static int cmd_data(int argc, char **argv, int first, bool *help)
 {
-    const char *input = NULL, *prefix = NULL;
+    const char *input = NULL, *prefix = NULL, *tokp = NULL;
     double valf = 0;
     int64_t shard = 0, random_n = 0, vocab = 50257;
     uint64_t seed = 1;
     bool h = false;
     const flag tab[] = {
-        {"input", F_STR, &input, NULL, "text file to tokenise (bytes are tokens, vocabulary 256)"},
+        {"input", F_STR, &input, NULL, "UTF-8 text file to tokenise (without --tokenizer: bytes are tokens, vocabulary 256)"},
+        {"tokenizer", F_STR, &tokp, NULL, "tokenizer.json, or a model directory holding one: its byte-level BPE ids are the tokens"},
         {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
         {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
@@ -355,20 +356,21 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     ZINF_TRY(parse_flags("data", tab, argc, argv, first, NULL, 0, &npos));
     if (h) {
         *help = true;
-        printf("usage: zinf data --input FILE --out PREFIX [--val_fraction F] [--shard_tokens N]\n"
+        printf("usage: zinf data --input FILE [--tokenizer PATH] --out PREFIX [--val_fraction F] [--shard_tokens N]\n"
                "       zinf data --random N --vocab V --out PREFIX [--seed S]\n\n"
-               "Turn a text file into byte-level token shards (llm.c format), or write N random\n"
-               "tokens for benchmarks.\n\nflags:\n");
+               "Turn a text file into token shards (llm.c format) of its bytes or of a Hugging Face\n"
+               "tokenizer's ids, or write N random tokens for benchmarks.\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
     if (!prefix) return zinf_err("data: --out is required");
     if (random_n) {
-        if (input) return zinf_err("data: --random and --input exclude each other");
+        if (input || tokp) return zinf_err("data: --random and --input or --tokenizer exclude each other");
         if (vocab > INT32_MAX) return zinf_err("data: --vocab %lld is too large", (long long)vocab);
         return zinf_data_make_random(prefix, random_n, (int)vocab, seed, stdout);
     }
     if (!input) return zinf_err("data: --input (or --random) is required");
+    if (tokp) return zinf_data_make_tokens(input, tokp, prefix, valf, shard, stdout);
     return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
 }
 
