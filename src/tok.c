@@ -239,9 +239,9 @@ static size_t utf8_seq(const uint8_t *s, size_t n, size_t *bad)
     return 0;
 }
 
-/* Offset of the first byte that is not valid UTF-8, or n. */
-static size_t utf8_check(const uint8_t *s, size_t n)
+size_t zinf_utf8_check(const char *text, size_t n)
 {
+    const uint8_t *s = (const uint8_t *)text;
     size_t i = 0;
     while (i < n) {
         if (i + 8 <= n) {
@@ -705,7 +705,7 @@ static int encode_normalized(const zinf_tok *t, tls_state *s, const uint8_t *p, 
 int zinf_tok_encode(const zinf_tok *t, const char *text, size_t len, unsigned flags, zinf_ids *out)
 {
     const uint8_t *p = (const uint8_t *)text;
-    size_t bad = utf8_check(p, len);
+    size_t bad = zinf_utf8_check(text, len);
     if (bad < len) return zinf_err("invalid UTF-8 at byte %zu (0x%02x)", bad, p[bad]);
     tls_state *s = tls_get(t);
     if (!s) return zinf_errc(ZINF_ENOMEM, "tokenizer: out of memory for a thread's state");

@@ -33,4 +33,8 @@ int32_t zinf_tok_id(const zinf_tok *t, const char *token); /* an added or vocabu
 int32_t zinf_tok_vocab_size(const zinf_tok *t);            /* largest id + 1 */
 void zinf_ids_free(zinf_ids *v);
 
+/* The offset of the first byte of s[0..n) that is not valid UTF-8 (as strict as Rust's str: no
+ * overlong forms, surrogates or code points past U+10FFFF), or n when all of it is. */
+size_t zinf_utf8_check(const char *s, size_t n);
+
 #endif

