@@ -158,6 +158,13 @@ static int read_messages(const rowctx *r, json_t *arr, const char *key, zinf_cha
         if (json_object_get(e, "tool_calls"))
             return zinf_errc(ZINF_ENOTSUP, "%s:%lld: message %zu: \"tool_calls\" is not supported; write the call "
                              "into the assistant's content as the model emits it", r->file, (long long)r->line, k + 1);
+        /* ms-swift's per-message fields that change the text or the loss: refused, not ignored */
+        static const char *const unsup[] = {"loss", "loss_scale", "reasoning_content", NULL};
+        for (int u = 0; unsup[u]; u++)
+            if (json_object_get(e, unsup[u]))
+                return zinf_errc(ZINF_ENOTSUP, "%s:%lld: message %zu: \"%s\" is not supported (every reply is "
+                                 "trained, as ms-swift's default --loss_scale trains it)", r->file, (long long)r->line,
+                                 k + 1, unsup[u]);
         json_t *cv = json_object_get(e, "content");
         if (!cv) cv = json_object_get(e, "value");
         if (!json_is_string(cv))
@@ -176,6 +183,15 @@ static int read_row(const rowctx *r, json_t *o, zinf_chat *c)
     static const char *const q_keys[] = {"query", "prompt", "input", "instruction", "question", "problem", NULL};
     static const char *const a_keys[] = {"response", "answer", "output", "targets", "target", "answer_key",
                                          "answers", "solution", "text", "completion", "content", NULL};
+    /* ms-swift's row fields that change the text (tools, media) or belong to other trainings
+     * (preference pairs): refused, not ignored; other columns are ignored, as ms-swift drops them */
+    static const char *const unsup[] = {"tools", "images", "videos", "audios", "objects", "rejected_response",
+                                        "rejected_messages", "chosen", "rejected", "label", "channel",
+                                        "chat_template_kwargs", NULL};
+    for (int u = 0; unsup[u]; u++)
+        if (json_object_get(o, unsup[u]) && !json_is_null(json_object_get(o, unsup[u])))
+            return zinf_errc(ZINF_ENOTSUP, "%s:%lld: \"%s\" is not supported by zinf data --sft", r->file,
+                             (long long)r->line, unsup[u]);
     const char *sys;
     ZINF_TRY(get_str(r, o, sys_keys, &sys));
     if (sys) ZINF_TRY(push_msg(c, ZINF_ROLE_SYSTEM, sys, strlen(sys)));

@@ -50,6 +50,9 @@ bad "unknown role" "{\"messages\": [{\"role\": \"narrator\", \"content\": \"x\"}
     "bad.jsonl:1:" "unknown role \"narrator\""
 bad "tool_calls" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": []}]}\n" \
     "bad.jsonl:1:" "\"tool_calls\" is not supported"
+bad "per-message loss" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": \"a\", \"loss\": false}]}\n" \
+    "bad.jsonl:1:" "message 2: \"loss\" is not supported"
+bad "tools" "{\"tools\": [], \"messages\": [$U, $A]}\n" "bad.jsonl:1:" "\"tools\" is not supported"
 bad "content not a string" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": [1]}]}\n" \
     "bad.jsonl:1:" "content is a list, not a string"
 bad "no layout" "{\"foo\": 1}\n" "bad.jsonl:1:" "no layout matches"
