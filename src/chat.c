@@ -28,7 +28,7 @@ static int push_msg(zinf_chat *c, zinf_role role, const char *text, size_t len)
     if (!s) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     memcpy(s, text, len);
     s[len] = 0;
-    c->m[c->n++] = (zinf_chat_msg){role, s};
+    c->m[c->n++] = (zinf_chat_msg){role, s, 0};
     return 0;
 }
 
@@ -148,7 +148,9 @@ static int read_messages(const rowctx *r, json_t *arr, const char *key, zinf_cha
                 return zinf_err("%s:%lld: %s[%zu] has no \"role\"/\"from\" and no \"human\"/\"assistant\"", r->file,
                                 (long long)r->line, key, k);
             if (h) ZINF_TRY(push_msg(c, ZINF_ROLE_USER, h, strlen(h)));
+            if (h) c->m[c->n - 1].src = (int)k + 1;
             if (a) ZINF_TRY(push_msg(c, ZINF_ROLE_ASSISTANT, a, strlen(a)));
+            if (a) c->m[c->n - 1].src = (int)k + 1;
             continue;
         }
         if (!json_is_string(rv))
@@ -171,6 +173,7 @@ static int read_messages(const rowctx *r, json_t *arr, const char *key, zinf_cha
             return zinf_err("%s:%lld: message %zu (%s): the content is %s, not a string", r->file, (long long)r->line,
                             k + 1, role_name[role], !cv ? "missing" : json_is_array(cv) ? "a list" : "not a string");
         ZINF_TRY(push_msg(c, role, json_string_value(cv), json_string_length(cv)));
+        c->m[c->n - 1].src = (int)k + 1;
     }
     return 0;
 }
@@ -261,39 +264,57 @@ static int normalize(const rowctx *r, zinf_chat *c, bool *has_asst)
     *has_asst = false;
     for (int i = 0; i < c->n; i++) *has_asst |= c->m[i].role == ZINF_ROLE_ASSISTANT;
     if (!*has_asst) return 0;
+#define SRC(i) (c->m[i].src ? c->m[i].src : (i) + 1) /* the message's number in the row's list */
     for (int i = 1; i < c->n; i++)
         if (c->m[i].role == ZINF_ROLE_SYSTEM)
             return zinf_err("%s:%lld: roles out of order: message %d is a system message; only the first may be",
-                            r->file, (long long)r->line, i + 1);
+                            r->file, (long long)r->line, SRC(i));
     int s = c->n > 0 && c->m[0].role == ZINF_ROLE_SYSTEM;
+    if (s < c->n && c->m[s].role == ZINF_ROLE_TOOL)
+        return zinf_err("%s:%lld: roles out of order: message %d is a tool message that follows no assistant "
+                        "message", r->file, (long long)r->line, SRC(s));
+    for (int i = s + 1; i < c->n; i++)
+        if (c->m[i].role == ZINF_ROLE_TOOL && c->m[i - 1].role == ZINF_ROLE_USER)
+            return zinf_err("%s:%lld: roles out of order: message %d is a tool message after a user message",
+                            r->file, (long long)r->line, SRC(i));
     if (s < c->n && c->m[s].role == ZINF_ROLE_ASSISTANT) { /* pretraining rows: an empty query */
         ZINF_TRY(push_msg(c, ZINF_ROLE_USER, "", 0));
         zinf_chat_msg u = c->m[c->n - 1];
         memmove(c->m + s + 1, c->m + s, (size_t)(c->n - 1 - s) * sizeof *c->m);
         c->m[s] = u;
     }
-    if (s < c->n && c->m[s].role == ZINF_ROLE_TOOL)
-        return zinf_err("%s:%lld: roles out of order: message %d is a tool message that follows no assistant "
-                        "message", r->file, (long long)r->line, s + 1);
-    int w = s;
-    for (int i = s; i < c->n; i++) {
+    int w = s, n0 = c->n;
+    for (int i = s; i < n0; i++) {
         zinf_chat_msg *m = &c->m[i];
         if (w > s && (m->role == ZINF_ROLE_USER || m->role == ZINF_ROLE_ASSISTANT) && c->m[w - 1].role == m->role) {
             zinf_chat_msg *p = &c->m[w - 1]; /* joined with nothing between, as ms-swift does */
             size_t a = strlen(p->content), b = strlen(m->content);
             char *j = realloc(p->content, a + b + 1);
-            if (!j) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+            if (!j) { /* keep the list whole for chat_free: the unjoined rest follows what is joined */
+                memmove(c->m + w, c->m + i, (size_t)(n0 - i) * sizeof *c->m);
+                c->n = w + (n0 - i);
+                return zinf_errc(ZINF_ENOMEM, "out of host memory");
+            }
             memcpy(j + a, m->content, b + 1);
             p->content = j;
             free(m->content);
             continue;
         }
-        if (m->role == ZINF_ROLE_TOOL && w > s && c->m[w - 1].role == ZINF_ROLE_USER)
-            return zinf_err("%s:%lld: roles out of order: message %d is a tool message after a user message",
-                            r->file, (long long)r->line, i + 1);
         c->m[w++] = *m;
     }
     c->n = w;
+    /* rounds: a query (a user message, or the tool messages after a reply), then a reply */
+    for (int i = s; i < c->n;) {
+        if (c->m[i].role == ZINF_ROLE_TOOL)
+            while (i + 1 < c->n && c->m[i + 1].role == ZINF_ROLE_TOOL) i++;
+        i++;
+        if (i < c->n && c->m[i].role != ZINF_ROLE_ASSISTANT)
+            return zinf_err("%s:%lld: roles out of order: message %d is a %s message after a %s message, not after "
+                            "an assistant reply", r->file, (long long)r->line, SRC(i), role_name[c->m[i].role],
+                            role_name[c->m[i - 1].role]);
+        i++;
+    }
+#undef SRC
     if (c->m[c->n - 1].role != ZINF_ROLE_ASSISTANT)
         return zinf_err("%s:%lld: roles out of order: the conversation ends with a %s message, not an assistant reply",
                         r->file, (long long)r->line, role_name[c->m[c->n - 1].role]);

@@ -19,6 +19,7 @@ typedef enum { ZINF_ROLE_SYSTEM, ZINF_ROLE_USER, ZINF_ROLE_ASSISTANT, ZINF_ROLE_
 typedef struct zinf_chat_msg {
     zinf_role role;
     char *content; /* malloc'd UTF-8 */
+    int src;       /* its number in the row's message list, for messages (0: made from other fields) */
 } zinf_chat_msg;
 
 /* One conversation; where it came from, for messages that name it. */

@@ -36,8 +36,8 @@ static int unit(void)
     /* ms-swift's qwen2_5 on [user 1+1?, assistant 2, user And +1?, assistant 3]: its default system,
      * every reply and its <|im_end|>\n trained (the history turn's through the dynamic EOS, which
      * zinf_chat_encode applies on ids), the rest not */
-    zinf_chat_msg m[] = {{ZINF_ROLE_USER, "1+1?"}, {ZINF_ROLE_ASSISTANT, "2"},
-                         {ZINF_ROLE_USER, "And +1?"}, {ZINF_ROLE_ASSISTANT, "3"}};
+    zinf_chat_msg m[] = {{ZINF_ROLE_USER, "1+1?", 1}, {ZINF_ROLE_ASSISTANT, "2", 2},
+                         {ZINF_ROLE_USER, "And +1?", 3}, {ZINF_ROLE_ASSISTANT, "3", 4}};
     zinf_chat c = {m, 4, 4, 1};
     const char *want[] = {"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
                           "assistant.<|im_end|>\n<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n",

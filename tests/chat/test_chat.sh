@@ -45,6 +45,8 @@ bad "system in the middle" "{\"messages\": [$U, {\"role\": \"system\", \"content
     "bad.jsonl:1:" "roles out of order" "message 2 is a system message"
 bad "tool after a user" "{\"messages\": [$U, {\"role\": \"tool\", \"content\": \"t\"}, $A]}\n" \
     "bad.jsonl:1:" "roles out of order" "tool message after a user message"
+bad "user after a tool" "{\"messages\": [$U, $U, $A, {\"role\": \"tool\", \"content\": \"t\"}, $U, $A]}\n" \
+    "bad.jsonl:1:" "roles out of order" "message 5 is a user message after a tool message"
 bad "ends with a user" "{\"messages\": [$U, $A, $U]}\n" "bad.jsonl:1:" "roles out of order" "ends with a user message"
 bad "unknown role" "{\"messages\": [{\"role\": \"narrator\", \"content\": \"x\"}, $A]}\n" \
     "bad.jsonl:1:" "unknown role \"narrator\""
