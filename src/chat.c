@@ -642,13 +642,15 @@ static const zinf_template templates[] = {
     {"qwen2_5", "", CHATML_SYS, CHATML_PROMPT, "<|im_end|>\n", "<|im_end|>\n",
      "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", TOOL_HERMES, false, false},
     {"qwen3", "", CHATML_SYS, CHATML_PROMPT, "<|im_end|>\n", "<|im_end|>\n", NULL, TOOL_HERMES, true, false},
+    {"qwen3_nothinking", "", CHATML_SYS, CHATML_PROMPT, "<|im_end|>\n", "<|im_end|>\n", NULL, TOOL_HERMES, false,
+     false},
     {"llama3", "<|begin_of_text|>", L3_SYS, L3_PROMPT, "<|eot_id|>", "<|eot_id|>", NULL, TOOL_LLAMA3, false, false},
     {"llama3_2", L3_DATED, NULL, L3_PROMPT, "<|eot_id|>", "<|eot_id|>", NULL, TOOL_LLAMA3, false, true},
     {"chatml", "", CHATML_SYS, CHATML_PROMPT, "<|im_end|>\n", "<|im_end|>\n", NULL, TOOL_NONE, false, false},
 };
 #define NTEMPLATES (sizeof templates / sizeof *templates)
 
-const char *zinf_template_names(void) { return "qwen, qwen2_5, qwen3, llama3, llama3_2, chatml"; }
+const char *zinf_template_names(void) { return "qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml"; }
 const char *zinf_template_name(const zinf_template *t) { return t->name; }
 
 const zinf_template *zinf_template_find(const char *name)
@@ -688,8 +690,17 @@ int zinf_template_detect(const char *dir, const zinf_template **out)
     }
     const char *name = NULL;
 #define HAS(s) (ct && strstr(ct, s))
-    if (!strcmp(type, "qwen3")) name = "qwen3";
-    else if (!strcmp(type, "qwen2"))
+    if (!strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe")) {
+        /* hybrid thinking (Qwen3-8B) switches with enable_thinking; Instruct-2507 has no <think>;
+         * Thinking-2507 always thinks, which ms-swift's qwen3_thinking renders and zinf does not */
+        if (HAS("enable_thinking") || !ct) name = "qwen3";
+        else if (!HAS("<think>")) name = "qwen3_nothinking";
+        else {
+            json_decref(tc);
+            return zinf_errc(ZINF_ENOTSUP, "%s: a Qwen3 thinking-only chat template (ms-swift's qwen3_thinking) is "
+                             "not built in; give --template NAME (%s)", dir, zinf_template_names());
+        }
+    } else if (!strcmp(type, "qwen2") || !strcmp(type, "qwen2_moe"))
         name = HAS("You are Qwen, created by Alibaba Cloud") ? "qwen2_5" : "qwen";
     else if (!strcmp(type, "llama") && HAS("<|start_header_id|>"))
         name = HAS("Today Date") || HAS("date_string") ? "llama3_2" : "llama3";

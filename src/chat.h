@@ -62,7 +62,8 @@ int zinf_chat_rng_permutation(int64_t len, uint64_t seed, int64_t *perm);
 /* ---------------------------------------------------------------- templates -------------- */
 typedef struct zinf_template zinf_template;
 
-/* A built-in template by ms-swift's name (qwen, qwen2_5, qwen3, llama3, llama3_2, chatml);
+/* A built-in template by ms-swift's name (qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2,
+ * chatml);
  * NULL with an error naming the template and listing the known ones. */
 const zinf_template *zinf_template_find(const char *name);
 const char *zinf_template_name(const zinf_template *t);

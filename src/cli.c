@@ -354,7 +354,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         {"vocab", F_INT, &vocab, NULL, "vocabulary of --random tokens (default 50257)"},
         {"seed", F_U64, &seed, NULL, "seed of --random tokens (default 1)"},
         {"sft", F_BOOL, &sft, NULL, "--input is a chat dataset: render it with a template into SFT shards"},
-        {"template", F_STR, &tmpl, NULL, "chat template (qwen, qwen2_5, qwen3, llama3, llama3_2, chatml); "
+        {"template", F_STR, &tmpl, NULL, "chat template (qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml); "
                                          "default: from the --tokenizer directory"},
         {"system", F_STR, &system, NULL, "system message of samples that have none (default: the template's)"},
         {"max_length", F_INT, &max_length, NULL, "tokens per sample at most (default 0: no limit)"},

