@@ -35,11 +35,13 @@
 
 #include "err.h"
 #include "file.h"
+#include "log.h"
 #include "tok.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <omp.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -999,7 +1001,12 @@ int zinf_data_make_tokens(const char *text_path, const char *tok_path, const cha
     zinf_ids *ids = rc ? NULL : calloc((size_t)npieces + 1, sizeof *ids);
     char (*msg)[256] = rc ? NULL : calloc((size_t)npieces + 1, sizeof *msg);
     if (!rc && (!ids || !msg)) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory", text_path);
+    double t0 = zinf_now();
+    int nthreads = 1;
     if (!rc) {
+#pragma omp parallel
+#pragma omp single
+        nthreads = omp_get_num_threads();
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t i = 0; i < npieces; i++)
             if (zinf_tok_encode(tok, (const char *)text + cut[i], (size_t)(cut[i + 1] - cut[i]),
@@ -1008,6 +1015,7 @@ int zinf_data_make_tokens(const char *text_path, const char *tok_path, const cha
         for (int64_t i = 0; i < npieces && !rc; i++)
             if (msg[i][0]) rc = zinf_err("%s: %s", text_path, msg[i]);
     }
+    double secs = zinf_now() - t0;
     int64_t total = 0;
     for (int64_t i = 0; !rc && i < npieces; i++) total += (int64_t)ids[i].n;
     uint32_t *all = rc ? NULL : malloc((size_t)(total ? total : 1) * sizeof *all);
@@ -1017,6 +1025,10 @@ int zinf_data_make_tokens(const char *text_path, const char *tok_path, const cha
         for (int64_t i = 0; i < npieces; i++)
             for (size_t j = 0; j < ids[i].n; j++) all[k++] = (uint32_t)ids[i].id[j];
         rc = write_split(text_path, "tokens", prefix, all, tokens_view, total, val_fraction, shard_tokens, out);
+        if (!rc && out)
+            fprintf(out, "%s: %lld bytes -> %lld tokens, encoded in %.3f s on %d threads (%.2f MB/s per thread)\n",
+                    text_path, (long long)n, (long long)total, secs, nthreads,
+                    secs > 0 ? (double)n / secs / nthreads / 1e6 : 0.0);
     }
     for (int64_t i = 0; ids && i < npieces; i++) zinf_ids_free(&ids[i]);
     free(all);

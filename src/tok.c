@@ -813,7 +813,7 @@ static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal
     int ec;
     PCRE2_SIZE eo;
     pcre2_code *c = pcre2_compile((PCRE2_SPTR)pattern, plen,
-                                  PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &ec, &eo, NULL);
+                                  PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &ec, &eo, NULL);
     if (!c) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);

@@ -22,6 +22,8 @@ enum {
     ZINF_TOK_SPECIAL = 1,    /* match added tokens written in the text (HF's default) */
     ZINF_TOK_ADD_SPECIAL = 2 /* apply the post-processor (e.g. Llama-3's BOS), HF add_special_tokens=True */
 };
+/* Without ZINF_TOK_SPECIAL, added tokens marked "special" in the file are encoded as plain text,
+ * and the others (Qwen3's <think>, <tool_call>) are still matched: HF's encode_special_tokens. */
 
 /* Append the ids of UTF-8 text[0..len) to out. Thread-safe: many threads may encode with one
  * zinf_tok. Invalid UTF-8 is refused with the byte offset in zinf_errmsg(). */

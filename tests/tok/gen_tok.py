@@ -138,7 +138,7 @@ def real(tiktoken_path, outdir):
 def tiny(corpus, out):
     """GPT-2's pipeline (ByteLevel with its own regex, no Split), merges written as "a b"
     strings, plus an NFC normalizer so that an added token with normalized=true is matched after
-    NFC, and an lstrip/rstrip token."""
+    NFC, an lstrip/rstrip token and a single_word one."""
     from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
     from tokenizers.models import BPE
     tk = Tokenizer(BPE())
@@ -149,9 +149,16 @@ def tiny(corpus, out):
     trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   special_tokens=["<|endoftext|>"])
-    tk.train([corpus], trainer)
+    # trained without the single-word line, so that "xyz" is no vocabulary entry: where the
+    # single_word rule refuses the added token, BPE gives other ids
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt") as f:
+        f.write("".join(l for l in open(corpus, encoding="utf-8", newline="") if "xyz" not in l))
+        f.flush()
+        tk.train([f.name], trainer)
     tk.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=True, normalized=False, special=True)])
-    tk.add_tokens([AddedToken("café", normalized=True, special=False)])
+    tk.add_tokens([AddedToken("café", normalized=True, special=False),
+                   AddedToken("xyz", single_word=True, normalized=False, special=False)])
     j = json.loads(tk.to_str())
     j["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m for m in j["model"]["merges"]]
     with open(out, "w", encoding="utf-8") as f:

