@@ -47,31 +47,6 @@ void zinf_chat_set_free(zinf_chat_set *s)
     *s = (zinf_chat_set){0};
 }
 
-/* Byte offset of the first byte that is not well-formed UTF-8 (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or -1. */
-static long utf8_bad(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) { i++; continue; }
-        else if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c >= 0xE0 && c <= 0xEF) { k = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-        else if (c >= 0xF0 && c <= 0xF4) { k = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-        else return (long)i;
-        if (i + k >= n) return (long)i;
-        for (size_t j = 1; j <= k; j++) {
-            unsigned b = s[i + j];
-            unsigned l = j == 1 ? lo : 0x80, h = j == 1 ? hi : 0xBF;
-            if (b < l || b > h) return (long)i;
-        }
-        i += k + 1;
-    }
-    return -1;
-}
-
 /* ---------------------------------------------------------------- one JSONL row ----------- */
 typedef struct rowctx {
     const char *file;
@@ -349,10 +324,10 @@ static int read_file_rows(const char *path, zinf_chat_set *s)
         at += n + 1;
         lineno++;
         rowctx r = {path, lineno};
-        long bad = utf8_bad((const unsigned char *)line, n);
-        if (bad >= 0) {
-            rc = zinf_err("%s:%lld: invalid UTF-8 at byte offset %ld of the line (byte 0x%02x)", path, (long long)lineno,
-                          bad, (unsigned char)line[bad]);
+        size_t bad = zinf_utf8_check(line, n);
+        if (bad < n) {
+            rc = zinf_err("%s:%lld: invalid UTF-8 at byte %zu of the file (byte %zu of the line): 0x%02x", path,
+                          (long long)lineno, (size_t)(line - buf) + bad, bad, (unsigned char)line[bad]);
             break;
         }
         size_t k = 0;

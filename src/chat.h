@@ -39,7 +39,7 @@ typedef struct zinf_chat_set {
 
 /* Read a JSONL file; spec is PATH or PATH#N (N > 0 is kept in want for zinf_chat_select).
  * Every line holds one object in one of the layouts; blank lines are skipped. Errors name the
- * file and line: a malformed line, invalid UTF-8 (with the byte offset in the line), a layout
+ * file and line: a malformed line, invalid UTF-8 (its byte in the file and in the line), a layout
  * not recognised, roles out of order, a role or feature not supported. A row without an assistant
  * turn is skipped and counted in no_assistant. */
 int zinf_chat_read(const char *spec, zinf_chat_set *out);

@@ -40,7 +40,7 @@ U='{"role": "user", "content": "q"}'
 A='{"role": "assistant", "content": "a"}'
 bad "malformed line" "{\"messages\": [$U, $A]}\n{\"messages\": [$U,\n" "bad.jsonl:2:" "malformed JSON"
 bad "invalid UTF-8" "{\"messages\": [$U, $A]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"ab\0377\"}, $A]}\n" \
-    "bad.jsonl:2:" "invalid UTF-8 at byte offset 45 of the line" "0xff"
+    "bad.jsonl:2: invalid UTF-8 at byte 133 of the file (byte 45 of the line): 0xff"
 bad "system in the middle" "{\"messages\": [$U, {\"role\": \"system\", \"content\": \"s\"}, $A]}\n" \
     "bad.jsonl:1:" "roles out of order" "message 2 is a system message"
 bad "tool after a user" "{\"messages\": [$U, {\"role\": \"tool\", \"content\": \"t\"}, $A]}\n" \
