@@ -951,19 +951,10 @@ int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_f
     return rc;
 }
 
-/* The text is cut into pieces of about CUT_BYTES, each encoded on its own (in parallel); a cut
- * falls just after a line break that a printable ASCII character follows. For the GPT-2, Llama-3
- * and Qwen pre-tokenizer regexes such a point is always a piece boundary (no alternative runs
- * from whitespace that holds a line break into a non-space), and NFC never composes across a line
- * break, so the ids are those of the whole file encoded at once, whatever the thread count. */
+/* The text is cut into pieces of about CUT_BYTES, each encoded on its own (in parallel), at the
+ * points the tokenizer says leave the ids of the whole file unchanged (zinf_tok_next_cut), so that
+ * the shards do not depend on the thread count. */
 #define CUT_BYTES (64 * 1024)
-
-static int64_t next_cut(const unsigned char *t, int64_t n, int64_t from)
-{
-    for (int64_t i = from; i + 1 < n; i++)
-        if (t[i] == '\n' && t[i + 1] > 0x20 && t[i + 1] < 0x7f) return i + 1;
-    return n;
-}
 
 int zinf_data_make_tokens(const char *text_path, const char *tok_path, const char *prefix,
                           double val_fraction, int64_t shard_tokens, FILE *out)
@@ -992,7 +983,8 @@ int zinf_data_make_tokens(const char *text_path, const char *tok_path, const cha
     if (!rc) {
         cut[ncut++] = 0;
         for (int64_t at = 0; at < n;) {
-            at = next_cut(text, n, at + CUT_BYTES < n ? at + CUT_BYTES : n);
+            at = (int64_t)zinf_tok_next_cut(tok, (const char *)text, (size_t)n,
+                                            (size_t)(at + CUT_BYTES < n ? at + CUT_BYTES : n));
             if (ncut == cap) break; /* cannot happen: cuts are CUT_BYTES apart */
             cut[ncut++] = at;
         }

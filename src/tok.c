@@ -78,7 +78,10 @@ struct zinf_tok {
     added_tok *added;
     int nadded;
     uint8_t first_raw[256], first_norm[256]; /* first bytes of added tokens, per kind */
+    uint8_t first_lstrip[256];              /* first bytes of added tokens with lstrip */
     bool nfc;
+    bool cuttable;          /* every stage's regex is one zinf_tok_next_cut knows, no added token
+                             * holds a line break */
     stage stages[MAX_STAGES];
     int nstages;
     int32_t pre[MAX_TEMPLATE], post[MAX_TEMPLATE];
@@ -777,6 +780,16 @@ int32_t zinf_tok_id(const zinf_tok *t, const char *token)
 
 int32_t zinf_tok_vocab_size(const zinf_tok *t) { return t->nid; }
 
+size_t zinf_tok_next_cut(const zinf_tok *t, const char *text, size_t n, size_t from)
+{
+    if (!t->cuttable) return n;
+    for (size_t i = from; i + 1 < n; i++) {
+        uint8_t c = (uint8_t)text[i + 1];
+        if (text[i] == '\n' && c > 0x20 && c < 0x7f && !t->first_lstrip[c]) return i + 1;
+    }
+    return n;
+}
+
 /* ============================================================================ load */
 
 void zinf_tok_free(zinf_tok *t)
@@ -805,9 +818,32 @@ static const char *type_of(json_t *o)
 /* A key that must be absent, null, false, or equal to the value zinf runs. */
 static bool is_off(json_t *v) { return !v || json_is_null(v) || json_is_false(v); }
 
+/* GPT-2's pre-tokenizer regex, which ByteLevel applies when use_regex is true. */
+static const char GPT2_RE[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+/* The Split regexes of Qwen2/2.5/3, Llama-3 and Qwen3.5, as their tokenizer.json files write them.
+ * With these and GPT-2's, no piece runs from a line break into a printable ASCII character after
+ * it: no alternative matches a line break together with a following non-space (the optional
+ * lead of a letter run excludes \r and \n, the other runs exclude \s, the whitespace runs stop
+ * before a non-space). zinf_tok_next_cut relies on it. */
+static const char *const KNOWN_RE[] = {
+    GPT2_RE,
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+
 static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal, split_behavior b,
                      const char *what)
 {
+    bool known = false;
+    for (size_t i = 0; i < sizeof KNOWN_RE / sizeof *KNOWN_RE; i++)
+        known |= !literal && strlen(KNOWN_RE[i]) == plen && memcmp(KNOWN_RE[i], pattern, plen) == 0;
+    if (!known) t->cuttable = false;
     if (t->nstages == MAX_STAGES)
         return zinf_err("%s: pre_tokenizer has more than %d splitting steps", t->path, MAX_STAGES);
     int ec;
@@ -826,10 +862,6 @@ static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal
     st->jit = pcre2_jit_compile(c, PCRE2_JIT_COMPLETE) == 0;
     return 0;
 }
-
-/* GPT-2's pre-tokenizer regex, which ByteLevel applies when use_regex is true. */
-static const char GPT2_RE[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 static int load_pre_one(zinf_tok *t, json_t *p, const char *where)
 {
@@ -1101,6 +1133,8 @@ static int load_added(zinf_tok *t, json_t *added)
         a->single_word = json_is_true(json_object_get(v, "single_word"));
         if (!t->nfc) a->normalized = false; /* no normalizer: both kinds match the raw text */
         (a->normalized ? t->first_norm : t->first_raw)[(uint8_t)a->content[0]] = 1;
+        if (a->lstrip) t->first_lstrip[(uint8_t)a->content[0]] = 1;
+        if (memchr(a->content, '\n', a->len)) t->cuttable = false;
         /* an added token that is not in the vocabulary decodes to its content */
         if (!t->bytes[a->id].len && !t->raw[a->id].len) {
             uint8_t *b = malloc(a->len);
@@ -1154,6 +1188,7 @@ int zinf_tok_load(const char *path, zinf_tok **out)
     else
         snprintf(t->path, sizeof t->path, "%s", path);
     t->gen = atomic_fetch_add(&gen_counter, 1);
+    t->cuttable = true;
     json_error_t je;
     json_t *root = json_load_file(t->path, 0, &je);
     int rc;

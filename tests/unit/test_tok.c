@@ -254,6 +254,12 @@ static void unit_checks(void)
     CHECK(n == sizeof want - 1 && memcmp(s, want, n) == 0 && s[n] == 0, "decode replacement: %zu bytes", n);
     free(s);
     CHECK(zinf_tok_decode(t, (int32_t[]){262}, 1, &s, &n) < 0 && strstr(zinf_errmsg(), "id 262"), "decode of an unknown id");
+    /* cuts: GPT-2's regex allows one after a line break that a printable ASCII character follows,
+     * not before a space, a tab, another line break or a non-ASCII character */
+    const char cuts[] = "ab\n cd\n\n\t\n\xC3\xA9\nx";
+    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 0) == 13, "next cut %zu",
+          zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 0));
+    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 13) == sizeof cuts - 1, "no cut left");
     zinf_tok_free(t);
 
     /* ignore_merges: a piece that is a vocabulary entry is that id without merging */
@@ -274,6 +280,7 @@ static void unit_checks(void)
     CHECK(zinf_tok_load(p, &t) == 0, "load split: %s", zinf_errmsg());
     if (t) {
         expect_ids(t, "ab-c", 1, (int32_t[]){256, 99}, 2, "Split Removed");
+        CHECK(zinf_tok_next_cut(t, "a\nb\nc", 5, 0) == 5, "a regex zinf does not know: no cut");
         zinf_tok_free(t);
     }
 
