@@ -838,8 +838,8 @@ static int build_contexts(const zinf_template *t, const zinf_chat *c, const zinf
         } else { /* tool messages, grouped */
             if (t->tool == TOOL_NONE)
                 return zinf_errc(ZINF_ENOTSUP, "the template %s has no tool-message format built in "
-                                 "(ms-swift writes them with its ReAct agent template there); use qwen, qwen2_5, "
-                                 "qwen3, llama3 or llama3_2", t->name);
+                                 "(ms-swift writes them with its ReAct agent template there); use a qwen or llama3 "
+                                 "template", t->name);
             sbuf all = {0};
             int rc = 0;
             for (int k = 0; i < c->n && c->m[i].role == ZINF_ROLE_TOOL && !rc; i++, k++) {
@@ -954,7 +954,8 @@ int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_cha
 {
     zinf_segs sg;
     ids->n = 0;
-    ZINF_TRY(zinf_chat_render(t, c, o, &sg));
+    int rrc = zinf_chat_render(t, c, o, &sg);
+    if (rrc) return zinf_err_prefix(rrc, "%lld", (long long)c->line); /* the caller puts the file first */
     int rc = 0;
     zinf_ids suf = {0};
     for (int i = 0; i < sg.n && !rc; i++) {
@@ -990,7 +991,7 @@ int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_cha
 }
 
 /* ================================================================ zinf data --sft ========== */
-typedef struct enc_row { int32_t *id; uint8_t *loss; size_t n; int rc; char err[512]; } enc_row;
+typedef struct enc_row { int32_t *id; uint8_t *loss; size_t n; int rc; char *err; } enc_row;
 
 /* Encode the rows pick[0..n) (all cores), apply --max_length, append the kept ones to s. */
 static int encode_set(const zinf_chat_data_opts *o, const zinf_template *t, const zinf_tok *tok,
@@ -1006,14 +1007,15 @@ static int encode_set(const zinf_chat_data_opts *o, const zinf_template *t, cons
         size_t cap = 0;
         const zinf_chat *c = &cs->row[pick[i]];
         r[i].rc = zinf_chat_encode(t, tok, c, &o->chat, &ids, &loss, &cap);
-        if (r[i].rc) snprintf(r[i].err, sizeof r[i].err, "%s:%s", cs->path, zinf_errmsg());
+        if (r[i].rc) r[i].err = strdup(zinf_errmsg()); /* this thread's message, for the caller's */
         r[i].id = ids.id;
         r[i].loss = loss;
         r[i].n = ids.n;
     }
     int rc = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (!rc && r[i].rc) rc = zinf_errc(r[i].rc, "%s", r[i].err);
+        if (!rc && r[i].rc) rc = zinf_errc(r[i].rc, "%s:%s", cs->path, r[i].err ? r[i].err : "out of host memory");
+        free(r[i].err);
         int64_t len = (int64_t)r[i].n, off = 0;
         if (!rc && o->max_length > 0 && len > o->max_length) {
             if (o->truncation == ZINF_TRUNC_DELETE) len = 0;

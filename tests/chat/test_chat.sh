@@ -132,9 +132,11 @@ fi
 CHECKS=$((CHECKS + 1))
 "$CHECK" encode "$FIX/chat.jsonl#37" qwen3 "$TOK" > "$TMP/z.out" && ref encode "$FIX/chat.jsonl#37" qwen3 "$TOK" > "$TMP/r.out" &&
     ref compare "$TMP/z.out" "$TMP/r.out" > "$TMP/cmp" || fail "chat.jsonl#37: $(cat "$TMP/cmp")"
-# the tool format of chatml is not built in: refused by name
-OUTPUT=$("$CHECK" render "$FIX/tool.jsonl" chatml 2>&1); RC=$?
-expect_err "chatml tool messages" "the template chatml has no tool-message format built in"
+# the tool format of chatml is not built in: refused by name, with the file and line
+run data --sft --input "$FIX/tool.jsonl" --tokenizer "$TOK" --template chatml --out "$TMP/ct"
+expect_err "chatml tool messages" "tool.jsonl:1: the template chatml has no tool-message format built in"
+[ "$(printf '%s\n' "$OUTPUT" | wc -l)" -eq 1 ] || fail "chatml tool messages: more than one line: $OUTPUT"
+ls "$TMP"/ct_* >/dev/null 2>&1 && fail "chatml tool messages: a shard was left behind"
 
 # the rendered text against Hugging Face's own Jinja templates (trl ships the originals), rendered
 # with jinja2 as transformers renders them, on the samples where ms-swift and Jinja agree
