@@ -757,6 +757,7 @@ void zinf_segs_free(zinf_segs *s)
     *s = (zinf_segs){0};
 }
 
+/* llama3_2's date: the one given, ZINF_CHAT_DATE, else today (UTC) as "26 Jul 2024" */
 static int today(char *out, size_t cap, const zinf_chat_opts *o)
 {
     const char *d = o && o->date ? o->date : getenv("ZINF_CHAT_DATE");
@@ -994,9 +995,9 @@ int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_cha
 typedef struct enc_row { int32_t *id; uint8_t *loss; size_t n; int rc; char *err; } enc_row;
 
 /* Encode the rows pick[0..n) (all cores), apply --max_length, append the kept ones to s. */
-static int encode_set(const zinf_chat_data_opts *o, const zinf_template *t, const zinf_tok *tok,
-                      const zinf_chat_set *cs, const int64_t *pick, int64_t n, zinf_sft_samples *s,
-                      int64_t *dropped, int64_t *cut)
+static int encode_set(const zinf_chat_data_opts *o, const zinf_chat_opts *co, const zinf_template *t,
+                      const zinf_tok *tok, const zinf_chat_set *cs, const int64_t *pick, int64_t n,
+                      zinf_sft_samples *s, int64_t *dropped, int64_t *cut)
 {
     enc_row *r = calloc((size_t)(n ? n : 1), sizeof *r);
     if (!r) return zinf_errc(ZINF_ENOMEM, "out of host memory");
@@ -1006,7 +1007,7 @@ static int encode_set(const zinf_chat_data_opts *o, const zinf_template *t, cons
         uint8_t *loss = NULL;
         size_t cap = 0;
         const zinf_chat *c = &cs->row[pick[i]];
-        r[i].rc = zinf_chat_encode(t, tok, c, &o->chat, &ids, &loss, &cap);
+        r[i].rc = zinf_chat_encode(t, tok, c, co, &ids, &loss, &cap);
         if (r[i].rc) r[i].err = strdup(zinf_errmsg()); /* this thread's message, for the caller's */
         r[i].id = ids.id;
         r[i].loss = loss;
@@ -1081,8 +1082,13 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
         free(none);
     } else if (!rc) rc = zinf_chat_select(tr.n, tr.want, o->split_ratio, o->seed, &ti, &nt, &vi, &nv);
     if (!rc) rc = zinf_tok_load(o->tokenizer, &tok);
-    if (!rc) rc = encode_set(o, t, tok, &tr, ti, nt, &train, &drop_t, &cut_t);
-    if (!rc) rc = encode_set(o, t, tok, o->val_input ? &va : &tr, vi, nv, &val, &drop_v, &cut_v);
+    /* one date for the whole run (ms-swift fixes it when the template is made) */
+    char date[64];
+    zinf_chat_opts co = o->chat;
+    today(date, sizeof date, &co);
+    co.date = date;
+    if (!rc) rc = encode_set(o, &co, t, tok, &tr, ti, nt, &train, &drop_t, &cut_t);
+    if (!rc) rc = encode_set(o, &co, t, tok, o->val_input ? &va : &tr, vi, nv, &val, &drop_v, &cut_v);
     const char *how = o->truncation == ZINF_TRUNC_LEFT ? "left" : o->truncation == ZINF_TRUNC_RIGHT ? "right" : "delete";
     if (!rc && train.nsamples == 0)
         rc = zinf_err("%s: no training sample is left after filtering (%lld without an assistant turn, %lld longer "
