@@ -26,6 +26,10 @@ OUTPUT=$("$CHECK" 2>&1); RC=$?
 expect_ok "chat_check unit checks"
 printf '%s\n' "$OUTPUT"
 
+# llama3_2 without ZINF_CHAT_DATE writes today's date (UTC), as ms-swift writes its day's
+OUTPUT=$(env -u ZINF_CHAT_DATE "$CHECK" render "$FIX/chat.jsonl" llama3_2 2>&1 | head -1)
+expect_has "llama3_2 today" "Today Date: $(LC_ALL=C TZ=UTC date '+%d %b %Y')\\n\\n"
+
 # --- bad input needs no Python: one line each, no shard left ------------------------------------
 bad() { # bad WHAT FILE_CONTENT TEXT...: zinf data --sft on that file fails with every TEXT
     local what=$1 body=$2; shift 2
