@@ -256,6 +256,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"per_rank_logs", F_BOOL, &o.per_rank_logs, NULL, "every rank also writes <out>/logs/rank<R>.log"},
         {"gradient_checkpointing", F_BOOL, &o.gradient_checkpointing, &o.gradient_checkpointing_set, "recompute each block in the backward (the HF/ms-swift flag; the same as an activation_checkpointing block)"},
         {"swap_engine", F_STR, &o.swap_engine, NULL, "NVMe offload I/O: io_uring (O_DIRECT, default) or psync (pread/pwrite through the page cache, for file systems without O_DIRECT)"},
+        {"packing", F_BOOL, &o.packing, NULL, "SFT data: pack whole samples best-fit-decreasing into the rows of --max_length, as ms-swift's --packing (without it: one sample per row, padded)"},
         {"ac_keep_attention", F_BOOL, &o.ac_keep_attention, NULL, "with activation_checkpointing, also keep each block's attention output: more memory, no recomputed attention"},
         {"comm_timeout", F_DBL, &fl->comm_timeout, &fl->comm_timeout_set, "abort when a collective waits longer than this many seconds; 0 waits forever (default ZINF_COMM_TIMEOUT, else 600)"},
         FLAGS_HF(fl),

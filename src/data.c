@@ -3,6 +3,21 @@
  * Shard file format (llm.c's, extended): a header of 256 little-endian int32 (1024 bytes) with
  * h[0] = 20240520 (magic), h[1] = version (1: uint16 tokens, 2: uint32 tokens), h[2] = number of
  * tokens n; then exactly n tokens. Nothing may follow them.
+ * SFT shards (supervised fine-tuning samples) have version 3 (uint16 tokens) or 4 (uint32) and
+ * h[3] = number of samples S; after the n tokens come n loss flags (uint8, 0 or 1), zero bytes up
+ * to a multiple of 4, and S+1 int32 sample starts: start[0] = 0 < start[1] < ... < start[S] = n.
+ * Sample k is tokens [start[k], start[k+1]). man/zinf-data.1 is the user's description.
+ *
+ * SFT rows: a row holds T tokens. Samples longer than T are dropped and counted (ms-swift's
+ * --truncation_strategy delete). Without packing each sample fills one row and padding follows;
+ * with packing the samples (numbered in file-name order, then by k) are grouped as ms-swift groups
+ * them: chunks of ZINF_PACK_CHUNK samples in order, each packed by binpacking's to_constant_volume
+ * (see pack_chunk), the last bin of every chunk but the final one carried into the next chunk.
+ * In a row, sample tokens come in the bin's order; within a sample of length L at row offset o,
+ * token j has pos j, kv_start o, and tgt = the next token when j + 1 < L and that token's loss
+ * flag is set, else -1. The tail after the last sample is one pad run: token 0, tgt -1, pos
+ * restarting at 0 and kv_start = the run's offset, so a pad token attends only to its own run.
+ * Rows take the place of sequences in the stream below.
  *
  * Sequences: in a shard of n tokens, sequence i covers tokens [i*T, i*T+T] (T+1 tokens: the first
  * T are inputs, the last T targets), i = 0 .. (n-1)/T - 1. Sequences never span two shards. They
@@ -39,6 +54,10 @@
 #include <unistd.h>
 
 #define HEADER_BYTES ((int64_t)ZINF_DATA_HEADER_INTS * 4)
+#define ZINF_PACK_CHUNK 1000 /* ms-swift's PACKING_BATCH_SIZE */
+
+/* Bytes of an SFT shard's loss flags with their padding to a multiple of 4. */
+static int64_t loss_bytes(int64_t ntok) { return (ntok + 3) / 4 * 4; }
 
 /* One memory-mapped shard. */
 typedef struct {
@@ -46,9 +65,13 @@ typedef struct {
     void *map;         /* the whole file, PROT_READ, MAP_SHARED */
     size_t map_len;
     int64_t ntok;      /* tokens after the header */
-    int tokbytes;      /* 2 (version 1) or 4 (version 2) */
+    int tokbytes;      /* 2 (versions 1 and 3) or 4 (versions 2 and 4) */
     int64_t seq_first; /* global number of this shard's first sequence */
     int64_t nseq;      /* (ntok - 1) / T, or 0 when ntok < T + 1 */
+    int sft;           /* version 3 or 4: loss flags and sample starts follow the tokens */
+    int64_t nsamp;     /* SFT: samples (h[3]) */
+    int64_t samp_first; /* SFT: global number of this shard's first sample */
+    int64_t loss_off, start_off; /* SFT: byte offsets of the loss flags and the starts */
 } shard;
 
 struct zinf_data {
@@ -60,6 +83,10 @@ struct zinf_data {
     int shuffle;
     int64_t *perm;      /* permutation of the cached epoch (shuffle only) */
     int64_t perm_epoch; /* which epoch perm holds; -1 = none yet */
+    /* SFT shards: nseq counts rows; row r holds samples row_samp[row_first[r] .. row_first[r+1]) */
+    int sft, packing;
+    int64_t nsamp, ndropped; /* samples in the files; those longer than T, left out */
+    int64_t *row_first, *row_samp;
 };
 
 /* ---------------------------------------------------------------- PRNG for the epoch shuffle */
@@ -223,6 +250,37 @@ static int open_stat(const char *path, int *fd_out, struct stat *st)
     return 0;
 }
 
+static uint8_t loss_at(const shard *f, int64_t i)
+{
+    return ((const uint8_t *)f->map)[f->loss_off + i];
+}
+
+static int64_t start_at(const shard *f, int64_t k)
+{
+    return ((const int32_t *)((const char *)f->map + f->start_off))[k];
+}
+
+/* An SFT shard's loss flags and sample starts (f->ntok, f->nsamp, offsets set), guarded by the
+ * caller. */
+static int sft_check(const shard *f, const char *path)
+{
+    for (int64_t i = 0; i < f->ntok; i++)
+        if (loss_at(f, i) > 1)
+            return zinf_err("%s: loss flag %u of token %lld is neither 0 nor 1: a corrupt SFT shard", path,
+                            loss_at(f, i), (long long)i);
+    if (start_at(f, 0) != 0)
+        return zinf_err("%s: sample start 0 is %lld, not 0: a corrupt SFT shard", path, (long long)start_at(f, 0));
+    for (int64_t k = 1; k <= f->nsamp; k++)
+        if (start_at(f, k) <= start_at(f, k - 1) || start_at(f, k) > f->ntok)
+            return zinf_err("%s: sample start %lld is %lld after %lld (starts must increase up to the %lld tokens): "
+                            "a corrupt SFT shard", path, (long long)k, (long long)start_at(f, k),
+                            (long long)start_at(f, k - 1), (long long)f->ntok);
+    if (start_at(f, f->nsamp) != f->ntok)
+        return zinf_err("%s: the last sample ends at %lld, the shard has %lld tokens: a corrupt SFT shard", path,
+                        (long long)start_at(f, f->nsamp), (long long)f->ntok);
+    return 0;
+}
+
 /* Check a mapped shard's header, size and tokens (f->map, f->map_len set), guarded. */
 static int shard_check(shard *f, const char *path, int vocab_size)
 {
@@ -230,17 +288,20 @@ static int shard_check(shard *f, const char *path, int vocab_size)
     BUS_GUARD(f, 1);
     const int32_t *h = (const int32_t *)f->map;
     int rc = 0;
-    int64_t ntok = h[2];
-    int tokbytes = h[1] == 1 ? 2 : h[1] == 2 ? 4 : 0;
+    int64_t ntok = h[2], nsamp = h[3];
+    int version = h[1], sft = version == 3 || version == 4;
+    int tokbytes = version == 1 || version == 3 ? 2 : version == 2 || version == 4 ? 4 : 0;
     if (h[0] != ZINF_DATA_MAGIC) {
         rc = zinf_err("%s: bad magic %d (expected %d): not a token shard", path, h[0],
                       ZINF_DATA_MAGIC);
     } else if (!tokbytes) {
-        rc = zinf_err("%s: unknown version %d (expected 1 for uint16 tokens or 2 for uint32)",
-                      path, h[1]);
+        rc = zinf_err("%s: unknown version %d (expected 1 or 2 for uint16 or uint32 tokens, 3 or 4 for SFT "
+                      "samples of those)", path, version);
     } else if (ntok < 0) {
         rc = zinf_err("%s: negative token count %lld in the header", path, (long long)ntok);
-    } else {
+    } else if (sft && nsamp < 0) {
+        rc = zinf_err("%s: negative sample count %lld in the header", path, (long long)nsamp);
+    } else if (!sft) {
         int64_t want = HEADER_BYTES + ntok * tokbytes;
         if (size < want)
             rc = zinf_err("%s: truncated: header says %lld tokens, so %lld bytes expected, file "
@@ -251,10 +312,21 @@ static int shard_check(shard *f, const char *path, int vocab_size)
                           "(%lld bytes of trailing data)",
                           path, (long long)size, (long long)want, (long long)ntok,
                           (long long)(size - want));
+    } else {
+        int64_t want = HEADER_BYTES + ntok * tokbytes + loss_bytes(ntok) + (nsamp + 1) * 4;
+        if (size != want)
+            rc = zinf_err("%s: %s: an SFT shard (version %d) of %lld tokens and %lld samples is %lld bytes, the "
+                          "file has %lld", path, size < want ? "truncated" : "trailing data", version,
+                          (long long)ntok, (long long)nsamp, (long long)want, (long long)size);
     }
     if (!rc) {
         f->ntok = ntok;
         f->tokbytes = tokbytes;
+        f->sft = sft;
+        f->nsamp = sft ? nsamp : 0;
+        f->loss_off = HEADER_BYTES + ntok * tokbytes;
+        f->start_off = f->loss_off + loss_bytes(ntok);
+        if (sft) rc = sft_check(f, path);
     }
     /* Every token must index the embedding table; uint16 tokens need no check when vocab > 65535. */
     if (!rc && !(tokbytes == 2 && vocab_size > 65535)) {
@@ -312,11 +384,162 @@ void zinf_data_close(zinf_data *d)
     }
     free(d->files);
     free(d->perm);
+    free(d->row_first);
+    free(d->row_samp);
     free(d);
+}
+
+/* ---------------------------------------------------------------- SFT rows */
+
+typedef struct {
+    int64_t id, len;
+} pack_item;
+
+/* Descending length, ties in input order (Python's stable sort on -length). */
+static int cmp_item_desc(const void *a, const void *b)
+{
+    const pack_item *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* binpacking 2.0.1's to_constant_volume(items, T), the call ms-swift's packing makes: items by
+ * decreasing length (ties keep their order); each goes to the least-filled bin it fits in (the
+ * first such on ties), or opens a new bin when it fits in none. bin[i] := the bin of it[i] (it
+ * sorted on return, bins numbered in opening order). Returns the number of bins. `fill` has room
+ * for n bins; `rank` for n entries (the input order, which it[].id is replaced by for the sort). */
+static int64_t pack_chunk(pack_item *it, int64_t n, int64_t T, int64_t *bin, int64_t *fill, int64_t *rank)
+{
+    for (int64_t i = 0; i < n; i++) { /* sort by (-len, input position) */
+        rank[i] = it[i].id;
+        it[i].id = i;
+    }
+    qsort(it, (size_t)n, sizeof *it, cmp_item_desc);
+    for (int64_t i = 0; i < n; i++) it[i].id = rank[it[i].id];
+    int64_t nb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t b = -1;
+        for (int64_t k = 0; k < nb; k++)
+            if (fill[k] + it[i].len <= T && (b < 0 || fill[k] < fill[b])) b = k;
+        if (b < 0) fill[b = nb++] = 0;
+        fill[b] += it[i].len;
+        bin[i] = b;
+    }
+    return nb;
+}
+
+/* Append the rows of bins [0, nb) of a packed chunk (it[i] in bin[i]) to d's rows, each bin's samples
+ * in their packing order (a stable counting sort by bin; `at` has room for nb + 1 entries). */
+static void emit_bins(zinf_data *d, const pack_item *it, const int64_t *bin, int64_t n, int64_t nb, int64_t *at,
+                      int64_t *placed)
+{
+    memset(at, 0, (size_t)(nb + 1) * sizeof *at);
+    for (int64_t i = 0; i < n; i++)
+        if (bin[i] < nb) at[bin[i] + 1]++;
+    for (int64_t b = 0; b < nb; b++) {
+        at[b + 1] += at[b];
+        d->row_first[++d->nseq] = *placed + at[b + 1];
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (bin[i] < nb) d->row_samp[*placed + at[bin[i]]++] = it[i].id;
+    if (nb > 0) *placed = d->row_first[d->nseq];
+}
+
+/* Build d's rows from its SFT shards: drop and count samples longer than T, then one sample per
+ * row, or packed as the file comment says. */
+static int build_rows(zinf_data *d, const int64_t *len)
+{
+    int64_t T = d->T, n = d->nsamp;
+    d->row_first = malloc((size_t)(n + 1) * sizeof *d->row_first);
+    d->row_samp = malloc((size_t)(n > 0 ? n : 1) * sizeof *d->row_samp);
+    pack_item *kept = malloc((size_t)(n > 0 ? n : 1) * sizeof *kept);
+    if (!d->row_first || !d->row_samp || !kept) {
+        free(kept);
+        return zinf_errc(ZINF_ENOMEM, "data: out of memory for the rows of %lld samples", (long long)n);
+    }
+    int64_t nk = 0;
+    for (int64_t g = 0; g < n; g++) {
+        if (len[g] > T) d->ndropped++;
+        else kept[nk++] = (pack_item){g, len[g]};
+    }
+    d->row_first[0] = 0;
+    d->nseq = 0;
+    int64_t placed = 0;
+    if (!d->packing) {
+        for (int64_t i = 0; i < nk; i++) {
+            d->row_samp[placed++] = kept[i].id;
+            d->row_first[++d->nseq] = placed;
+        }
+        free(kept);
+        return 0;
+    }
+    /* ms-swift's loop: the carried samples (the last bin of the chunk before) and the next
+     * ZINF_PACK_CHUNK samples are packed; all bins but the last become rows, unless the input is
+     * finished, when all do. The carried bin holds at most T samples. */
+    int64_t cap = ZINF_PACK_CHUNK + (T < nk ? T : nk);
+    pack_item *it = malloc((size_t)cap * sizeof *it);
+    int64_t *bin = malloc(((size_t)cap * 3 + 1) * sizeof *bin); /* bins, fills, scratch */
+    if (!it || !bin) {
+        free(kept);
+        free(it);
+        free(bin);
+        return zinf_errc(ZINF_ENOMEM, "data: out of memory packing %lld samples", (long long)n);
+    }
+    int64_t m = 0;
+    for (int64_t i = 0; i < nk;) {
+        int64_t take = nk - i < ZINF_PACK_CHUNK ? nk - i : ZINF_PACK_CHUNK;
+        memcpy(it + m, kept + i, (size_t)take * sizeof *it);
+        m += take;
+        i += take;
+        int finished = i >= nk;
+        int64_t nb = pack_chunk(it, m, T, bin, bin + cap, bin + 2 * cap);
+        emit_bins(d, it, bin, m, finished ? nb : nb - 1, bin + 2 * cap, &placed);
+        int64_t k = 0;
+        if (!finished)
+            for (int64_t j = 0; j < m; j++)
+                if (bin[j] == nb - 1) it[k++] = it[j];
+        m = k;
+    }
+    free(kept);
+    free(it);
+    free(bin);
+    return 0;
+}
+
+/* len[g] := the length of global sample g, read from the mapped starts (guarded). */
+static int sample_lengths(const zinf_data *d, int64_t *len)
+{
+    BUS_GUARD(d->files, d->nfiles);
+    for (int i = 0; i < d->nfiles; i++) {
+        const shard *f = &d->files[i];
+        for (int64_t k = 0; k < f->nsamp; k++) len[f->samp_first + k] = start_at(f, k + 1) - start_at(f, k);
+    }
+    BUS_UNGUARD();
+    return 0;
+}
+
+/* The rows of d's SFT shards. */
+static int sft_rows(zinf_data *d, const char *pattern)
+{
+    int64_t *len = malloc((size_t)(d->nsamp > 0 ? d->nsamp : 1) * sizeof *len);
+    if (!len) return zinf_errc(ZINF_ENOMEM, "data: out of memory for %lld sample lengths", (long long)d->nsamp);
+    int rc = sample_lengths(d, len);
+    if (!rc) rc = build_rows(d, len);
+    free(len);
+    if (!rc && d->nseq == 0)
+        rc = zinf_err("no SFT samples of at most --max_length %d tokens in the files matching '%s' (%lld samples, "
+                      "%lld of them longer)", d->T, pattern, (long long)d->nsamp, (long long)d->ndropped);
+    return rc;
 }
 
 int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, uint64_t seed,
                    int shuffle)
+{
+    return zinf_data_open_packing(out, pattern, T, vocab_size, seed, shuffle, 0);
+}
+
+int zinf_data_open_packing(zinf_data **out, const char *pattern, int T, int vocab_size, uint64_t seed,
+                           int shuffle, int packing)
 {
     *out = NULL;
     pthread_once(&bus_once, bus_install);
@@ -350,12 +573,26 @@ int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, 
         rc = shard_open(f, g.gl_pathv[i], vocab_size);
         if (rc < 0) break;
         d->nfiles++;
+        if (d->nfiles == 1) d->sft = f->sft;
+        if (f->sft != d->sft) {
+            rc = zinf_err("%s: %s, but %s is %s: a data set is all one kind", f->path,
+                          f->sft ? "an SFT shard (loss flags, sample starts)" : "a plain token shard",
+                          d->files[0].path, d->sft ? "an SFT shard" : "a plain token shard");
+            break;
+        }
+        f->samp_first = d->nsamp;
+        d->nsamp += f->nsamp;
         f->seq_first = d->nseq;
-        f->nseq = f->ntok >= (int64_t)T + 1 ? (f->ntok - 1) / T : 0;
+        f->nseq = f->sft ? 0 : f->ntok >= (int64_t)T + 1 ? (f->ntok - 1) / T : 0;
         d->nseq += f->nseq;
         d->ntok += f->ntok;
     }
     globfree(&g);
+    d->packing = packing;
+    if (rc == 0 && packing && !d->sft)
+        rc = zinf_err("--packing needs SFT shards (loss flags and sample starts, zinf-data(1)); '%s' holds plain "
+                      "token shards", pattern);
+    if (rc == 0 && d->sft) rc = sft_rows(d, pattern);
     if (rc == 0 && d->nseq == 0)
         rc = zinf_err("no sequences of T+1 = %d tokens in the files matching '%s' (T = %d)",
                       T + 1, pattern, T);
@@ -376,27 +613,66 @@ int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, 
 int64_t zinf_data_num_sequences(const zinf_data *d) { return d->nseq; }
 int64_t zinf_data_num_tokens(const zinf_data *d) { return d->ntok; }
 int zinf_data_num_files(const zinf_data *d) { return d->nfiles; }
+int zinf_data_is_sft(const zinf_data *d) { return d->sft; }
+int zinf_data_is_packed(const zinf_data *d) { return d->packing; }
+int64_t zinf_data_num_samples(const zinf_data *d) { return d->nsamp; }
+int64_t zinf_data_num_dropped(const zinf_data *d) { return d->ndropped; }
 
 /* ---------------------------------------------------------------- reading */
 
-/* The shard holding global sequence g: the last shard whose seq_first <= g. A shard without
- * sequences shares seq_first with the next one (or sits past the end), so it is never chosen. */
-static const shard *shard_of(const zinf_data *d, int64_t g)
+/* The shard holding global sequence g (sample g when `sample`, SFT): the last shard whose first
+ * sequence (sample) number is <= g. A shard without any shares that number with the next one (or
+ * sits past the end), so it is never chosen. */
+static const shard *shard_of(const zinf_data *d, int64_t g, int sample)
 {
     int lo = 0, hi = d->nfiles - 1;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (d->files[mid].seq_first <= g) lo = mid;
+        if ((sample ? d->files[mid].samp_first : d->files[mid].seq_first) <= g) lo = mid;
         else hi = mid - 1;
     }
     return &d->files[lo];
 }
 
+/* Row r of SFT data into the T entries at x, y, pos, kv (pos, kv may be NULL), as the file comment
+ * says. Called inside a guard. */
+static void sft_row(const zinf_data *d, int64_t r, int32_t *x, int32_t *y, int32_t *pos, int32_t *kv)
+{
+    const int T = d->T;
+    int o = 0;
+    for (int64_t s = d->row_first[r]; s < d->row_first[r + 1]; s++) {
+        const shard *f = shard_of(d, d->row_samp[s], 1);
+        int64_t k = d->row_samp[s] - f->samp_first, a = start_at(f, k);
+        int L = (int)(start_at(f, k + 1) - a);
+        for (int j = 0; j < L; j++) {
+            x[o + j] = (int32_t)token_at(f, a + j);
+            y[o + j] = j + 1 < L && loss_at(f, a + j + 1) ? (int32_t)token_at(f, a + j + 1) : -1;
+            if (pos) pos[o + j] = j;
+            if (kv) kv[o + j] = o;
+        }
+        o += L;
+    }
+    for (int j = o; j < T; j++) { /* one pad run */
+        x[j] = 0;
+        y[j] = -1;
+        if (pos) pos[j] = j - o;
+        if (kv) kv[j] = o;
+    }
+}
+
 int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int32_t *tgt)
+{
+    return zinf_data_read_rows(d, first, count, inp, tgt, NULL, NULL);
+}
+
+int zinf_data_read_rows(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int32_t *tgt, int32_t *pos,
+                        int32_t *kv_start)
 {
     if (first < 0 || count < 0)
         return zinf_err("data: bad read of %lld sequences at stream position %lld",
                         (long long)count, (long long)first);
+    if (d->packing && (!pos || !kv_start))
+        return zinf_err("data: packed SFT rows are read with their positions and sample starts");
     const int T = d->T;
     BUS_GUARD(d->files, d->nfiles);
     for (int64_t k = 0; k < count; k++) {
@@ -409,12 +685,19 @@ int zinf_data_read(zinf_data *d, int64_t first, int64_t count, int32_t *inp, int
             }
             g = d->perm[q];
         }
-        const shard *f = shard_of(d, g);
-        int64_t t0 = (g - f->seq_first) * T;
         int32_t *x = inp + k * T, *y = tgt + k * T;
+        int32_t *ps = pos ? pos + k * T : NULL, *kv = kv_start ? kv_start + k * T : NULL;
+        if (d->sft) {
+            sft_row(d, g, x, y, ps, kv);
+            continue;
+        }
+        const shard *f = shard_of(d, g, 0);
+        int64_t t0 = (g - f->seq_first) * T;
         for (int i = 0; i < T; i++) {
             x[i] = (int32_t)token_at(f, t0 + i);
             y[i] = (int32_t)token_at(f, t0 + i + 1);
+            if (ps) ps[i] = i;
+            if (kv) kv[i] = 0;
         }
     }
     BUS_UNGUARD();
@@ -463,15 +746,52 @@ static int fsync_dir(const char *path)
     return rc;
 }
 
-int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n)
+/* Write n tokens to fd, as uint16 when narrow. Returns 0 or -errno. */
+static int write_tokens(int fd, const uint32_t *tokens, int64_t n, int narrow)
+{
+    if (!narrow) return write_all(fd, tokens, (size_t)n * 4);
+    /* Narrow to uint16 a chunk at a time. */
+    enum { CHUNK = 1 << 16 };
+    uint16_t *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf) return -ENOMEM;
+    int rc = 0;
+    for (int64_t i = 0; rc == 0 && i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        for (int64_t k = 0; k < m; k++) buf[k] = (uint16_t)tokens[i + k];
+        rc = write_all(fd, buf, (size_t)m * 2);
+    }
+    free(buf);
+    return rc;
+}
+
+/* The SFT part of a shard after its tokens: loss flags, their padding, the starts relative to
+ * start[0]. Returns 0 or -errno. */
+static int write_sft_tail(int fd, const uint8_t *loss, int64_t n, const int64_t *start, int64_t nsamp)
+{
+    static const uint8_t zero[4];
+    int rc = write_all(fd, loss, (size_t)n);
+    if (rc == 0) rc = write_all(fd, zero, (size_t)(loss_bytes(n) - n));
+    enum { CHUNK = 1 << 14 };
+    int32_t buf[CHUNK];
+    for (int64_t k = 0; rc == 0 && k <= nsamp; k += CHUNK) {
+        int64_t m = nsamp + 1 - k < CHUNK ? nsamp + 1 - k : CHUNK;
+        for (int64_t j = 0; j < m; j++) buf[j] = (int32_t)(start[k + j] - start[0]);
+        rc = write_all(fd, buf, (size_t)m * 4);
+    }
+    return rc;
+}
+
+/* One shard, plain (loss NULL) or SFT, written atomically: tmp file, fsync, rename. */
+static int write_shard(const char *path, const uint32_t *tokens, int64_t n, const uint8_t *loss,
+                       const int64_t *start, int64_t nsamp)
 {
     if (n < 0 || n > INT32_MAX)
         return zinf_err("%s: %lld tokens do not fit a shard (at most %d)", path, (long long)n,
                         INT32_MAX);
-    int version = 1;
+    int narrow = 1;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] > 65535) {
-            version = 2;
+            narrow = 0;
             break;
         }
 
@@ -490,23 +810,12 @@ int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n)
 
     int32_t h[ZINF_DATA_HEADER_INTS] = {0};
     h[0] = ZINF_DATA_MAGIC;
-    h[1] = version;
+    h[1] = (narrow ? 1 : 2) + (loss ? 2 : 0);
     h[2] = (int32_t)n;
+    h[3] = loss ? (int32_t)nsamp : 0;
     int rc = write_all(fd, h, sizeof h);
-    if (rc == 0 && version == 2) {
-        rc = write_all(fd, tokens, (size_t)n * 4);
-    } else if (rc == 0) {
-        /* Narrow to uint16 a chunk at a time. */
-        enum { CHUNK = 1 << 16 };
-        uint16_t *buf = malloc(CHUNK * sizeof *buf);
-        if (!buf) rc = -ENOMEM;
-        for (int64_t i = 0; rc == 0 && i < n; i += CHUNK) {
-            int64_t m = n - i < CHUNK ? n - i : CHUNK;
-            for (int64_t k = 0; k < m; k++) buf[k] = (uint16_t)tokens[i + k];
-            rc = write_all(fd, buf, (size_t)m * 2);
-        }
-        free(buf);
-    }
+    if (rc == 0) rc = write_tokens(fd, tokens, n, narrow);
+    if (rc == 0 && loss) rc = write_sft_tail(fd, loss, n, start, nsamp);
     if (rc == 0 && fsync(fd) != 0) rc = -errno;
     if (close(fd) != 0 && rc == 0) rc = -errno;
     if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
@@ -520,6 +829,20 @@ int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n)
     rc = fsync_dir(path);
     if (rc < 0) return zinf_errc(rc, "%s: fsync of the directory failed: %s", path, strerror(-rc));
     return 0;
+}
+
+int zinf_data_write_shard(const char *path, const uint32_t *tokens, int64_t n)
+{
+    return write_shard(path, tokens, n, NULL, NULL, 0);
+}
+
+int zinf_data_write_sft_shard(const char *path, const uint32_t *tokens, const uint8_t *loss, int64_t n,
+                              const int64_t *start, int64_t nsamp)
+{
+    if (nsamp < 0 || nsamp >= INT32_MAX || start[nsamp] - start[0] != n)
+        return zinf_err("%s: %lld samples ending at token %lld do not make a shard of %lld tokens", path,
+                        (long long)nsamp, (long long)(nsamp >= 0 ? start[nsamp] - start[0] : -1), (long long)n);
+    return write_shard(path, tokens, n, loss, start, nsamp);
 }
 
 /* Read the whole file into a malloc'd buffer. */

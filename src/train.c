@@ -85,6 +85,8 @@ typedef struct run {
     char metrics_path[4200];
     int metrics_rc;          /* its first failed write (0: none); the run ends at the next logs_agreed */
     int32_t *inp, *tgt;
+    int32_t *pos, *kv; /* packed SFT rows: positions and sample starts (zinf_batch); else NULL */
+    int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
@@ -254,16 +256,17 @@ static double tev_s(run *r, int a, int b)
     return ms > 0 ? 1e-3 * ms : 0.0;
 }
 
-/* One forward (and backward) of a micro-batch through the ZeRO hooks. */
-static int pass(run *r, const int32_t *inp, const int32_t *tgt, float *loss, bool backward,
-                bool last_micro, float dloss_scale, step_times *t)
+/* One forward (and backward) of a micro-batch through the ZeRO hooks; pos and kv (zinf_batch's)
+ * for packed rows, else NULL. */
+static int pass(run *r, const int32_t *inp, const int32_t *tgt, const int32_t *pos, const int32_t *kv, float *loss,
+                bool backward, bool last_micro, float dloss_scale, step_times *t)
 {
     double t0 = zinf_now();
     bool tm = t && r->tev[0];
     ZINF_TRY(zinf_zero_begin_pass(r->z, backward, last_micro));
     if (tm) r->be.event_record(&r->be, r->tev[0], NULL);
-    if (backward) ZINF_TRY(zinf_model_forward_train(&r->m, inp, tgt, zinf_zero_hooks(r->z), dloss_scale, loss));
-    else ZINF_TRY(zinf_model_forward(&r->m, inp, tgt, zinf_zero_hooks(r->z), loss));
+    zinf_batch b = {.tok = inp, .tgt = tgt, .pos = pos, .kv_start = kv, .B = r->m.B, .T = r->m.T};
+    ZINF_TRY(zinf_model_forward_batch(&r->m, &b, zinf_zero_hooks(r->z), backward ? dloss_scale : 0.0f, loss));
     double t1 = zinf_now();
     if (tm) r->be.event_record(&r->be, r->tev[1], NULL);
     if (backward) ZINF_TRY(zinf_model_backward(&r->m, zinf_zero_hooks(r->z), dloss_scale));
@@ -378,10 +381,28 @@ static int train_step(run *r, int64_t step, step_result *out)
     memset(out, 0, sizeof *out);
     if (r->tev[0]) r->be.event_record(&r->be, r->tev[5], NULL);
     ZINF_TRY(zinf_zero_begin_step(r->z));
+    /* Each micro-batch's weight in the step's loss and gradient. Plain data: 1/gas (every
+     * micro-batch predicts mb*T tokens). SFT data, whose loss flags and padding leave micro-batches
+     * with different counts: the loss is the mean over every predicted token of the global batch
+     * (all ranks, all micro-batches), as HF's Trainer computes it with num_items_in_batch; so the
+     * counts are read first and summed over the ranks, and micro-batch k weighs W n_k / n (the
+     * reduction then averages over the W ranks). */
+    double n_all = 0;
+    if (r->nk) {
+        for (int k = 0; k < gas; k++) {
+            int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
+            ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
+            r->nk[k] = 0;
+            for (int64_t i = 0; i < mb * r->T; i++) r->nk[k] += r->tgt[i] >= 0;
+            n_all += (double)r->nk[k];
+        }
+        ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &n_all, 1));
+    }
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
+        double wk = !r->nk ? 1.0 / (double)gas : n_all > 0 ? (double)W * (double)r->nk[k] / n_all : 0.0;
         int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
-        ZINF_TRY(zinf_data_read(r->train, pos, mb, r->inp, r->tgt));
+        ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
         if (k == gas - 1 && update_known_early(r)) {
             zinf_adamw_args a = step_args(r, 1.0);
             int on = zinf_zero_overlap_step(r->z, &a, c->weight_decay);
@@ -392,12 +413,13 @@ static int train_step(run *r, int64_t step, step_result *out)
             r->said_overlap |= on > 0;
         }
         float loss = 0;
-        ZINF_TRY(pass(r, r->inp, r->tgt, &loss, true, k == gas - 1, (float)(r->ls.cur_scale / (double)gas), &out->t));
-        loss_sum += loss;
+        float dls = r->nk ? (float)(r->ls.cur_scale * wk) : (float)(r->ls.cur_scale / (double)gas);
+        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, true, k == gas - 1, dls, &out->t));
+        loss_sum += r->nk ? loss * wk : loss;
     }
     double scaled_norm;
     ZINF_TRY(zinf_zero_reduce(r->z, &scaled_norm));
-    double loss_all = loss_sum / (double)gas;
+    double loss_all = r->nk ? loss_sum : loss_sum / (double)gas;
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &loss_all, 1));
     out->loss = loss_all / W;
 
@@ -461,12 +483,14 @@ static int evaluate(run *r, double *val_loss)
     for (int64_t b0 = 0; b0 < nbatches; b0 += W) {
         int64_t b = b0 + rank;
         bool mine = b < nbatches;
-        ZINF_TRY(zinf_data_read(r->val, (mine ? b : b0) * B, B, r->inp, r->tgt));
+        ZINF_TRY(zinf_data_read_rows(r->val, (mine ? b : b0) * B, B, r->inp, r->tgt, r->pos, r->kv));
         float loss;
-        ZINF_TRY(pass(r, r->inp, r->tgt, &loss, false, false, 0, NULL));
+        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, false, false, 0, NULL));
+        /* SFT data: the mean over every predicted token (micro-batches weigh by their counts) */
+        double n = r->nk ? (double)r->m.nvalid : 1.0;
         if (mine) {
-            sum[0] += loss;
-            sum[1] += 1;
+            sum[0] += loss * n;
+            sum[1] += n;
         }
     }
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, sum, 2));
@@ -548,7 +572,7 @@ static int check_prompts(run *r, const char *path)
         }
         if (rc || nb == 0) break;
         for (int64_t g = 0; g < r->o->max_new_tokens; g++) {
-            ZINF_TRY(pass(r, tok, NULL, NULL, false, false, 0, NULL));
+            ZINF_TRY(pass(r, tok, NULL, NULL, NULL, NULL, false, false, 0, NULL));
             r->be.to_f32(&r->be, dlogits, m->logits, (int64_t)B * T * Vp);
             ZINF_TRY(r->be.copy(&r->be, logits, dlogits, (size_t)B * T * Vp * 4, NULL));
             ZINF_TRY(r->be.sync(&r->be));
@@ -723,9 +747,14 @@ static int setup(run *r)
                                                   (long long)N, mc.vocab_size));
         ZINF_TRY(zinf_comm_agree(comm, comm->rank == 0 ? prompts_check(o->prompts, r->T, o->max_new_tokens) : 0));
     }
-    rc = zinf_data_open(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1);
+    const zinf_family *fam = zinf_family_find(mc.model_type);
+    if (o->packing && fam && !fam->packed_rows)
+        return zinf_comm_agree(comm, zinf_err("--packing: the %s family takes one sample per row (its learned positions "
+                                              "are the row offsets); train without --packing, which pads each sample's row",
+                                              mc.model_type));
+    rc = zinf_data_open_packing(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1, o->packing);
     if (!rc && o->val) {
-        rc = zinf_data_open(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0);
+        rc = zinf_data_open_packing(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0, o->packing);
         if (!rc && zinf_data_num_sequences(r->val) < r->cfg.train_micro_batch_size_per_gpu)
             rc = zinf_err("--val %s: %lld sequences of %d tokens, fewer than one micro-batch (%lld)", o->val,
                           (long long)zinf_data_num_sequences(r->val), r->T,
@@ -751,7 +780,16 @@ static int setup(run *r)
     size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T;
     r->inp = malloc(N * 4);
     r->tgt = malloc(N * 4);
-    if (!rc && (!r->inp || !r->tgt)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    /* packed rows carry each token's position and sample start; plain and one-sample rows need
+     * neither (a pad run only follows its row's sample, so causal attention already keeps it out) */
+    if (o->packing) {
+        r->pos = malloc(N * 4);
+        r->kv = malloc(N * 4);
+    }
+    if (!rc && zinf_data_is_sft(r->train) &&
+        !(r->nk = calloc((size_t)r->cfg.gradient_accumulation_steps, sizeof *r->nk)))
+        rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    if (!rc && (!r->inp || !r->tgt || (o->packing && (!r->pos || !r->kv)))) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     ZINF_TRY(zinf_comm_agree(comm, rc));
     zinf_loss_scaler_init(&r->ls, &r->cfg);
     if (r->cfg.wall_clock_breakdown && r->be.event_new_timed)
@@ -874,8 +912,15 @@ static int setup(run *r)
     zinf_info("zinf: activations %.2f MiB, their gradients %.2f MiB per rank", (double)r->m.act_bytes / 1048576.0,
               (double)r->m.grad_bytes / 1048576.0);
     zinf_zero_print_mem(r->z);
-    zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
-              zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
+    if (zinf_data_is_sft(r->train))
+        zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
+                  "of %d tokens (%s)", o->data, (long long)zinf_data_num_samples(r->train),
+                  zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "",
+                  (long long)zinf_data_num_dropped(r->train), r->T, (long long)nseq, r->T,
+                  o->packing ? "packed" : "one sample each, padded");
+    else
+        zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
+                  zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     if (ck[0] && r->start_step == r->cfg.max_steps)
         zinf_info("zinf: %s is at --max_steps %lld already: nothing to train", ck, (long long)r->cfg.max_steps);
@@ -897,6 +942,9 @@ static void teardown(run *r)
     if (r->val) zinf_data_close(r->val);
     free(r->inp);
     free(r->tgt);
+    free(r->pos);
+    free(r->kv);
+    free(r->nk);
     if (r->be_ok) {
         zinf_comm_detach(r->comm);
         if (strcmp(r->be.name, "cpu") == 0) zinf_backend_cpu_free(&r->be);

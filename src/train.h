@@ -21,6 +21,7 @@ typedef struct zinf_train_opts {
     bool per_rank_logs;      /* <out>/logs/rank<R>.log */
     const char *swap_engine; /* --swap_engine: io_uring or psync (NULL: io_uring) */
     bool ac_keep_attention;  /* activation checkpointing keeps attention outputs (ZINF_RECOMPUTE_KEEP_ATTN) */
+    bool packing;            /* --packing: SFT samples packed into the rows (data.c) */
     bool gradient_checkpointing, gradient_checkpointing_set; /* HF/ms-swift: recompute blocks */
     int64_t max_new_tokens;  /* for the prompt check */
     const char *resume;      /* --resume: "auto", a checkpoint file or a directory; NULL: fresh */

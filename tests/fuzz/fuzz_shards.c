@@ -20,6 +20,14 @@
  *    wrapped and random stream positions; with shuffle on, the N reads of epoch 0 are a
  *    permutation of the N sequences;
  *  - every 32nd iteration, zinf_data_write_shard writes the same bytes this test encodes.
+ * Then SFT shards (version 3 = uint16, 4 = uint32 tokens; h[3] = S samples; after the tokens n loss
+ * bytes, zero padding to a multiple of 4, S+1 int32 starts), one file each, encoded here and
+ * mutated: the sample count, a start, a loss flag, the size, a byte anywhere. Valid when the
+ * size is exactly 1024 + n*w + 4*ceil(n/4) + 4*(S+1), every flag 0 or 1, start[0] = 0, the
+ * starts increase to start[S] = n, every token < vocab, and some sample has at most T tokens.
+ * Asserted: open (one sample per row) succeeds exactly then, naming the file when not; the
+ * sample and left-out counts; and each row holds its sample's tokens, the targets of the flagged
+ * next tokens, positions from 0, and padding (token 0, target -1) after it.
  * Environment: ZINF_FUZZ_ITERS (default 5000), ZINF_FUZZ_SEED (default 1),
  * ZINF_FUZZ_SECONDS (wall-clock cap, default 15). */
 #define _GNU_SOURCE
@@ -373,6 +381,123 @@ static void check_writer(long iter)
     free(t);
 }
 
+/* ------------------------------------------------------------ SFT shards */
+
+typedef struct {
+    int64_t n, S;
+    int tb;
+} sft_layout;
+
+/* A valid SFT shard of random samples into f. */
+static sft_layout make_sft(file *f)
+{
+    sft_layout L = {0, 1 + (int64_t)rndn(12), rndn(3) ? 2 : 4};
+    int64_t len[16];
+    for (int64_t k = 0; k < L.S; k++) L.n += len[k] = 1 + (int64_t)(rndn(4) ? rndn(20) : rndn(90));
+    int64_t lb = (L.n + 3) / 4 * 4;
+    f->n = 0;
+    file_resize(f, HDR + (size_t)(L.n * L.tb + lb + 4 * (L.S + 1)));
+    put32(f, 0, 20240520);
+    put32(f, 4, L.tb == 2 ? 3 : 4);
+    put32(f, 8, (int32_t)L.n);
+    put32(f, 12, (int32_t)L.S);
+    for (int64_t i = 0; i < L.n; i++) {
+        uint32_t t = rndn(6) ? (uint32_t)rndn(256) : random_token();
+        if (L.tb == 2) {
+            uint16_t u = (uint16_t)t;
+            memcpy(f->p + HDR + 2 * i, &u, 2);
+        } else {
+            memcpy(f->p + HDR + 4 * i, &t, 4);
+        }
+        f->p[HDR + L.n * L.tb + i] = (unsigned char)rndn(2);
+    }
+    int64_t at = 0;
+    for (int64_t k = 0; k <= L.S; k++) {
+        put32(f, (size_t)(HDR + L.n * L.tb + lb + 4 * k), (int32_t)at);
+        if (k < L.S) at += len[k];
+    }
+    return L;
+}
+
+static void mutate_sft(file *f, const sft_layout *L)
+{
+    size_t starts = (size_t)(HDR + L->n * L->tb + (L->n + 3) / 4 * 4);
+    switch (rndn(6)) {
+    case 0: put32(f, 12, (int32_t)(L->S + (rndn(2) ? 1 : -1))); break;
+    case 1: { /* a start moved */
+        size_t at = starts + 4 * rndn((size_t)L->S + 1);
+        if (at + 4 <= f->n) put32(f, at, get32(f, at) + (rndn(2) ? 1 : -1) * (1 + (int32_t)rndn(5)));
+        break;
+    }
+    case 2: /* a loss flag */
+        f->p[HDR + L->n * L->tb + rndn((size_t)L->n)] = (unsigned char)(rndn(2) ? 2 : 255);
+        break;
+    case 3: f->n = HDR + rndn(f->n - HDR); break;
+    case 4: file_resize(f, f->n + 1 + rndn(8)); break;
+    default: f->p[rndn(f->n)] ^= (unsigned char)(1u << rndn(8)); break;
+    }
+}
+
+/* Open and read one SFT file f (written as shard_0.bin) against the rules above. */
+static void check_sft(long iter, const file *f, const char *pattern, int T, int vocab)
+{
+    const file *fs = f;
+    const int nf = 1;
+    /* the oracle */
+    bool valid = f->n >= HDR && get32(f, 0) == 20240520 && (get32(f, 4) == 3 || get32(f, 4) == 4);
+    int64_t n = valid ? get32(f, 8) : 0, S = valid ? get32(f, 12) : 0;
+    int tb = valid && get32(f, 4) == 4 ? 4 : 2;
+    valid = valid && n >= 0 && S >= 0 && (int64_t)f->n == HDR + n * tb + (n + 3) / 4 * 4 + 4 * (S + 1);
+    size_t lo = (size_t)(HDR + n * tb), so = lo + (size_t)((n + 3) / 4 * 4);
+    int64_t kept = 0;
+    shard_info si = {.ok_header = true, .tokbytes = tb, .ntok = n};
+    for (int64_t i = 0; valid && i < n; i++) valid = f->p[lo + i] <= 1 && tok_at(f, &si, i) < (uint32_t)vocab;
+    for (int64_t k = 0; valid && k <= S; k++) {
+        int32_t a = get32(f, so + 4 * (size_t)k);
+        valid = k == 0 ? a == 0 : a > get32(f, so + 4 * (size_t)(k - 1)) && a <= n;
+        if (valid && k > 0) kept += a - get32(f, so + 4 * (size_t)(k - 1)) <= T;
+    }
+    valid = valid && get32(f, so + 4 * (size_t)S) == n;
+    bool want_ok = valid && kept > 0;
+
+    zinf_data *d = NULL;
+    zinf_err_clear();
+    int rc = zinf_data_open(&d, pattern, T, vocab, 5, 0);
+    const char *msg = zinf_errmsg();
+    FCHECK((rc == 0) == want_ok, "SFT open returned %d, expected %s (%s)", rc, want_ok ? "success" : "failure",
+           rc ? msg : "no message");
+    if (rc < 0) {
+        FCHECK(!d && msg[0] && !strchr(msg, '\n'), "bad failure: \"%s\"", msg);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/shard_0.bin", dir);
+        FCHECK(strstr(msg, valid ? pattern : path) != NULL, "message names neither the file nor the pattern: %s", msg);
+    }
+    if (rc != 0 || !d) return;
+    FCHECK(zinf_data_num_samples(d) == S && zinf_data_num_dropped(d) == S - kept && zinf_data_num_sequences(d) == kept,
+           "samples %lld dropped %lld rows %lld, expected %lld %lld %lld", (long long)zinf_data_num_samples(d),
+           (long long)zinf_data_num_dropped(d), (long long)zinf_data_num_sequences(d), (long long)S,
+           (long long)(S - kept), (long long)kept);
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)T * 4), *y = x + T, *p = y + T, *kv = p + T;
+    int64_t r = 0;
+    for (int64_t k = 0; k < S; k++) {
+        int64_t a = get32(f, so + 4 * (size_t)k), len = get32(f, so + 4 * (size_t)(k + 1)) - a;
+        if (len > T) continue;
+        FCHECK(zinf_data_read_rows(d, r, 1, x, y, p, kv) == 0, "read row %lld: %s", (long long)r, zinf_errmsg());
+        bool same = true;
+        for (int64_t j = 0; j < T; j++) {
+            bool in = j < len;
+            int64_t want_y = in && j + 1 < len && f->p[lo + a + j + 1] ? (int64_t)tok_at(f, &si, a + j + 1) : -1;
+            same &= x[j] == (in ? (int32_t)tok_at(f, &si, a + j) : 0) && y[j] == want_y &&
+                    p[j] == (in ? j : j - len) && kv[j] == (in ? 0 : len);
+        }
+        FCHECK(same, "row %lld (sample %lld of %lld tokens) differs from the bytes written", (long long)r,
+               (long long)k, (long long)len);
+        r++;
+    }
+    free(x);
+    zinf_data_close(d);
+}
+
 int main(void)
 {
     const uint32_t one = 1;
@@ -439,6 +564,23 @@ int main(void)
             unlink(path);
         }
     }
+    /* SFT shards: a fifth of the iterations, in the same time cap */
+    long sft_iters = 0;
+    for (long k = 0; k < iters / 5; k++, sft_iters++) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > max_s) break;
+        sft_layout L = make_sft(&fs[0]);
+        if (rndn(5) >= 2) mutate_sft(&fs[0], &L);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/shard_0.bin", dir);
+        FILE *fp = fopen(path, "wb");
+        if (!fp || (fs[0].n && fwrite(fs[0].p, 1, fs[0].n, fp) != fs[0].n) || fclose(fp)) {
+            perror(path);
+            return 1;
+        }
+        for (int ti = 0; ti < 3; ti++) check_sft(k, &fs[0], pattern, TS[ti], VOCABS[rndn(3)]);
+        unlink(path);
+    }
     /* T and vocab out of range are refused before any file is read */
     {
         const int T = 0, vocab = 256, nf = 0;
@@ -455,7 +597,7 @@ int main(void)
     for (int k = 0; k < MAXF; k++) free(fs[k].p);
     rmdir(dir);
     printf("fuzz_shards: seed %llu, %ld iterations (%ld opens: %ld succeeded, %ld refused; %ld sets "
-           "with all headers valid) in %.1f s\n",
-           (unsigned long long)seed, iter, opened, opens_ok, opens_failed, valid_sets, secs);
+           "with all headers valid), %ld SFT shards, in %.1f s\n",
+           (unsigned long long)seed, iter, opened, opens_ok, opens_failed, valid_sets, sft_iters, secs);
     return check_done("fuzz_shards");
 }
