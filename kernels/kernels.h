@@ -42,6 +42,16 @@ typedef struct zinf_adamw_args {
 
 typedef struct zinf_backend zinf_backend;
 
+/* Samples packed into rows (supervised fine-tuning): token i attends to the tokens of its own
+ * sample only, j in [kv_start[i], i] of its row. Samples are contiguous and never cross a row, so
+ * the same thing is also given as a list of samples, which the tiled kernels walk as independent
+ * sequences (a tile wholly outside a sample is never visited). Pointers are the backend's memory. */
+typedef struct zinf_attn_rows {
+    const int32_t *kv_start; /* [B*T]: where in its row token i's sample begins */
+    const int32_t *seq;      /* [2*nseq]: each sample's first token (row*T + offset) and length */
+    int nseq, max_len;       /* sample count; the longest sample */
+} zinf_attn_rows;
+
 struct zinf_backend {
     const char *name; /* "cpu", "cuda" */
     int host_visible; /* 1: the backend's memory is host memory the host may read and write
@@ -108,12 +118,13 @@ struct zinf_backend {
      * Scale 1/sqrt(hs); out[B,T,NH*hs]; lse[B,NH,T] keeps each row's natural log-sum-exp for the
      * backward, which recomputes the scores (the T x T matrix is never stored). The backward
      * OVERWRITES dqkv[B,T,W] (an exception to the accumulate rule): dq per query head, dk and dv
-     * per kv head summed over the NH/NKV query heads of its group. */
+     * per kv head summed over the NH/NKV query heads of its group.
+     * rows: samples packed into the rows (zinf_attn_rows); NULL is one sample per row. */
     void (*attention_fwd)(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T,
-                          int NH, int NKV, int hs);
+                          int NH, int NKV, int hs, const zinf_attn_rows *rows);
     void (*attention_bwd)(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
                           const void *out, const float *lse, int B, int T, int NH, int NKV,
-                          int hs);
+                          int hs, const zinf_attn_rows *rows);
     /* RMSNorm over C: out = x * rstd * w, rstd[n] = 1/sqrt(mean_c x^2 + eps) saved for the
      * backward. Rows of x and out are ld elements apart (ld >= C; ld = C when contiguous), so
      * Qwen3's per-head q/k norm runs on the q and k heads inside a packed q|k|v row (N*heads rows

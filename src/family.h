@@ -73,6 +73,9 @@ typedef struct zinf_hf_part {
 typedef struct zinf_family {
     const char *model_type; /* HF's model_type: "gpt2" */
     const char *presets;    /* its preset names, space-separated */
+    /* forward takes samples packed into rows (zinf_batch's pos and kv_start); false: one sample
+     * per row, and a run with --packing is refused before it starts */
+    bool packed_rows;
 
     /* -- config -- */
     /* Preset `name` into c (all of c: name, model_type, the fields); 1 when found, 0 when the

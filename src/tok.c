@@ -270,14 +270,23 @@ static bool is_space_cp(int32_t c)
            c == 0x205F || c == 0x3000;
 }
 
-/* Rust's char::is_alphanumeric, or '_': a word character for added tokens' single_word. */
+/* A word character for added tokens' single_word, as tokenizers tests it (Rust regex's Unicode
+ * \w): Alphabetic (letters, letter numbers, and the Other_Alphabetic symbols: circled, squared
+ * and negative Latin letters), marks, decimal digits, connector punctuation and the joiners. */
 static bool is_word_cp(int32_t c)
 {
-    if (c == '_') return true;
-    utf8proc_category_t k = utf8proc_category(c);
-    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
-           k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_LO || k == UTF8PROC_CATEGORY_ND ||
-           k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+    if (c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+        (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189))
+        return true;
+    switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_PC:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* The code point that ends at s[n) (s[0..n) valid UTF-8, n > 0). */

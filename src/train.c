@@ -86,6 +86,7 @@ typedef struct run {
     int metrics_rc;          /* its first failed write (0: none); the run ends at the next logs_agreed */
     int32_t *inp, *tgt;
     int32_t *pos, *kv; /* packed SFT rows: positions and sample starts (zinf_batch); else NULL */
+    int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
@@ -380,8 +381,26 @@ static int train_step(run *r, int64_t step, step_result *out)
     memset(out, 0, sizeof *out);
     if (r->tev[0]) r->be.event_record(&r->be, r->tev[5], NULL);
     ZINF_TRY(zinf_zero_begin_step(r->z));
+    /* Each micro-batch's weight in the step's loss and gradient. Plain data: 1/gas (every
+     * micro-batch predicts mb*T tokens). SFT data, whose loss flags and padding leave micro-batches
+     * with different counts: the loss is the mean over every predicted token of the global batch
+     * (all ranks, all micro-batches), as HF's Trainer computes it with num_items_in_batch; so the
+     * counts are read first and summed over the ranks, and micro-batch k weighs W n_k / n (the
+     * reduction then averages over the W ranks). */
+    double n_all = 0;
+    if (r->nk) {
+        for (int k = 0; k < gas; k++) {
+            int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
+            ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
+            r->nk[k] = 0;
+            for (int64_t i = 0; i < mb * r->T; i++) r->nk[k] += r->tgt[i] >= 0;
+            n_all += (double)r->nk[k];
+        }
+        ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &n_all, 1));
+    }
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
+        double wk = !r->nk ? 1.0 / (double)gas : n_all > 0 ? (double)W * (double)r->nk[k] / n_all : 0.0;
         int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
         ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
         if (k == gas - 1 && update_known_early(r)) {
@@ -394,12 +413,13 @@ static int train_step(run *r, int64_t step, step_result *out)
             r->said_overlap |= on > 0;
         }
         float loss = 0;
-        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, true, k == gas - 1, (float)(r->ls.cur_scale / (double)gas), &out->t));
-        loss_sum += loss;
+        float dls = r->nk ? (float)(r->ls.cur_scale * wk) : (float)(r->ls.cur_scale / (double)gas);
+        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, true, k == gas - 1, dls, &out->t));
+        loss_sum += r->nk ? loss * wk : loss;
     }
     double scaled_norm;
     ZINF_TRY(zinf_zero_reduce(r->z, &scaled_norm));
-    double loss_all = loss_sum / (double)gas;
+    double loss_all = r->nk ? loss_sum : loss_sum / (double)gas;
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &loss_all, 1));
     out->loss = loss_all / W;
 
@@ -466,9 +486,11 @@ static int evaluate(run *r, double *val_loss)
         ZINF_TRY(zinf_data_read_rows(r->val, (mine ? b : b0) * B, B, r->inp, r->tgt, r->pos, r->kv));
         float loss;
         ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, false, false, 0, NULL));
+        /* SFT data: the mean over every predicted token (micro-batches weigh by their counts) */
+        double n = r->nk ? (double)r->m.nvalid : 1.0;
         if (mine) {
-            sum[0] += loss;
-            sum[1] += 1;
+            sum[0] += loss * n;
+            sum[1] += n;
         }
     }
     ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, sum, 2));
@@ -725,6 +747,11 @@ static int setup(run *r)
                                                   (long long)N, mc.vocab_size));
         ZINF_TRY(zinf_comm_agree(comm, comm->rank == 0 ? prompts_check(o->prompts, r->T, o->max_new_tokens) : 0));
     }
+    const zinf_family *fam = zinf_family_find(mc.model_type);
+    if (o->packing && fam && !fam->packed_rows)
+        return zinf_comm_agree(comm, zinf_err("--packing: the %s family takes one sample per row (its learned positions "
+                                              "are the row offsets); train without --packing, which pads each sample's row",
+                                              mc.model_type));
     rc = zinf_data_open_packing(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1, o->packing);
     if (!rc && o->val) {
         rc = zinf_data_open_packing(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0, o->packing);
@@ -759,6 +786,9 @@ static int setup(run *r)
         r->pos = malloc(N * 4);
         r->kv = malloc(N * 4);
     }
+    if (!rc && zinf_data_is_sft(r->train) &&
+        !(r->nk = calloc((size_t)r->cfg.gradient_accumulation_steps, sizeof *r->nk)))
+        rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     if (!rc && (!r->inp || !r->tgt || (o->packing && (!r->pos || !r->kv)))) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     ZINF_TRY(zinf_comm_agree(comm, rc));
     zinf_loss_scaler_init(&r->ls, &r->cfg);
@@ -914,6 +944,7 @@ static void teardown(run *r)
     free(r->tgt);
     free(r->pos);
     free(r->kv);
+    free(r->nk);
     if (r->be_ok) {
         zinf_comm_detach(r->comm);
         if (strcmp(r->be.name, "cpu") == 0) zinf_backend_cpu_free(&r->be);

@@ -283,8 +283,9 @@ static void attn_scores(float *s, const float *q, const float *k0, int n, int hs
  * Rows are processed one at a time with a scratch row of T scores (a VLA: T is small, and it
  * saves an allocation that could fail inside a void operation). */
 static void cpu_attention_fwd(zinf_backend *be, void *out_, float *lse, const void *qkv_, int B,
-                              int T, int NH, int NKV, int hs)
+                              int T, int NH, int NKV, int hs, const zinf_attn_rows *rows)
 {
+    const int32_t *kvs = rows ? rows->kv_start : NULL;
     float *out = out_;
     const float *qkv = qkv_;
     const int64_t W = (int64_t)(NH + 2 * NKV) * hs, C = (int64_t)NH * hs;
@@ -297,14 +298,15 @@ static void cpu_attention_fwd(zinf_backend *be, void *out_, float *lse, const vo
                 float s[T], acc[hs];
                 const float *row0 = qkv + (int64_t)b * T * W;
                 const float *q = row0 + i * W + h * hs;
+                const int j0 = kvs ? kvs[(int64_t)b * T + i] : 0; /* the sample's first key */
                 const float *k0 = row0 + C + (int64_t)(h / G) * hs, *v0 = k0 + (int64_t)NKV * hs;
-                attn_scores(s, q, k0, i + 1, hs, W, scale);
+                attn_scores(s + j0, q, k0 + j0 * W, i + 1 - j0, hs, W, scale);
                 float mx = -INFINITY;
-                for (int j = 0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
+                for (int j = j0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
                 double sum = 0; /* unnormalized weights exp(s - max), normalized at the end */
-                for (int j = 0; j <= i; j++) sum += s[j] = expf(s[j] - mx);
+                for (int j = j0; j <= i; j++) sum += s[j] = expf(s[j] - mx);
                 for (int e = 0; e < hs; e++) acc[e] = 0;
-                for (int j = 0; j <= i; j++) {
+                for (int j = j0; j <= i; j++) {
                     const float *v = v0 + j * W;
                     for (int e = 0; e < hs; e++) acc[e] += s[j] * v[e];
                 }
@@ -320,8 +322,9 @@ static void cpu_attention_fwd(zinf_backend *be, void *out_, float *lse, const vo
  * order: the sums have a fixed order and tasks write disjoint channels. */
 static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, const void *qkv_,
                               const void *out_, const float *lse, int B, int T, int NH, int NKV,
-                              int hs)
+                              int hs, const zinf_attn_rows *rows)
 {
+    const int32_t *kvs = rows ? rows->kv_start : NULL;
     float *dqkv = dqkv_;
     const float *dout = dout_, *qkv = qkv_, *out = out_;
     const int64_t W = (int64_t)(NH + 2 * NKV) * hs, C = (int64_t)NH * hs, KV = (int64_t)NKV * hs;
@@ -345,9 +348,10 @@ static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, 
                     const float *dor = dout + ((int64_t)b * T + i) * C + h * hs;
                     const float *orow = out + ((int64_t)b * T + i) * C + h * hs;
                     float D = dotf(dor, orow, hs); /* = sum_j p_ij dp_ij */
-                    attn_scores(s, q, k0, i + 1, hs, W, scale);
+                    const int j0 = kvs ? kvs[(int64_t)b * T + i] : 0;
+                    attn_scores(s + j0, q, k0 + j0 * W, i + 1 - j0, hs, W, scale);
                     for (int e = 0; e < hs; e++) dq[e] = 0;
-                    for (int j = 0; j <= i; j++) {
+                    for (int j = j0; j <= i; j++) {
                         const float *k = k0 + j * W, *v = v0 + j * W;
                         float *dk = dk0 + j * W, *dv = dv0 + j * W;
                         float p = expf(s[j] - lrow[i]);

@@ -40,18 +40,46 @@
 
 /* Where a head's rows are (in elements): q of head h of batch b at q(b, h) + i*W, its k and v at
  * k(b, h / G) and v(b, h / G) + j*W; out and dout rows C apart. */
+/* tiles of r rows over n rows */
+__device__ __forceinline__ int n_tiles(int n, int r) { return (n + r - 1) / r; }
+
+/* A sequence the tiled kernels walk: a row (seq NULL) or one sample packed into a row. tok0 is its
+ * first token (row * T + offset), len its length. */
+struct Seq {
+    int64_t tok0;
+    int len, b, t0;
+};
 struct AttnGeo {
     int T, NH, NKV, hs, G;
     int64_t W, C;
-    AttnGeo(int T_, int NH_, int NKV_, int hs_)
+    const int32_t *kvs; /* the rows' kv_start (zinf_attn_rows), NULL: one sample per row */
+    const int32_t *seq; /* the samples (zinf_attn_rows), NULL: the rows */
+    int nseq, max_len;  /* sequences (B, or the samples) and the longest */
+    AttnGeo(int B, int T_, int NH_, int NKV_, int hs_, const zinf_attn_rows *r)
         : T(T_), NH(NH_), NKV(NKV_), hs(hs_), G(NH_ / NKV_), W((int64_t)(NH_ + 2 * NKV_) * hs_),
-          C((int64_t)NH_ * hs_)
+          C((int64_t)NH_ * hs_), kvs(r ? r->kv_start : nullptr), seq(r ? r->seq : nullptr),
+          nseq(r ? r->nseq : B), max_len(r ? r->max_len : T_)
     {
     }
     __device__ __forceinline__ int64_t q(int b, int h) const { return (int64_t)b * T * W + (int64_t)h * hs; }
     __device__ __forceinline__ int64_t k(int b, int kh) const { return (int64_t)b * T * W + C + (int64_t)kh * hs; }
     __device__ __forceinline__ int64_t v(int b, int kh) const { return k(b, kh) + (int64_t)NKV * hs; }
     __device__ __forceinline__ int64_t o(int b, int h) const { return (int64_t)b * T * C + (int64_t)h * hs; }
+    /* the first key the query of token (b, i) sees */
+    __device__ __forceinline__ int kv0(int b, int i) const { return kvs ? kvs[(int64_t)b * T + i] : 0; }
+    __device__ __forceinline__ Seq sq(int s) const
+    {
+        if (!seq) return Seq{(int64_t)s * T, T, s, 0};
+        int64_t t0 = seq[2 * s];
+        return Seq{t0, seq[2 * s + 1], (int)(t0 / T), (int)(t0 % T)};
+    }
+    /* the same offsets for the rows of sequence S: its token i at q(S, h) + i * W, and so on; lse
+     * and D of its head h at l(S, h) + i */
+    __device__ __forceinline__ int64_t q(const Seq &S, int h) const { return S.tok0 * W + (int64_t)h * hs; }
+    __device__ __forceinline__ int64_t k(const Seq &S, int kh) const { return S.tok0 * W + C + (int64_t)kh * hs; }
+    __device__ __forceinline__ int64_t v(const Seq &S, int kh) const { return k(S, kh) + (int64_t)NKV * hs; }
+    __device__ __forceinline__ int64_t o(const Seq &S, int h) const { return S.tok0 * C + (int64_t)h * hs; }
+    __device__ __forceinline__ int64_t l(const Seq &S, int h) const { return ((int64_t)S.b * NH + h) * T + S.t0; }
 };
 
 /* ===================================================================== shared: D = rowsum(dO o O) */
@@ -145,7 +173,7 @@ __global__ void attn_fwd_generic_k(T *out, float *lse, const T *qkv, int B, Attn
     float q[ND], o[ND] = {};
     g_load<T, ND>(q, qkv + A.q(b, h) + i * W, lane, hs);
     float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j <= i; j++) {
+    for (int j = A.kv0(b, i); j <= i; j++) {
         const T *kr = kb + j * W, *vr = vb + j * W;
         float s = 0.0f;
 #pragma unroll
@@ -181,7 +209,7 @@ __global__ void attn_bwd_dq_generic_k(T *dqkv, const T *dout, const T *qkv, cons
     g_load<T, ND>(q, qkv + A.q(b, h) + i * W, lane, hs);
     g_load<T, ND>(go, dout + A.o(b, h) + i * A.C, lane, hs);
     float L = lse[rowid], Di = Dv[rowid];
-    for (int j = 0; j <= i; j++) {
+    for (int j = A.kv0(b, i); j <= i; j++) {
         const T *kr = kb + j * W, *vr = vb + j * W;
         float s, dp;
         warp_dot2<T, ND>(s, dp, q, kr, go, vr, lane, hs);
@@ -212,7 +240,7 @@ __global__ void attn_bwd_dkv_generic_k(T *dqkv, const T *dout, const T *qkv, con
     for (int h = kh * A.G; h < kh * A.G + A.G; h++) {
         const T *qb = qkv + A.q(b, h), *ob = dout + A.o(b, h);
         const float *Lrow = lse + ((int64_t)b * A.NH + h) * T_, *Drow = Dv + ((int64_t)b * A.NH + h) * T_;
-        for (int i = j; i < T_; i++) {
+        for (int i = j; i < T_ && A.kv0(b, i) <= j; i++) { /* the queries of key j's sample */
             const T *qr = qb + i * W, *dor = ob + i * A.C;
             float s, dp;
             warp_dot2<T, ND>(s, dp, kk, qr, vv, dor, lane, hs);
@@ -504,10 +532,13 @@ flash_fwd_k(T *out, float *lse, const T *qkv, AttnGeo A, float scale_log2)
 {
     __shared__ __align__(16) T sK[2][FA_BR * FA_LD], sV[2][FA_BR * FA_LD];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int qt = gridDim.x - 1 - blockIdx.x; /* the longest (diagonal-farthest) tiles first */
-    const int T_ = A.T, bh = blockIdx.y, b = bh / A.NH, h = bh % A.NH;
+    const int h = blockIdx.y % A.NH;
+    const Seq S = A.sq(blockIdx.y / A.NH);
+    const int T_ = S.len, nqt = n_tiles(T_, FQ_ROWS);
+    if ((int)blockIdx.x >= nqt) return;
+    const int qt = nqt - 1 - blockIdx.x; /* the longest (diagonal-farthest) tiles first */
     const int64_t C3 = A.W, C = A.C;
-    const T *base = qkv + A.q(b, h), *kb = qkv + A.k(b, h / A.G), *vb = qkv + A.v(b, h / A.G);
+    const T *base = qkv + A.q(S, h), *kb = qkv + A.k(S, h / A.G), *vb = qkv + A.v(S, h / A.G);
     const int q0 = qt * FQ_ROWS;
     const int kt_last = min(2 * qt + 1, (T_ - 1) / FA_BR);
 
@@ -572,10 +603,10 @@ flash_fwd_k(T *out, float *lse, const T *qkv, AttnGeo A, float scale_log2)
         }
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
-    T *ob = out + A.o(b, h);
+    T *ob = out + A.o(S, h);
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
-        fa_write_rows(ob, lse + (int64_t)bh * T_, o[mt], m[mt], l[mt], w0 + mt * 16, T_, C, g, t);
+        fa_write_rows(ob, lse + A.l(S, h), o[mt], m[mt], l[mt], w0 + mt * 16, T_, C, g, t);
 }
 
 /* dK, dV: a block per (key tile, b*kv head); warp w owns keys kt*64 + 16w.. ; walks query tiles
@@ -599,23 +630,25 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
     T *sK = KEEP ? sQ + TILE : sO + 2 * TILE, *sV = KEEP ? sO + TILE : sK + TILE;
     __shared__ __align__(8) float sL[2][FA_BR], sD[2][FA_BR];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int kt = blockIdx.x, nt_all = gridDim.x; /* small kt = most query tiles: first */
-    const int T_ = A.T, bkh = blockIdx.y, b = bkh / A.NKV, kh = bkh % A.NKV, G = A.G;
+    const int kh = blockIdx.y % A.NKV, G = A.G;
+    const Seq S = A.sq(blockIdx.y / A.NKV);
+    const int T_ = S.len, kt = blockIdx.x, nt_all = n_tiles(T_, FA_BR); /* small kt = most query tiles: first */
+    if (kt >= nt_all) return;
     const int64_t C3 = A.W, C = A.C;
     const int nq = nt_all - kt, n_it = G * nq; /* query tiles per head; tiles of the group */
 
     /* K and V of this block's keys */
     uint32_t kf[KEEP ? D / 16 : 1][4], vf[KEEP ? D / 16 : 1][4];
-    fa_load_rows<FA_THREADS, FA_BR, D>(sK, qkv + A.k(b, kh), kt * FA_BR, T_, C3);
-    fa_load_rows<FA_THREADS, FA_BR, D>(sV, qkv + A.v(b, kh), kt * FA_BR, T_, C3);
+    fa_load_rows<FA_THREADS, FA_BR, D>(sK, qkv + A.k(S, kh), kt * FA_BR, T_, C3);
+    fa_load_rows<FA_THREADS, FA_BR, D>(sV, qkv + A.v(S, kh), kt * FA_BR, T_, C3);
     cp_async_commit();
     /* iteration it: query head kh*G + it / nq, query tile kt + it % nq */
     auto load_q = [&](int it, int buf) {
         const int h = kh * G + it / nq, qt = kt + it % nq;
-        fa_load_rows<FA_THREADS, FA_BR, D>(sQ + buf * TILE, qkv + A.q(b, h), qt * FA_BR, T_, C3);
-        fa_load_rows<FA_THREADS, FA_BR, D>(sO + buf * TILE, dout + A.o(b, h), qt * FA_BR, T_, C);
+        fa_load_rows<FA_THREADS, FA_BR, D>(sQ + buf * TILE, qkv + A.q(S, h), qt * FA_BR, T_, C3);
+        fa_load_rows<FA_THREADS, FA_BR, D>(sO + buf * TILE, dout + A.o(S, h), qt * FA_BR, T_, C);
         if (threadIdx.x < FA_BR) {
-            const int64_t row = ((int64_t)b * A.NH + h) * T_;
+            const int64_t row = A.l(S, h);
             int q = qt * FA_BR + threadIdx.x;
             sL[buf][threadIdx.x] = q < T_ ? lse[row + q] * LOG2E : INFINITY; /* padding rows: p = 0 */
             sD[buf][threadIdx.x] = q < T_ ? Dv[row + q] : 0.0f;
@@ -673,8 +706,8 @@ flash_bwd_dkdv_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const f
         fa_mma_pb<D>(dk, dp, sq, lane); /* dK += dS^T Q */
         __syncthreads();
     }
-    fa_store_rows<D / 8>(dqkv + A.k(b, kh), C3, dk, scale, key[0] - g, T_, g, t);
-    fa_store_rows<D / 8>(dqkv + A.v(b, kh), C3, dv, 1.0f, key[0] - g, T_, g, t);
+    fa_store_rows<D / 8>(dqkv + A.k(S, kh), C3, dk, scale, key[0] - g, T_, g, t);
+    fa_store_rows<D / 8>(dqkv + A.v(S, kh), C3, dv, 1.0f, key[0] - g, T_, g, t);
 }
 
 /* acc[2][16 x 64] += A[2 m-tiles of 16 rows from row r0 of sa] * S^T: both m-tiles' A fragments
@@ -717,11 +750,14 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
     T *sK = sO + FQ_ROWS * FA_LD;            /* [2][FA_BR][FA_LD] */
     T *sV = sK + 2 * FA_BR * FA_LD;          /* [2][FA_BR][FA_LD] */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int qt = gridDim.x - 1 - blockIdx.x; /* the longest tiles first */
-    const int T_ = A.T, bh = blockIdx.y, b = bh / A.NH, h = bh % A.NH;
-    const int64_t C3 = A.W, C = A.C;
-    const T *base = qkv + A.q(b, h), *kb = qkv + A.k(b, h / A.G), *vb = qkv + A.v(b, h / A.G);
-    const T *obase = dout + A.o(b, h);
+    const int h = blockIdx.y % A.NH;
+    const Seq S = A.sq(blockIdx.y / A.NH);
+    const int T_ = S.len, nqt = n_tiles(T_, FQ_ROWS);
+    if ((int)blockIdx.x >= nqt) return;
+    const int qt = nqt - 1 - blockIdx.x; /* the longest tiles first */
+    const int64_t C3 = A.W, C = A.C, lrow = A.l(S, h);
+    const T *base = qkv + A.q(S, h), *kb = qkv + A.k(S, h / A.G), *vb = qkv + A.v(S, h / A.G);
+    const T *obase = dout + A.o(S, h);
     const int q0 = qt * FQ_ROWS, w0 = q0 + warp * 32; /* this warp's first query row */
     const int kt_last = min(2 * qt + 1, (T_ - 1) / FA_BR);
 
@@ -737,8 +773,8 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
         for (int r = 0; r < 2; r++) {
             int row = w0 + mt * 16 + g + 8 * r;
             bool ok = row < T_;
-            L2[mt][r] = ok ? lse[(int64_t)bh * T_ + row] * LOG2E : INFINITY; /* padding rows: p = 0 */
-            Di[mt][r] = ok ? Dv[(int64_t)bh * T_ + row] : 0.0f;
+            L2[mt][r] = ok ? lse[lrow + row] * LOG2E : INFINITY; /* padding rows: p = 0 */
+            Di[mt][r] = ok ? Dv[lrow + row] : 0.0f;
         }
     float dq[2][8][4];
     zero_acc(dq[0]);
@@ -784,7 +820,7 @@ flash_bwd_dq_k(T *dqkv, const T *dout, const T *qkv, const float *lse, const flo
     }
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
-        fa_store_rows(dqkv + A.q(b, h), C3, dq[mt], scale, w0 + mt * 16, T_, g, t);
+        fa_store_rows(dqkv + A.q(S, h), C3, dq[mt], scale, w0 + mt * 16, T_, g, t);
 }
 
 /* ===================================================================== Hopper kernels (sm_90a)
@@ -891,7 +927,8 @@ __device__ __forceinline__ void h_load_tile(uint8_t *s, const T *g, int r0, int 
  * the longest tiles first; b*h), warpgroup wg owning rows q0 + 64wg.., warp rows r0..r0+15, and
  * the key tiles to walk: 0..kt_last for the block, 0..kt_wg (its diagonal) for the warpgroup. */
 template <int NWG> struct HGeo {
-    int lane, warp, wg, g, t, qt, bh, b, h, q0, kt_last, kt_wg, r0;
+    int lane, warp, wg, g, t, qt, h, q0, kt_last, kt_wg, r0;
+    bool idle; /* past the end of a shorter sequence: the block returns */
     __device__ __forceinline__ HGeo(int T_, int NH)
     {
         lane = threadIdx.x % 32;
@@ -899,10 +936,10 @@ template <int NWG> struct HGeo {
         wg = warp / 4;
         g = lane / 4;
         t = lane % 4;
-        qt = gridDim.x - 1 - blockIdx.x;
-        bh = blockIdx.y;
-        b = bh / NH;
-        h = bh % NH;
+        const int nqt = n_tiles(T_, H_ROWS(NWG));
+        idle = (int)blockIdx.x >= nqt;
+        qt = nqt - 1 - (int)blockIdx.x;
+        h = blockIdx.y % NH;
         q0 = qt * H_ROWS(NWG);
         kt_last = min(NWG * qt + NWG - 1, (T_ - 1) / H_BN);
         kt_wg = NWG * qt + wg;
@@ -994,14 +1031,16 @@ flash_fwd_sm90_k(T *out, float *lse, const T *qkv, AttnGeo A, float scale_log2)
     /* K tiles at sm + buf * H_TILE_BYTES(D), V tiles two tiles further, then Q */
     uint8_t *sm = (uint8_t *)(((uintptr_t)h_smem_raw + 1023) & ~(uintptr_t)1023);
     T *sQ = (T *)(sm + 4 * H_TILE_BYTES(D));
-    const int T_ = A.T;
+    const Seq S = A.sq(blockIdx.y / A.NH);
+    const int T_ = S.len;
     const HGeo<NWG> G(T_, A.NH);
-    const int lane = G.lane, g = G.g, t = G.t, bh = G.bh, b = G.b, h = G.h, q0 = G.q0;
+    if (G.idle) return;
+    const int lane = G.lane, g = G.g, t = G.t, h = G.h, q0 = G.q0;
     const int kt_last = G.kt_last, kt_wg = G.kt_wg, r0 = G.r0;
-    const int64_t W = A.W;
-    const T *kb = qkv + A.k(b, h / A.G), *vb = qkv + A.v(b, h / A.G);
+    const int64_t W = A.W, lrow = A.l(S, h);
+    const T *kb = qkv + A.k(S, h / A.G), *vb = qkv + A.v(S, h / A.G);
 
-    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG), D>(sQ, qkv + A.q(b, h), q0, T_, W);
+    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG), D>(sQ, qkv + A.q(S, h), q0, T_, W);
     h_kv_load<H_THREADS(NWG), D>(sm, kb, vb, 0, 0, T_, W);
     cp_async_commit();
 
@@ -1032,7 +1071,7 @@ flash_fwd_sm90_k(T *out, float *lse, const T *qkv, AttnGeo A, float scale_log2)
         }
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
-    fa_write_rows<D / 8>(out + A.o(b, h), lse + (int64_t)bh * T_, o, m, l, r0, T_, A.C, g, t);
+    fa_write_rows<D / 8>(out + A.o(S, h), lse + lrow, o, m, l, r0, T_, A.C, g, t);
 }
 
 /* dQ: a block of NWG warpgroups per 64 * NWG queries, warpgroup wg owning rows q0 + 64wg.. (Q
@@ -1049,15 +1088,17 @@ flash_bwd_dq_sm90_k(T *dqkv, const T *dout, const T *qkv, const float *lse, cons
     /* K tiles at sm + buf * H_TILE_BYTES(D), V tiles two tiles further; then Q and dO padded */
     uint8_t *sm = (uint8_t *)(((uintptr_t)h_smem_raw + 1023) & ~(uintptr_t)1023);
     T *sQ = (T *)(sm + 4 * H_TILE_BYTES(D)), *sO = sQ + H_ROWS(NWG) * FA_LDD(D);
-    const int T_ = A.T;
+    const Seq S = A.sq(blockIdx.y / A.NH);
+    const int T_ = S.len;
     const HGeo<NWG> G(T_, A.NH);
-    const int lane = G.lane, g = G.g, t = G.t, bh = G.bh, b = G.b, h = G.h, q0 = G.q0;
+    if (G.idle) return;
+    const int lane = G.lane, g = G.g, t = G.t, h = G.h, q0 = G.q0;
     const int kt_last = G.kt_last, kt_wg = G.kt_wg, r0 = G.r0;
-    const int64_t W = A.W;
-    const T *kb = qkv + A.k(b, h / A.G), *vb = qkv + A.v(b, h / A.G);
+    const int64_t W = A.W, lrow = A.l(S, h);
+    const T *kb = qkv + A.k(S, h / A.G), *vb = qkv + A.v(S, h / A.G);
 
-    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG), D>(sQ, qkv + A.q(b, h), q0, T_, W);
-    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG), D>(sO, dout + A.o(b, h), q0, T_, A.C);
+    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG), D>(sQ, qkv + A.q(S, h), q0, T_, W);
+    fa_load_rows<H_THREADS(NWG), H_ROWS(NWG), D>(sO, dout + A.o(S, h), q0, T_, A.C);
     h_kv_load<H_THREADS(NWG), D>(sm, kb, vb, 0, 0, T_, W);
     cp_async_commit();
     float L2[2], Di[2];
@@ -1065,8 +1106,8 @@ flash_bwd_dq_sm90_k(T *dqkv, const T *dout, const T *qkv, const float *lse, cons
     for (int r = 0; r < 2; r++) {
         int row = r0 + g + 8 * r;
         bool ok = row < T_;
-        L2[r] = ok ? lse[(int64_t)bh * T_ + row] * LOG2E : INFINITY; /* padding rows: p = 0 */
-        Di[r] = ok ? Dv[(int64_t)bh * T_ + row] : 0.0f;
+        L2[r] = ok ? lse[lrow + row] * LOG2E : INFINITY; /* padding rows: p = 0 */
+        Di[r] = ok ? Dv[lrow + row] : 0.0f;
     }
     uint32_t qf[D / 16][4], of[D / 16][4];
     float dq[D / 8][4];
@@ -1109,7 +1150,7 @@ flash_bwd_dq_sm90_k(T *dqkv, const T *dout, const T *qkv, const float *lse, cons
         }
         __syncthreads(); /* everyone is done with buf before it is refilled */
     }
-    fa_store_rows<D / 8>(dqkv + A.q(b, h), W, dq, scale, r0, T_, g, t);
+    fa_store_rows<D / 8>(dqkv + A.q(S, h), W, dq, scale, r0, T_, g, t);
 }
 #endif /* sm_90a */
 
@@ -1150,7 +1191,7 @@ template <typename T, int NWG, int D>
 static void hopper_fwd(CudaImpl *im, T *out, float *lse, const T *qkv, int B, const AttnGeo &A, float sl)
 {
     if (!smem_attr<flash_fwd_sm90_k<T, NWG, D>>(im, H_SMEM_BYTES(NWG, D), "attention_fwd")) return;
-    dim3 grid(cdiv(A.T, H_ROWS(NWG)), (unsigned)(B * A.NH));
+    dim3 grid(cdiv(A.max_len, H_ROWS(NWG)), (unsigned)(A.nseq * A.NH));
     flash_fwd_sm90_k<T, NWG, D><<<grid, H_THREADS(NWG), H_SMEM_BYTES(NWG, D), im->stream>>>(out, lse, qkv, A, sl);
     zinf_cuda_check_launch(im, "attention_fwd");
 }
@@ -1159,7 +1200,7 @@ static void hopper_dq(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const 
                       const AttnGeo &A, float scale, float sl)
 {
     if (!smem_attr<flash_bwd_dq_sm90_k<T, NWG, D>>(im, HQ_SMEM_BYTES(NWG, D), "attention_bwd")) return;
-    dim3 grid(cdiv(A.T, H_ROWS(NWG)), (unsigned)(B * A.NH));
+    dim3 grid(cdiv(A.max_len, H_ROWS(NWG)), (unsigned)(A.nseq * A.NH));
     flash_bwd_dq_sm90_k<T, NWG, D><<<grid, H_THREADS(NWG), HQ_SMEM_BYTES(NWG, D), im->stream>>>(dqkv, dout, qkv, lse,
                                                                                                 Dv, A, scale, sl);
 }
@@ -1180,7 +1221,7 @@ template <typename T> static void attn_fwd_t(CudaImpl *im, T *out, float *lse, c
                 return;
             }
 #endif
-            dim3 grid(cdiv(A.T, FQ_ROWS), (unsigned)(B * A.NH));
+            dim3 grid(cdiv(A.max_len, FQ_ROWS), (unsigned)(A.nseq * A.NH));
             flash_fwd_k<T><<<grid, FA_THREADS, 0, im->stream>>>(out, lse, qkv, A, scale * LOG2E);
             zinf_cuda_check_launch(im, "attention_fwd");
             return;
@@ -1206,7 +1247,7 @@ static bool dkdv_launch(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, cons
                         const AttnGeo &A, float scale, float sl)
 {
     if (!smem_attr<flash_bwd_dkdv_k<T, D>>(im, (int)DKV_SMEM_BYTES(D), "attention_bwd")) return false;
-    dim3 grid(cdiv(A.T, FA_BR), (unsigned)(B * A.NKV));
+    dim3 grid(cdiv(A.max_len, FA_BR), (unsigned)(A.nseq * A.NKV));
     flash_bwd_dkdv_k<T, D><<<grid, FA_THREADS, DKV_SMEM_BYTES(D), im->stream>>>(dqkv, dout, qkv, lse, Dv, A, scale, sl);
     return true;
 }
@@ -1250,7 +1291,7 @@ static void attn_bwd_t(CudaImpl *im, T *dqkv, const T *dout, const T *qkv, const
                 dq_generic<T>(im, dqkv, dout, qkv, lse, D, B, A, scale);
             } else if (!q_done) {
                 if (!smem_attr<flash_bwd_dq_k<T>>(im, (int)DQ_SMEM_BYTES(T), "attention_bwd")) return;
-                dim3 gq(cdiv(A.T, FQ_ROWS), (unsigned)(B * A.NH));
+                dim3 gq(cdiv(A.max_len, FQ_ROWS), (unsigned)(A.nseq * A.NH));
                 flash_bwd_dq_k<T><<<gq, FA_THREADS, DQ_SMEM_BYTES(T), im->stream>>>(dqkv, dout, qkv, lse, D, A, scale,
                                                                                     sl);
             }
@@ -1284,20 +1325,20 @@ static bool attn_shape_ok(CudaImpl *im, const char *op, int B, int T_, int NH, i
 }
 
 void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T_, int NH, int NKV,
-                      int hs)
+                      int hs, const zinf_attn_rows *rows)
 {
     CudaImpl *im = impl_of(be);
     if (!attn_shape_ok(im, "attention_fwd", B, T_, NH, NKV, hs)) return;
-    const AttnGeo A(T_, NH, NKV, hs);
+    const AttnGeo A(B, T_, NH, NKV, hs, rows);
     ZINF_DISPATCH_CDT(im->cdt, attn_fwd_t<T>(im, (T *)out, lse, (const T *)qkv, B, A));
 }
 
 void cu_attention_bwd(zinf_backend *be, void *dqkv, const void *dout, const void *qkv, const void *out,
-                      const float *lse, int B, int T_, int NH, int NKV, int hs)
+                      const float *lse, int B, int T_, int NH, int NKV, int hs, const zinf_attn_rows *rows)
 {
     CudaImpl *im = impl_of(be);
     if (!attn_shape_ok(im, "attention_bwd", B, T_, NH, NKV, hs)) return;
-    const AttnGeo A(T_, NH, NKV, hs);
+    const AttnGeo A(B, T_, NH, NKV, hs, rows);
     ZINF_DISPATCH_CDT(im->cdt, attn_bwd_t<T>(im, (T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)out, lse,
                                              B, A));
 }

@@ -175,9 +175,10 @@ void cu_matmul_dgelu_bwd(zinf_backend *be, void *dpre, const void *dout, const v
                          const void *pre, int64_t N, int K, int OC);
 /* attention.cu */
 void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T, int NH,
-                      int NKV, int hs);
+                      int NKV, int hs, const zinf_attn_rows *rows);
 void cu_attention_bwd(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
-                      const void *out, const float *lse, int B, int T, int NH, int NKV, int hs);
+                      const void *out, const float *lse, int B, int T, int NH, int NKV, int hs,
+                      const zinf_attn_rows *rows);
 /* rmsnorm.cu */
 void cu_rmsnorm_fwd(zinf_backend *be, void *out, float *rstd, const void *x, const void *w, int64_t N,
                     int C, int64_t ld, float eps);

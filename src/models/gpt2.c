@@ -322,7 +322,7 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     be->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, A->res[l], TP(P, u, T_LN1W), TP(P, u, T_LN1B), N, C);
     be->matmul_fwd(be, a->qkv, a->ln1, TP(P, u, T_QKVW), TP(P, u, T_QKVB), N, C, 3 * C);
     if (!for_backward || m->recompute != ZINF_RECOMPUTE_KEEP_ATTN)
-        be->attention_fwd(be, a->atty, a->lse, a->qkv, B, T, NH, NH, C / NH);
+        be->attention_fwd(be, a->atty, a->lse, a->qkv, B, T, NH, NH, C / NH, NULL);
     /* res2 = res[l] + atty @ Wproj^T + bproj: the residual sum rides on the GEMM */
     be->matmul_fwd_res(be, a->res2, a->atty, TP(P, u, T_PROJW), TP(P, u, T_PROJB), A->res[l], N, C, C);
     be->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, TP(P, u, T_LN2W), TP(P, u, T_LN2B), N, C);
@@ -390,7 +390,7 @@ static void block_backward(zinf_model *m, int l)
                       a->ln2_mean, a->ln2_rstd, N, C);
     be->matmul_bwd(be, A->d_atty, TP(G, u, T_PROJW), TP(G, u, T_PROJB), A->d_res, a->atty, TP(P, u, T_PROJW), N, C,
                    C);
-    be->attention_bwd(be, A->d_qkv, A->d_atty, a->qkv, a->atty, a->lse, B, T, NH, NH, C / NH);
+    be->attention_bwd(be, A->d_qkv, A->d_atty, a->qkv, a->atty, a->lse, B, T, NH, NH, C / NH, NULL);
     be->matmul_bwd(be, A->d_ln, TP(G, u, T_QKVW), TP(G, u, T_QKVB), A->d_qkv, a->ln1, TP(P, u, T_QKVW), N, C,
                    3 * C);
     be->layernorm_bwd(be, A->d_res, TP(G, u, T_LN1W), TP(G, u, T_LN1B), A->d_ln, A->res[l], TP(P, u, T_LN1W),
@@ -489,6 +489,7 @@ static char *gpt2_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
 const zinf_family zinf_family_gpt2 = {
     .model_type = "gpt2",
     .presets = "gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b test-tiny test-mini test-small",
+    .packed_rows = false, /* its learned positions are the row offsets */
     .preset = gpt2_preset,
     .cfg_from_hf = gpt2_cfg_from_hf,
     .cfg_json = gpt2_cfg_json,

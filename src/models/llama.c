@@ -380,6 +380,9 @@ typedef struct llama_acts {
     float *lnf_rstd;
     int32_t *pos;                  /* device copy of the batch's positions (NULL: row offsets) */
     bool pos_given;
+    int32_t *kvs, *seq;            /* device copies of the batch's sample starts and samples */
+    zinf_attn_rows rows;           /* the packed samples the attention takes */
+    bool packed;                   /* the batch packs several samples into a row */
     float *inv_freq;               /* [hs/2] in backend memory */
     void *d_res, *d_ln, *d_qkv, *d_pre, *d_atty, *d_gu, *d_h; /* gradient scratch */
 } llama_acts;
@@ -487,6 +490,8 @@ static void llama_carve(zinf_model *m, zinf_carver *cv, zinf_carver *cg, size_t 
     A->lnf = zinf_carve(cv, N * d.C * es);
     A->lnf_rstd = zinf_carve(cv, N * 4);
     A->pos = zinf_carve(cv, N * 4);
+    A->kvs = zinf_carve(cv, N * 4);
+    A->seq = zinf_carve(cv, N * 2 * 4);
     A->d_res = zinf_carve(cg, N * d.C * es);
     A->d_ln = zinf_carve(cg, N * d.C * es);
     A->d_qkv = zinf_carve(cg, N * d.QKV * es);
@@ -509,6 +514,12 @@ static const int32_t *positions(const zinf_model *m)
 {
     const llama_acts *A = m->acts;
     return A->pos_given ? A->pos : NULL;
+}
+
+static const zinf_attn_rows *attn_rows(const zinf_model *m)
+{
+    const llama_acts *A = m->acts;
+    return A->packed ? &A->rows : NULL;
 }
 
 /* Block l's forward; for the backward's recomputation it stops after SwiGLU (the down projection
@@ -538,7 +549,8 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     be->rope(be, a->qkv, d.N, (int)(d.NH + d.NKV), (int)d.hs, d.QKV, positions(m), m->T, A->inv_freq, 0);
     /* the attention's backward reads q|k|v; under KEEP_ATTN its output and LSE are kept */
     if (!for_backward || m->recompute != ZINF_RECOMPUTE_KEEP_ATTN)
-        be->attention_fwd(be, a->atty, a->lse, a->qkv, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs);
+        be->attention_fwd(be, a->atty, a->lse, a->qkv, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs,
+                          attn_rows(m));
     be->matmul_fwd_res(be, a->res2, a->atty, BT(m, P, u, B_OW), BT(m, P, u, B_OB), A->res[l], d.N, (int)d.A, (int)d.C);
     be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, (int)d.C, d.C, eps);
     be->matmul_fwd(be, a->gu, a->ln2, BT(m, P, u, B_GUW), BT(m, P, u, B_GUB), d.N, (int)d.C, (int)(2 * d.F));
@@ -550,18 +562,54 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
 
 static void block_forward_whole(zinf_model *m, int l) { block_forward(m, l, false); }
 
-/* positions: none (the row offsets), or the batch's; sample starts wait for attention that takes
- * them (the supervised fine-tuning data path) */
+/* The samples packed into the batch's rows, from its sample starts: each row a run of samples,
+ * kv_start[t] either kv_start[t-1] (the same sample) or t (a new one). NULL or all zero: one
+ * sample per row, the attention's default. */
+static int take_samples(zinf_model *m, const zinf_batch *b)
+{
+    llama_acts *A = m->acts;
+    const int T = b->T;
+    int64_t N = (int64_t)b->B * T;
+    A->packed = false;
+    bool one = true;
+    for (int64_t i = 0; i < N && b->kv_start && one; i++) one = b->kv_start[i] == 0;
+    if (one) return 0;
+    int32_t *seq = malloc((size_t)N * 2 * sizeof *seq);
+    if (!seq) return zinf_errc(ZINF_ENOMEM, "out of memory for %lld sample starts", (long long)N);
+    int nseq = 0, max_len = 0;
+    for (int64_t i = 0; i < N; i++) {
+        int t = (int)(i % T), k = b->kv_start[i];
+        bool same = t > 0 && k == b->kv_start[i - 1];
+        if (!same && k != t) {
+            free(seq);
+            return zinf_err("token %d of row %lld: its sample starts at %d, which is neither its own position "
+                            "nor the start of the token before it (samples are contiguous runs of a row)",
+                            t, (long long)(i / T), k);
+        }
+        if (!same) {
+            seq[2 * nseq] = (int32_t)i;
+            seq[2 * nseq + 1] = 0;
+            nseq++;
+        }
+        int len = ++seq[2 * nseq - 1];
+        max_len = len > max_len ? len : max_len;
+    }
+    int rc = m->be->copy(m->be, A->kvs, b->kv_start, (size_t)N * 4, NULL);
+    if (rc == 0) rc = m->be->copy(m->be, A->seq, seq, (size_t)nseq * 2 * 4, NULL);
+    free(seq);
+    ZINF_TRY(rc);
+    A->rows = (zinf_attn_rows){.kv_start = A->kvs, .seq = A->seq, .nseq = nseq, .max_len = max_len};
+    A->packed = true;
+    return 0;
+}
+
+/* positions: none (the row offsets), or the batch's; and the samples packed into the rows */
 static int take_batch(zinf_model *m, const zinf_batch *b)
 {
     llama_acts *A = m->acts;
     int64_t N = (int64_t)b->B * b->T;
     A->pos_given = false;
-    for (int64_t i = 0; i < N && b->kv_start; i++)
-        if (b->kv_start[i] != 0)
-            return zinf_errc(ZINF_ENOTSUP, "%s: token %lld's sample starts at %d in its row; packed samples need "
-                                           "attention that takes sample starts", m->c.model_type, (long long)i,
-                             b->kv_start[i]);
+    ZINF_TRY(take_samples(m, b));
     bool offsets = true;
     for (int64_t i = 0; i < N && b->pos && offsets; i++) offsets = b->pos[i] == i % b->T;
     if (b->pos && !offsets) {
@@ -624,7 +672,8 @@ static void block_backward(zinf_model *m, int l)
                     d.C);
     be->matmul_bwd(be, A->d_atty, BT(m, G, u, B_OW), BT(m, G, u, B_OB), A->d_res, a->atty, BT(m, P, u, B_OW), d.N,
                    (int)d.A, (int)d.C);
-    be->attention_bwd(be, A->d_qkv, A->d_atty, a->qkv, a->atty, a->lse, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs);
+    be->attention_bwd(be, A->d_qkv, A->d_atty, a->qkv, a->atty, a->lse, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs,
+                      attn_rows(m));
     be->rope(be, A->d_qkv, d.N, (int)(d.NH + d.NKV), (int)d.hs, d.QKV, positions(m), m->T, A->inv_freq, 1);
     void *dpre = A->d_qkv;
     if (c->qk_norm) { /* through each head's norm; v's gradient passes unchanged */
@@ -780,6 +829,7 @@ static char *llama_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
     const zinf_family zinf_family_##ty = {                                                        \
         .model_type = #ty,                                                                        \
         .presets = list,                                                                          \
+        .packed_rows = true,                                                                      \
         .preset = ty##_preset,                                                                    \
         .cfg_from_hf = ty##_cfg_from_hf,                                                          \
         .cfg_json = llama_cfg_json,                                                               \

@@ -240,20 +240,62 @@ awk -v a="$LN" 'BEGIN { exit !(a < 0.5) }' && pass || fail "the last loss $LN is
 VL=$(metric "$M" val_loss | tail -1)
 awk -v a="$VL" 'BEGIN { exit !(a < 0.5) }' && pass || fail "val_loss $VL is not below 0.5"
 
-# the same samples packed: fewer rows; the model must keep attention within each sample
+# the same samples packed: fewer rows; the model keeps attention within each sample (test-llama:
+# GPT-2's learned positions take one sample per row, and it says so)
 mpi 2 train --model test-mini --data "$TMP/tr/sft_train_*.bin" --max_length 32 --packing \
+    --max_steps 2 --per_device_train_batch_size 4 --out "$TMP/runp0"
+expect_err "GPT-2 on packed rows" "--packing: the gpt2 family takes one sample per row"
+mpi 2 train --model test-llama --data "$TMP/tr/sft_train_*.bin" --max_length 32 --packing \
     --max_steps 30 --learning_rate 3e-3 --logging_steps 1 --per_device_train_batch_size 4 --seed 7 --out "$TMP/runp"
-case "$OUTPUT" in
-*"one sample per row"*)
-    echo "training on packed rows is skipped: this build's models take one sample per row" ;;
-*)
-    expect_ok "zinf train --packing"
-    ROWS=$(python3 "$TMP/ref.py" nrows "$TMP/train.txt" 32)
-    expect_has "the packed data line" "400 SFT samples in 1 file, 40 longer than --max_length 32 left out, $ROWS rows of 32 tokens (packed)"
-    M="$TMP/runp/metrics.jsonl"
-    L1=$(metric "$M" loss | head -1); LN=$(metric "$M" loss | tail -1)
-    close "$L1" 5.5452 0.03 && pass || fail "packed: first loss $L1 is not ln(256)=5.5452 within 3%"
-    awk -v a="$LN" 'BEGIN { exit !(a < 0.5) }' && pass || fail "packed: the last loss $LN is not below 0.5" ;;
-esac
+expect_ok "zinf train --packing"
+ROWS=$(python3 "$TMP/ref.py" nrows "$TMP/train.txt" 32)
+expect_has "the packed data line" "400 SFT samples in 1 file, 40 longer than --max_length 32 left out, $ROWS rows of 32 tokens (packed)"
+M="$TMP/runp/metrics.jsonl"
+L1=$(metric "$M" loss | head -1); LN=$(metric "$M" loss | tail -1)
+close "$L1" 5.5452 0.03 && pass || fail "packed: first loss $L1 is not ln(256)=5.5452 within 3%"
+awk -v a="$LN" 'BEGIN { exit !(a < 0.5) }' && pass || fail "packed: the last loss $LN is not below 0.5"
+
+# ---- the loss is the token mean over the global batch (HF's num_items_in_batch) -----------------
+# Samples whose replies (the flagged tail) vary from 1 to 20 tokens: micro-batches predict different
+# numbers of tokens. The mean over every predicted token of the global batch does not depend on how
+# the batch of 8 rows is split into ranks and micro-batches, so 1 rank x 1 micro-batch of 8,
+# 2 ranks x 2 micro-batches of 2 and 4 ranks x 2 micro-batches of 1 follow one loss trajectory;
+# the mean of each micro-batch's mean (the rule for plain data) would not. Validation likewise,
+# over micro-batches of 8, 2 and 1.
+python3 - "$TMP/tm.txt" <<'PY'
+import random, sys
+rng = random.Random(11)
+with open(sys.argv[1], "w") as f:
+    f.write("200\n")
+    for k in range(200):
+        L = rng.randint(4, 30)
+        reply = rng.randint(1, min(20, L - 1))
+        tok = [rng.randrange(32, 256) for _ in range(L)]
+        loss = [0] * (L - reply) + [1] * reply
+        f.write("%d %s\n" % (L, " ".join("%d %d" % p for p in zip(tok, loss))))
+PY
+mkdir -p "$TMP/tm"
+"$SFT" rows "$TMP/tm.txt" "$TMP/tm" 32 256 0 1 1 > /dev/null 2> "$TMP/tm/err" || fail "token-mean shards: $(cat "$TMP/tm/err")"
+tm_run() { # NAME NP MICRO GAS [--packing]
+    local name=$1 np=$2 mb=$3 gas=$4; shift 4
+    mpi "$np" train --model test-llama --data "$TMP/tm/sft_train_*.bin" --val "$TMP/tm/sft_train_*.bin" \
+        --max_length 32 --max_steps 4 --learning_rate 1e-2 --logging_steps 1 --eval_steps 4 \
+        --per_device_train_batch_size "$mb" --gradient_accumulation_steps "$gas" --seed 3 --out "$TMP/tm_$name" "$@"
+    expect_ok "token mean: $name"
+}
+tm_run a 1 8 1
+tm_run b 2 2 2
+tm_run c 4 1 2
+for r in b c; do
+    metric "$TMP/tm_a/metrics.jsonl" loss > "$TMP/tm_a.loss"
+    metric "$TMP/tm_$r/metrics.jsonl" loss > "$TMP/tm_$r.loss"
+    paste -d' ' "$TMP/tm_a.loss" "$TMP/tm_$r.loss" > "$TMP/tm_$r.cmp"
+    [ "$(wc -l < "$TMP/tm_$r.cmp")" -ge 4 ] || fail "token mean: run $r logged $(wc -l < "$TMP/tm_$r.cmp") losses"
+    while read -r x y; do
+        close "$x" "$y" 2e-5 && pass || fail "token mean: loss $y of the split $r differs from $x (1 rank, 1 micro-batch of 8)"
+    done < "$TMP/tm_$r.cmp"
+    va=$(metric "$TMP/tm_a/metrics.jsonl" val_loss | tail -1); vr=$(metric "$TMP/tm_$r/metrics.jsonl" val_loss | tail -1)
+    close "$va" "$vr" 2e-5 && pass || fail "token mean: val_loss $vr of the split $r differs from $va"
+done
 
 finish

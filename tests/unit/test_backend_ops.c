@@ -686,20 +686,50 @@ static void test_gelu_epilogue(ctx *c, int64_t N, int K)
 /* ---------------------------------------------------------------- attention */
 static int hopper_bits = ZINF_ATTN_HOPPER_ALL; /* the wgmma kernels checked (ZINF_TEST_ATTN_HOPPER) */
 
+/* Samples packed into rows: each row of T filled with samples whose lengths cycle through lens
+ * (the last one cut at the row's end); the CPU's rows in host memory, the GPU's in device memory. */
+typedef struct { zinf_attn_rows cpu, gpu; int32_t *kvs, *seq; void *dkvs, *dseq; } packing;
+static void pack_rows(ctx *c, packing *pk, int B, int T, const int *lens, int nlens)
+{
+    pk->kvs = xmalloc((size_t)B * T * 4);
+    pk->seq = xmalloc((size_t)B * T * 8);
+    int nseq = 0, max_len = 0, k = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T;) {
+            int len = lens[k++ % nlens];
+            len = len < T - t ? len : T - t;
+            pk->seq[2 * nseq] = b * T + t, pk->seq[2 * nseq + 1] = len, nseq++;
+            max_len = len > max_len ? len : max_len;
+            for (int i = 0; i < len; i++) pk->kvs[b * T + t + i] = t;
+            t += len;
+        }
+    pk->dkvs = dalloc(c, (size_t)B * T * 4);
+    pk->dseq = dalloc(c, (size_t)nseq * 8);
+    CHECK(c->gpu->copy(c->gpu, pk->dkvs, pk->kvs, (size_t)B * T * 4, NULL) == 0 &&
+              c->gpu->copy(c->gpu, pk->dseq, pk->seq, (size_t)nseq * 8, NULL) == 0,
+          "upload: %s", zinf_backend_cuda_error());
+    pk->cpu = (zinf_attn_rows){.kv_start = pk->kvs, .seq = pk->seq, .nseq = nseq, .max_len = max_len};
+    pk->gpu = (zinf_attn_rows){.kv_start = pk->dkvs, .seq = pk->dseq, .nseq = nseq, .max_len = max_len};
+}
+
 /* Grouped-query attention (NKV kv heads of hs channels serving NH query heads; NKV = NH is
- * GPT-2's multi-head case); dq, dk and dv compared on their own */
-static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
+ * GPT-2's multi-head case); dq, dk and dv compared on their own. lens: samples packed into the
+ * rows (pack_rows), NULL: one per row. */
+static void test_attention_rows(ctx *c, int B, int T, int NH, int NKV, int hs, const int *lens, int nlens)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV, hs);
+    snprintf(nm, sizeof nm, "B%d T%d NH%d NKV%d hs%d%s", B, T, NH, NKV, hs, lens ? " packed" : "");
     const int64_t N = (int64_t)B * T, W = (int64_t)(NH + 2 * NKV) * hs, C = (int64_t)NH * hs, nq = N * W,
                   nl = (int64_t)B * NH * T;
+    packing pk = {0};
+    if (lens) pack_rows(c, &pk, B, T, lens, nlens);
+    const zinf_attn_rows *rc = lens ? &pk.cpu : NULL, *rg = lens ? &pk.gpu : NULL;
     float *qkv = hrand(c->dt, nq, -2, 2);
     float *out = xmalloc(N * C * 4), *lse = xmalloc(nl * 4);
-    c->cpu->attention_fwd(c->cpu, out, lse, qkv, B, T, NH, NKV, hs);
+    c->cpu->attention_fwd(c->cpu, out, lse, qkv, B, T, NH, NKV, hs, rc);
     void *dqkv_in = up(c, qkv, nq), *dout = dalloc(c, N * C * es(c));
     float *dlse = dalloc(c, nl * 4);
-    c->gpu->attention_fwd(c->gpu, dout, dlse, dqkv_in, B, T, NH, NKV, hs);
+    c->gpu->attention_fwd(c->gpu, dout, dlse, dqkv_in, B, T, NH, NKV, hs, rg);
     gsync(c, "attention_fwd");
     float *go = down(c, dout, N * C), *gl = downf(c, dlse, nl);
     double tf = tol_of(c, 5e-5, 2e-2, 1e-2);
@@ -712,12 +742,12 @@ static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
     void *raw[2];
     for (int r = 0; r < 2; r++) {
         void *dg = up(c, nan_q, nq);
-        c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, NH, NKV, hs);
+        c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, NH, NKV, hs, rg);
         gsync(c, "attention_bwd");
         raw[r] = down_raw(c, dg, nq * es(c));
         dfree(c, dg);
     }
-    c->cpu->attention_bwd(c->cpu, gq, dy, qkv, go, gl, B, T, NH, NKV, hs);
+    c->cpu->attention_bwd(c->cpu, gq, dy, qkv, go, gl, B, T, NH, NKV, hs, rc);
     float *h = dec(c, raw[0], nq);
     /* compare q, k, v parts separately for a precise diagnosis */
     const char *part[3] = {"dq", "dk", "dv"};
@@ -743,6 +773,12 @@ static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
     free(gp), free(rp), free(h), free(raw[0]), free(raw[1]);
     free(qkv), free(out), free(lse), free(go), free(gl), free(dy), free(gq), free(nan_q);
     dfree(c, dqkv_in), dfree(c, dout), dfree(c, dlse), dfree(c, ddy);
+    if (lens) free(pk.kvs), free(pk.seq), dfree(c, pk.dkvs), dfree(c, pk.dseq);
+}
+
+static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
+{
+    test_attention_rows(c, B, T, NH, NKV, hs, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- RMSNorm, RoPE, SwiGLU */
@@ -1055,8 +1091,8 @@ static void b_ln_f(bstate *s) { s->g->layernorm_fwd(s->g, s->ln, s->mean, s->rst
 static void b_ln_b(bstate *s) { s->g->layernorm_bwd(s->g, s->dres, s->glnw, s->glnb, s->dln, s->res, s->lnw, s->mean, s->rstd, s->N, s->C); }
 static void b_qkv_f(bstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, 3 * s->C); }
 static void b_qkv_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, 3 * s->C); }
-static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->NH, s->NKV, s->hs); }
-static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->NH, s->NKV, s->hs); }
+static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
+static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
 static void b_proj_f(bstate *s) { s->g->matmul_fwd_res(s->g, s->x, s->att, s->wproj, s->bproj, s->res, s->N, s->C, s->C); }
 static void b_proj_b(bstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwproj, s->gbproj, s->dres, s->att, s->wproj, s->N, s->C, s->C); }
 static void b_add(bstate *s) { s->g->add(s->g, s->res, s->res, s->x, s->N * s->C); }
@@ -1324,6 +1360,9 @@ static void run_all(ctx *c, int big)
     test_attention(c, 2, 33, 4, 4, 16);   /* hs 16 */
     test_attention(c, 2, 33, 4, 2, 16);   /* hs 16, grouped */
     test_attention(c, 1, 70, 6, 2, 96);   /* hs 96, grouped: generic */
+    const int glens[] = {5, 1, 17, 40};
+    test_attention_rows(c, 2, 70, 6, 2, 96, glens, 4); /* generic, packed */
+    test_attention_rows(c, 2, 33, 4, 2, 16, glens, 4);
     /* the fast path twice on a Hopper GPU: its wgmma kernels, then the mma.sync ones (hs 128:
      * the generic forward and dQ beside the mma.sync dK/dV) */
     for (int pass = 0; pass < 2; pass++) {
@@ -1334,6 +1373,12 @@ static void run_all(ctx *c, int big)
         for (int i = 0; i < 5; i++) test_attention(c, 1, Ts[i], 4, 1, 128); /* one kv head */
         test_attention(c, 2, 100, 4, 4, 128);
         test_attention(c, 1, 130, 8, 2, 128);
+        /* samples packed into rows: lengths across tile edges (64, 128), of one token, longer
+         * than a tile, and a row's last sample cut short */
+        const int lens[] = {1, 65, 130, 7, 64, 200, 3, 128, 33};
+        test_attention_rows(c, 2, 300, 4, 2, 64, lens, 9);
+        test_attention_rows(c, 2, 300, 4, 1, 128, lens, 9);
+        test_attention_rows(c, 1, 257, 2, 2, 64, lens + 2, 7);
         if (big) {
             test_attention(c, 4, 1024, 12, 12, 64);
             test_attention(c, 2, 1024, 8, 2, 128);

@@ -41,6 +41,21 @@ static double loss_of(zinf_model *m, const zinf_batch *b)
     return l;
 }
 
+/* the largest |grads - ref| over every parameter, and the largest |ref| in *gmax */
+static double grad_worst(const zinf_model *m, const float *ref, double *gmax)
+{
+    double worst = 0;
+    int64_t o = 0;
+    *gmax = 0;
+    for (int u = 0; u < m->nunits; u++)
+        for (int64_t i = 0; i < m->units[u].numel; i++, o++) {
+            double d = fabs((double)((float *)m->grads[u])[i] - ref[o]);
+            worst = d > worst ? d : worst;
+            *gmax = fabs(ref[o]) > *gmax ? fabs(ref[o]) : *gmax;
+        }
+    return worst;
+}
+
 static void run(const char *what, zinf_model_cfg *mc, zinf_backend *be)
 {
     zinf_model m;
@@ -152,17 +167,92 @@ static void run(const char *what, zinf_model_cfg *mc, zinf_backend *be)
     CHECK(zinf_model_forward_batch(&m, &nb, NULL, 1.0f, &lc) == 0 && zinf_model_backward(&m, NULL, 1.0f) == 0,
           "%s: chunked head: %s", what, zinf_errmsg());
     CHECK_CLOSE(lc, la, 1e-6, 0, "chunked head loss");
-    double worst = 0, gmax = 0;
-    o = 0;
-    for (int u = 0; u < m.nunits; u++)
-        for (int64_t i = 0; i < m.units[u].numel; i++, o++) {
-            double d = fabs((double)((float *)m.grads[u])[i] - g0[o]);
-            worst = d > worst ? d : worst;
-            gmax = fabs(g0[o]) > gmax ? fabs(g0[o]) : gmax;
-        }
+    double gmax, worst = grad_worst(&m, g0, &gmax);
     CHECK(worst <= 1e-5 * gmax, "%s: chunked head gradients differ by %g (largest %g)", what, worst, gmax);
     m.head_rows = N;
     free(g0);
+    for (int u = 0; u < m.nunits; u++) free(m.params[u]), free(m.grads[u]);
+    zinf_model_free(&m);
+}
+
+/* Samples packed into rows (the supervised fine-tuning batch): the summed loss and every gradient
+ * equal those of the samples run one by one, each alone at the start of a row with the rest of the
+ * row padding that carries no loss. Row 0 packs samples of 3 and 5 tokens, row 1 one of 6 and a
+ * padding run of 2 (its own sample, no loss). */
+static double summed(zinf_model *m, const int32_t *tok, const int32_t *tgt, const int32_t *pos, const int32_t *kvs,
+                     const char *what)
+{
+    zinf_batch b = {.tok = tok, .tgt = tgt, .pos = pos, .kv_start = kvs, .B = NB, .T = NT};
+    int nvalid = 0;
+    for (int i = 0; i < N; i++) nvalid += tgt[i] >= 0;
+    float l = 0; /* dloss_scale nvalid: every predicted token's loss has weight one */
+    CHECK(zinf_model_forward_batch(m, &b, NULL, (float)nvalid, &l) == 0 && zinf_model_backward(m, NULL, (float)nvalid) == 0,
+          "%s: %s", what, zinf_errmsg());
+    return (double)l * nvalid;
+}
+
+static void packed(const char *what, zinf_model_cfg *mc, zinf_backend *be)
+{
+    zinf_model m;
+    CHECK(zinf_model_init(&m, mc, be) == 0 && zinf_model_alloc_acts(&m, NB, NT, ZINF_RECOMPUTE_NONE) == 0,
+          "%s: init: %s", what, zinf_errmsg());
+    int64_t total = 0;
+    for (int u = 0; u < m.nunits; u++) {
+        m.params[u] = calloc((size_t)m.units[u].numel, 4);
+        m.grads[u] = calloc((size_t)m.units[u].numel, 4);
+        float *p = m.params[u];
+        for (int64_t i = 0; i < m.units[u].numel; i++) p[i] = 0.2f * urand();
+        for (int t = 0; t < m.units[u].ntensors; t++)
+            if (m.units[u].t[t].init_one)
+                for (int64_t i = 0; i < m.units[u].t[t].numel; i++) p[m.units[u].t[t].offset + i] += 1.0f;
+        total += m.units[u].numel;
+    }
+    /* the samples: (row, offset, length) when packed */
+    const int sr[3] = {0, 0, 1}, so[3] = {0, 3, 0}, sl[3] = {3, 5, 6};
+    int32_t sample_tok[3][NT], sample_tgt[3][NT];
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < sl[k]; i++) {
+            sample_tok[k][i] = (k * 29 + i * 37 + 11) % mc->vocab_size;
+            sample_tgt[k][i] = i == sl[k] - 1 ? -1 : (k * 17 + i * 53 + 5) % mc->vocab_size;
+        }
+    sample_tgt[1][1] = -1; /* a prompt token inside a sample: no loss */
+    int32_t tok[N], tgt[N], pos[N], kvs[N];
+    for (int i = 0; i < N; i++) tok[i] = 7, tgt[i] = -1, pos[i] = 0, kvs[i] = 0;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < sl[k]; i++) {
+            int at = sr[k] * NT + so[k] + i;
+            tok[at] = sample_tok[k][i], tgt[at] = sample_tgt[k][i], pos[at] = i, kvs[at] = so[k];
+        }
+    for (int t = 6; t < NT; t++) pos[NT + t] = t - 6, kvs[NT + t] = 6; /* row 1's padding run */
+    double lp = summed(&m, tok, tgt, pos, kvs, "packed");
+    float *gp = malloc((size_t)total * sizeof *gp);
+    for (int64_t u = 0, o = 0; u < m.nunits; o += m.units[u].numel, u++)
+        memcpy(gp + o, m.grads[u], (size_t)m.units[u].numel * 4);
+
+    /* one by one: samples 0 and 1 in rows 0 and 1, then sample 2 in row 0; gradients accumulate */
+    for (int u = 0; u < m.nunits; u++) memset(m.grads[u], 0, (size_t)m.units[u].numel * 4);
+    double ls = 0;
+    for (int run = 0; run < 2; run++) {
+        for (int i = 0; i < N; i++) tok[i] = 7, tgt[i] = -1;
+        for (int r = 0; r < NB; r++) {
+            int k = run * 2 + r;
+            if (k > 2) break;
+            for (int i = 0; i < sl[k]; i++) tok[r * NT + i] = sample_tok[k][i], tgt[r * NT + i] = sample_tgt[k][i];
+        }
+        ls += summed(&m, tok, tgt, NULL, NULL, "one by one");
+    }
+    CHECK(fabs(lp - ls) <= 1e-5 * fabs(ls), "%s: packed summed loss %.9g, one by one %.9g", what, lp, ls);
+    double gmax, worst = grad_worst(&m, gp, &gmax);
+    CHECK(gmax > 0 && worst <= 2e-6 * gmax, "%s: packed gradients differ from one by one by %g (largest %g)", what,
+          worst, gmax);
+
+    /* a sample start that is neither the token's own position nor its neighbour's is refused */
+    kvs[NT + 7] = 3;
+    zinf_batch bad = {.tok = tok, .tgt = tgt, .pos = pos, .kv_start = kvs, .B = NB, .T = NT};
+    float l = 0;
+    CHECK(zinf_model_forward_batch(&m, &bad, NULL, 1.0f, &l) != 0 && strstr(zinf_errmsg(), "row 1"),
+          "%s: a broken sample start is refused by row (%s)", what, zinf_errmsg());
+    free(gp);
     for (int u = 0; u < m.nunits; u++) free(m.params[u]), free(m.grads[u]);
     zinf_model_free(&m);
 }
@@ -179,6 +269,7 @@ int main(void)
     CHECK(zinf_model_cfg_load(&c, "test-qwen3") == 0, "test-qwen3: %s", zinf_errmsg());
     c.rope_theta = 10.0;
     run("test-qwen3", &c, &be);
+    packed("test-qwen3 packed", &c, &be);
     json_error_t je;
     json_t *o = json_loads("{\"model_type\":\"llama\",\"hidden_size\":32,\"intermediate_size\":48,"
                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":1,"
@@ -188,6 +279,7 @@ int main(void)
     json_decref(o);
     CHECK(c.qkv_bias && c.o_bias && c.mlp_bias && c.pad_token_id == 3, "biases parsed");
     run("llama with biases, NKV 1", &c, &be);
+    packed("llama with biases packed", &c, &be);
     zinf_backend_cpu_free(&be);
     return check_done("test_llama_grad");
 }

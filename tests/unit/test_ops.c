@@ -335,7 +335,7 @@ struct att { float *qkv, *out, *lse, *R; int B, T, C, NH; };
 static double att_loss(void *c_)
 {
     struct att *c = c_;
-    be.attention_fwd(&be, c->out, c->lse, c->qkv, c->B, c->T, c->NH, c->NH, c->C / c->NH);
+    be.attention_fwd(&be, c->out, c->lse, c->qkv, c->B, c->T, c->NH, c->NH, c->C / c->NH, NULL);
     return proj(c->out, c->R, (int64_t)c->B * c->T * c->C);
 }
 
@@ -381,13 +381,13 @@ static void test_attention(void)
     check_vec("attention_fwd lse", c.lse, rl, B * NH * T, 1e-5, 1e-6);
 
     float *dqkv = zerov(N * 3 * C);
-    be.attention_bwd(&be, dqkv, c.R, c.qkv, c.out, c.lse, B, T, NH, NH, C / NH);
+    be.attention_bwd(&be, dqkv, c.R, c.qkv, c.out, c.lse, B, T, NH, NH, C / NH, NULL);
     float *qkv0 = dupv(c.qkv, N * 3 * C);
     check_fd("attention dqkv", att_loss, &c, c.qkv, dqkv, N * 3 * C);
     att_loss(&c);
     float *d1 = dupv(dqkv, N * 3 * C);
     poison(dqkv, N * 3 * C); /* dqkv is overwritten */
-    be.attention_bwd(&be, dqkv, c.R, qkv0, c.out, c.lse, B, T, NH, NH, C / NH);
+    be.attention_bwd(&be, dqkv, c.R, qkv0, c.out, c.lse, B, T, NH, NH, C / NH, NULL);
     check_vecf("overwrite attention dqkv", dqkv, d1, N * 3 * C, 0, 0);
 
     /* scores in the thousands: the forward must subtract the row maximum before exponentiating */
@@ -451,7 +451,7 @@ static void gqa_case(int b_, int t_, int nh, int nkv, int hs)
     char what[128];
     snprintf(what, sizeof what, "gqa B%d T%d NH%d NKV%d hs%d", b_, t_, nh, nkv, hs);
     gqa_naive(ro, rl, qd, R, b_, t_, nh, nkv, hs);
-    be.attention_fwd(&be, out, lse, qkv, b_, t_, nh, nkv, hs);
+    be.attention_fwd(&be, out, lse, qkv, b_, t_, nh, nkv, hs, NULL);
     char buf[192];
     snprintf(buf, sizeof buf, "%s out", what);
     check_vec(buf, out, ro, no, 1e-5, 1e-6);
@@ -459,7 +459,7 @@ static void gqa_case(int b_, int t_, int nh, int nkv, int hs)
     check_vec(buf, lse, rl, nl, 1e-5, 1e-6);
 
     poison(dqkv, nq); /* overwritten, never read */
-    be.attention_bwd(&be, dqkv, R, qkv, out, lse, b_, t_, nh, nkv, hs);
+    be.attention_bwd(&be, dqkv, R, qkv, out, lse, b_, t_, nh, nkv, hs, NULL);
     for (int64_t i = 0; i < nq; i++) {
         double x0 = qd[i];
         qd[i] = x0 + 1e-5;
@@ -484,12 +484,12 @@ static void gqa_case(int b_, int t_, int nh, int nkv, int hs)
                            qkv + r * W + (int64_t)nh * hs + ((int64_t)(p - 1) * nkv + h / G) * hs,
                            (size_t)hs * sizeof(float));
         }
-        be.attention_fwd(&be, o2, l2, q2, b_, t_, nh, nh, hs);
+        be.attention_fwd(&be, o2, l2, q2, b_, t_, nh, nh, hs, NULL);
         snprintf(buf, sizeof buf, "%s = repeated kv heads, out", what);
         check_bits(buf, out, o2, (size_t)no * sizeof(float));
         snprintf(buf, sizeof buf, "%s = repeated kv heads, lse", what);
         check_bits(buf, lse, l2, (size_t)nl * sizeof(float));
-        be.attention_bwd(&be, d2, R, q2, o2, l2, b_, t_, nh, nh, hs);
+        be.attention_bwd(&be, d2, R, q2, o2, l2, b_, t_, nh, nh, hs, NULL);
         double *want = calloc((size_t)nq, sizeof(double));
         for (int64_t r = 0; r < n; r++) {
             for (int64_t e = 0; e < (int64_t)nh * hs; e++) want[r * W + e] = d2[r * W2 + e];
@@ -928,8 +928,8 @@ static void det_run(float *o, const float *qkv, const float *dout, const float *
     float *out = o, *lse = out + D_OUT, *dqkv = lse + D_LSE, *dwte = dqkv + D_QKV,
           *dwpe = dwte + DV * DC, *dx = dwpe + DT * DC, *dw = dx + DN * DC, *db = dw + DC,
           *mdx = db + DC, *mdw = mdx + D_DX, *mdb = mdw + D_DW, *ss = mdb + DC;
-    be.attention_fwd(&be, out, lse, qkv, DB, DT, DNH, DNH, DC / DNH);
-    be.attention_bwd(&be, dqkv, dout, qkv, out, lse, DB, DT, DNH, DNH, DC / DNH);
+    be.attention_fwd(&be, out, lse, qkv, DB, DT, DNH, DNH, DC / DNH, NULL);
+    be.attention_bwd(&be, dqkv, dout, qkv, out, lse, DB, DT, DNH, DNH, DC / DNH, NULL);
     be.encoder_bwd(&be, dwte, dwpe, dout, tok, DB, DT, DC);
     float *mean = zerov(DN), *rstd = zerov(DN), *lo = zerov(DN * DC);
     be.layernorm_fwd(&be, lo, mean, rstd, x, qkv, qkv + DC, DN, DC);
