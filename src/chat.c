@@ -600,7 +600,7 @@ struct zinf_template {
     const char *prompt;        /* {{QUERY}} */
     const char *chat_sep, *suffix;
     const char *default_system;
-    int tool;                  /* how tool results are written (ms-swift's agent template) */
+    int tool;                  /* how tool results are written (the format ms-swift picks for the model) */
     bool thinking;             /* qwen3: the empty <think> block on replies, untrained */
     bool dated;                /* llama3_2: "Today Date" in the prefix */
 };
@@ -839,7 +839,7 @@ static int build_contexts(const zinf_template *t, const zinf_chat *c, const zinf
         } else { /* tool messages, grouped */
             if (t->tool == TOOL_NONE)
                 return zinf_errc(ZINF_ENOTSUP, "the template %s has no tool-message format built in "
-                                 "(ms-swift writes them with its ReAct agent template there); use a qwen or llama3 "
+                                 "(ms-swift writes them in its ReAct format there); use a qwen or llama3 "
                                  "template", t->name);
             sbuf all = {0};
             int rc = 0;

@@ -1,7 +1,7 @@
 """Reference for test_chat.sh: ms-swift's data path for `swift sft` written out in Python from its
 rules (ms-swift 4.x: dataset/preprocessor/core.py, dataset/utils.py sample_dataset,
 template/base.py _swift_encode, _simplify_context_list, _encode_context_list, _add_dynamic_eos;
-templates/qwen.py, templates/llama.py, agent_template hermes and llama3; loss_scale default +
+templates/qwen.py, templates/llama.py, the hermes and llama3 tool formats; loss_scale default +
 ignore_empty_think for qwen3), with numpy's RandomState for sampling and HF `tokenizers` for ids.
 
   chat_ref.py perm LEN SEED | gperm LEN SEED | select LEN N RATIO SEED
