@@ -6,8 +6,10 @@
 # skipped without them).
 set -eu
 # iproute2: tests/mpi/test_multihost.sh builds hosts from network namespaces
+# libpcre2-dev and libutf8proc-dev: the tokenizer's regex and NFC
+# python3-venv: tests/tok/test_tok.sh installs its reference, tokenizers, into a venv
 # man-db and groff-base: tests/mpi/test_docs.sh renders every man page and fails on a warning
-PKGS="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev liburing-dev libhdf5-openmpi-dev libjansson-dev libopenblas-dev man-db groff-base iproute2"
+PKGS="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev liburing-dev libhdf5-openmpi-dev libjansson-dev libpcre2-dev libutf8proc-dev libopenblas-dev python3-venv man-db groff-base iproute2"
 EXTRAS="slurmctld slurmd slurm-client munge"
 # missing PKG...: those of the packages that are not installed, each after a space
 missing() {

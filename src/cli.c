@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "ckpt_tool.h"
 #include "config.h" /* zinf_config */
 #include "data.h"
@@ -336,19 +337,31 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
 
 static int cmd_data(int argc, char **argv, int first, bool *help)
 {
-    const char *input = NULL, *prefix = NULL;
-    double valf = 0;
-    int64_t shard = 0, random_n = 0, vocab = 50257;
-    uint64_t seed = 1;
-    bool h = false;
+    const char *input = NULL, *prefix = NULL, *tokp = NULL, *tmpl = NULL, *trunc = "delete", *val_dataset = NULL,
+               *system = NULL;
+    double valf = 0, split = 0;
+    int64_t shard = 0, random_n = 0, vocab = 50257, max_length = 0;
+    uint64_t seed = 1, data_seed = 42;
+    bool h = false, sft = false;
     const flag tab[] = {
-        {"input", F_STR, &input, NULL, "text file to tokenise (bytes are tokens, vocabulary 256)"},
+        {"input", F_STR, &input, NULL, "UTF-8 text file to tokenise (without --tokenizer: bytes are tokens, vocabulary "
+                                       "256); with --sft, a JSONL chat dataset, FILE or FILE#N"},
+        {"tokenizer", F_STR, &tokp, NULL, "tokenizer.json, or a model directory holding one: its byte-level BPE ids are the tokens"},
         {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
         {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
         {"random", F_INT, &random_n, NULL, "instead of --input: N uniformly random tokens (benchmarks)"},
         {"vocab", F_INT, &vocab, NULL, "vocabulary of --random tokens (default 50257)"},
         {"seed", F_U64, &seed, NULL, "seed of --random tokens (default 1)"},
+        {"sft", F_BOOL, &sft, NULL, "--input is a chat dataset: render it with a template into SFT shards"},
+        {"template", F_STR, &tmpl, NULL, "chat template (qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml); "
+                                         "default: from the --tokenizer directory"},
+        {"system", F_STR, &system, NULL, "system message of samples that have none (default: the template's)"},
+        {"max_length", F_INT, &max_length, NULL, "tokens per sample at most (default 0: no limit)"},
+        {"truncation_strategy", F_STR, &trunc, NULL, "a sample over --max_length: delete (default), left, right"},
+        {"split_dataset_ratio", F_DBL, &split, NULL, "fraction of the samples held out for validation (default 0)"},
+        {"val_dataset", F_STR, &val_dataset, NULL, "validation chat dataset, FILE or FILE#N"},
+        {"data_seed", F_U64, &data_seed, NULL, "seed of FILE#N sampling and of the split (default 42)"},
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
     };
@@ -356,20 +369,45 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     ZINF_TRY(parse_flags("data", tab, argc, argv, first, NULL, 0, &npos));
     if (h) {
         *help = true;
-        printf("usage: zinf data --input FILE --out PREFIX [--val_fraction F] [--shard_tokens N]\n"
-               "       zinf data --random N --vocab V --out PREFIX [--seed S]\n\n"
-               "Turn a text file into byte-level token shards (llm.c format), or write N random\n"
-               "tokens for benchmarks.\n\nflags:\n");
+        printf("usage: zinf data --input FILE [--tokenizer PATH] --out PREFIX [--val_fraction F] [--shard_tokens N]\n"
+               "       zinf data --random N --vocab V --out PREFIX [--seed S]\n"
+               "       zinf data --sft --input DATA.jsonl[#N] --tokenizer DIR [--template NAME]\n"
+               "                 [--max_length N] --out PREFIX\n\n"
+               "Turn a text file into token shards (llm.c format) of its bytes or of a Hugging Face\n"
+               "tokenizer's ids, write N random tokens for benchmarks, or render a chat dataset\n"
+               "with a template into SFT shards (tokens and loss flags).\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
     if (!prefix) return zinf_err("data: --out is required");
+    if (sft) {
+        if (!input) return zinf_err("data: --sft needs --input DATA.jsonl");
+        if (!tokp) return zinf_err("data: --sft needs --tokenizer");
+        if (random_n || valf != 0 || shard != 0)
+            return zinf_err("data: --sft takes no --random, --val_fraction or --shard_tokens "
+                            "(use --split_dataset_ratio or --val_dataset)");
+        if (max_length < 0 || max_length > INT32_MAX)
+            return zinf_err("data: --max_length %lld is out of range", (long long)max_length);
+        if (data_seed > UINT32_MAX) return zinf_err("data: --data_seed %llu exceeds 2^32-1", (unsigned long long)data_seed);
+        zinf_chat_data_opts o = {.input = input, .val_input = val_dataset, .tokenizer = tokp,
+                                 .template_name = tmpl, .prefix = prefix, .max_length = max_length,
+                                 .split_ratio = split, .seed = (uint32_t)data_seed, .chat = {.system = system}};
+        if (!strcmp(trunc, "delete")) o.truncation = ZINF_TRUNC_DELETE;
+        else if (!strcmp(trunc, "left")) o.truncation = ZINF_TRUNC_LEFT;
+        else if (!strcmp(trunc, "right")) o.truncation = ZINF_TRUNC_RIGHT;
+        else return zinf_err("data: --truncation_strategy %s: expected delete, left or right", trunc);
+        return zinf_chat_make_shards(&o, stdout);
+    }
+    if (tmpl || system || max_length || split != 0 || val_dataset || strcmp(trunc, "delete") || data_seed != 42)
+        return zinf_err("data: --template, --system, --max_length, --truncation_strategy, --split_dataset_ratio, "
+                        "--data_seed and --val_dataset need --sft");
     if (random_n) {
-        if (input) return zinf_err("data: --random and --input exclude each other");
+        if (input || tokp) return zinf_err("data: --random and --input or --tokenizer exclude each other");
         if (vocab > INT32_MAX) return zinf_err("data: --vocab %lld is too large", (long long)vocab);
         return zinf_data_make_random(prefix, random_n, (int)vocab, seed, stdout);
     }
     if (!input) return zinf_err("data: --input (or --random) is required");
+    if (tokp) return zinf_data_make_tokens(input, tokp, prefix, valf, shard, stdout);
     return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
 }
 
@@ -678,7 +716,7 @@ static void usage(FILE *out)
             "commands:\n"
             "  train          train a GPT-2 model with a DeepSpeed config (zinf train --help)\n"
             "  config show    print the resolved DeepSpeed config (zinf config --help)\n"
-            "  data           make byte-level token shards from a text file (zinf data --help)\n"
+            "  data           make token shards from a text file or a chat dataset (zinf data --help)\n"
             "  estimate       memory per GPU and per node for each ZeRO stage and offload choice\n"
             "                 (zinf estimate --help)\n"
             "  io-bench       measure NVMe swap speed over the aio settings; print the best \"aio\" block\n"

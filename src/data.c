@@ -35,10 +35,13 @@
 
 #include "err.h"
 #include "file.h"
+#include "log.h"
+#include "tok.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <omp.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -881,14 +884,58 @@ static int slurp(const char *path, unsigned char **buf, int64_t *len)
     return 0;
 }
 
-/* Write bytes[0..n) as one shard at path and report it. buf holds at least n uint32. */
-static int write_bytes_shard(const char *path, const unsigned char *bytes, int64_t n,
-                             uint32_t *buf, FILE *out)
+/* A view of tokens [off, off+m) of some source, in buf (which holds m) or in the source itself. */
+typedef const uint32_t *(*token_view)(const void *src, int64_t off, int64_t m, uint32_t *buf);
+
+static const uint32_t *bytes_view(const void *src, int64_t off, int64_t m, uint32_t *buf)
 {
-    for (int64_t i = 0; i < n; i++) buf[i] = bytes[i];
-    ZINF_TRY(zinf_data_write_shard(path, buf, n));
-    if (out) fprintf(out, "%s %lld tokens\n", path, (long long)n);
-    return 0;
+    const unsigned char *b = (const unsigned char *)src + off;
+    for (int64_t i = 0; i < m; i++) buf[i] = b[i];
+    return buf;
+}
+
+static const uint32_t *tokens_view(const void *src, int64_t off, int64_t m, uint32_t *buf)
+{
+    (void)m;
+    (void)buf;
+    return (const uint32_t *)src + off;
+}
+
+/* Write n tokens of src as <prefix>_train_NNNNNN.bin shards of at most shard_tokens and, when
+ * val_fraction > 0, <prefix>_val_000000.bin holding the last val_fraction of them (at least one
+ * token when asked for); report each file to out. what names the input in messages, unit its
+ * tokens ("bytes", "tokens"). */
+static int write_split(const char *what, const char *unit, const char *prefix, const void *src,
+                       token_view view, int64_t n, double val_fraction, int64_t shard_tokens,
+                       FILE *out)
+{
+    if (n == 0) return zinf_err("%s: empty input, nothing to tokenize", what);
+    int64_t nval = (int64_t)((double)n * val_fraction);
+    if (val_fraction > 0 && nval == 0) nval = 1;
+    int64_t ntrain = n - nval;
+    if (ntrain < 1)
+        return zinf_err("%s: %lld %s is too little to split off a validation part", what, (long long)n, unit);
+    if (shard_tokens <= 0 || shard_tokens > ntrain) shard_tokens = ntrain;
+    if (shard_tokens > INT32_MAX) shard_tokens = INT32_MAX;
+    int64_t bufn = shard_tokens > nval ? shard_tokens : nval;
+    uint32_t *buf = view == tokens_view ? NULL : malloc((size_t)bufn * sizeof *buf);
+    char *path = malloc(strlen(prefix) + 32);
+    int rc = 0;
+    if ((!buf && view != tokens_view) || !path) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory", what);
+    for (int64_t s = 0, off = 0; rc == 0 && off < ntrain; s++, off += shard_tokens) {
+        int64_t m = ntrain - off < shard_tokens ? ntrain - off : shard_tokens;
+        sprintf(path, "%s_train_%06lld.bin", prefix, (long long)s);
+        rc = zinf_data_write_shard(path, view(src, off, m, buf), m);
+        if (rc == 0 && out) fprintf(out, "%s %lld tokens\n", path, (long long)m);
+    }
+    if (rc == 0 && nval > 0) {
+        sprintf(path, "%s_val_000000.bin", prefix);
+        rc = zinf_data_write_shard(path, view(src, ntrain, nval, buf), nval);
+        if (rc == 0 && out) fprintf(out, "%s %lld tokens\n", path, (long long)nval);
+    }
+    free(path);
+    free(buf);
+    return rc;
 }
 
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
@@ -899,38 +946,89 @@ int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_f
     unsigned char *text;
     int64_t n;
     ZINF_TRY(slurp(text_path, &text, &n));
-    if (n == 0) {
-        free(text);
-        return zinf_err("%s: empty input, nothing to tokenize", text_path);
-    }
-    /* The last val_fraction of the bytes (at least one byte when asked for) go to validation. */
-    int64_t nval = (int64_t)((double)n * val_fraction);
-    if (val_fraction > 0 && nval == 0) nval = 1;
-    int64_t ntrain = n - nval;
-    if (ntrain < 1) {
-        free(text);
-        return zinf_err("%s: %lld bytes is too little to split off a validation part", text_path,
-                        (long long)n);
-    }
-    if (shard_tokens <= 0 || shard_tokens > ntrain) shard_tokens = ntrain;
-    if (shard_tokens > INT32_MAX) shard_tokens = INT32_MAX;
-    int64_t bufn = shard_tokens > nval ? shard_tokens : nval;
-    uint32_t *buf = malloc((size_t)bufn * sizeof *buf);
-    char *path = malloc(strlen(prefix) + 32);
-    int rc = 0;
-    if (!buf || !path) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory", text_path);
-    for (int64_t s = 0, off = 0; rc == 0 && off < ntrain; s++, off += shard_tokens) {
-        int64_t m = ntrain - off < shard_tokens ? ntrain - off : shard_tokens;
-        sprintf(path, "%s_train_%06lld.bin", prefix, (long long)s);
-        rc = write_bytes_shard(path, text + off, m, buf, out);
-    }
-    if (rc == 0 && nval > 0) {
-        sprintf(path, "%s_val_000000.bin", prefix);
-        rc = write_bytes_shard(path, text + ntrain, nval, buf, out);
-    }
-    free(path);
-    free(buf);
+    int rc = write_split(text_path, "bytes", prefix, text, bytes_view, n, val_fraction, shard_tokens, out);
     free(text);
+    return rc;
+}
+
+/* The text is cut into pieces of about CUT_BYTES, each encoded on its own (in parallel), at the
+ * points the tokenizer says leave the ids of the whole file unchanged (zinf_tok_next_cut), so that
+ * the shards do not depend on the thread count. */
+#define CUT_BYTES (64 * 1024)
+
+int zinf_data_make_tokens(const char *text_path, const char *tok_path, const char *prefix,
+                          double val_fraction, int64_t shard_tokens, FILE *out)
+{
+    if (!(val_fraction >= 0 && val_fraction < 1))
+        return zinf_err("--val_fraction %g must be in [0, 1)", val_fraction);
+    zinf_tok *tok;
+    ZINF_TRY(zinf_tok_load(tok_path, &tok));
+    unsigned char *text = NULL;
+    int64_t n;
+    int rc = slurp(text_path, &text, &n);
+    size_t bad = rc ? 0 : zinf_utf8_check((const char *)text, (size_t)n);
+    if (rc == 0 && (int64_t)bad < n) {
+        int64_t line = 1, col0 = 0;
+        for (size_t i = 0; i < bad; i++)
+            if (text[i] == '\n') {
+                line++;
+                col0 = (int64_t)i + 1;
+            }
+        rc = zinf_err("%s:%lld: invalid UTF-8 at byte %zu of the file (byte %lld of the line): 0x%02x",
+                      text_path, (long long)line, bad, (long long)((int64_t)bad - col0 + 1), text[bad]);
+    }
+    /* cut points, then each piece's ids */
+    int64_t ncut = 0, cap = n / CUT_BYTES + 2, *cut = rc ? NULL : malloc((size_t)cap * sizeof *cut);
+    if (!rc && !cut) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory", text_path);
+    if (!rc) {
+        cut[ncut++] = 0;
+        for (int64_t at = 0; at < n;) {
+            at = (int64_t)zinf_tok_next_cut(tok, (const char *)text, (size_t)n,
+                                            (size_t)(at + CUT_BYTES < n ? at + CUT_BYTES : n));
+            if (ncut == cap) break; /* cannot happen: cuts are CUT_BYTES apart */
+            cut[ncut++] = at;
+        }
+    }
+    int64_t npieces = ncut > 0 ? ncut - 1 : 0;
+    zinf_ids *ids = rc ? NULL : calloc((size_t)npieces + 1, sizeof *ids);
+    char (*msg)[256] = rc ? NULL : calloc((size_t)npieces + 1, sizeof *msg);
+    if (!rc && (!ids || !msg)) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory", text_path);
+    double t0 = zinf_now();
+    int nthreads = 1;
+    if (!rc) {
+#pragma omp parallel
+#pragma omp single
+        nthreads = omp_get_num_threads();
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t i = 0; i < npieces; i++)
+            if (zinf_tok_encode(tok, (const char *)text + cut[i], (size_t)(cut[i + 1] - cut[i]),
+                                ZINF_TOK_SPECIAL, &ids[i]) < 0)
+                snprintf(msg[i], sizeof msg[i], "%s", zinf_errmsg());
+        for (int64_t i = 0; i < npieces && !rc; i++)
+            if (msg[i][0]) rc = zinf_err("%s: %s", text_path, msg[i]);
+    }
+    double secs = zinf_now() - t0;
+    int64_t total = 0;
+    for (int64_t i = 0; !rc && i < npieces; i++) total += (int64_t)ids[i].n;
+    uint32_t *all = rc ? NULL : malloc((size_t)(total ? total : 1) * sizeof *all);
+    if (!rc && !all) rc = zinf_errc(ZINF_ENOMEM, "%s: out of memory for %lld tokens", text_path, (long long)total);
+    if (!rc) {
+        int64_t k = 0;
+        for (int64_t i = 0; i < npieces; i++)
+            for (size_t j = 0; j < ids[i].n; j++) all[k++] = (uint32_t)ids[i].id[j];
+        rc = write_split(text_path, "tokens", prefix, all, tokens_view, total, val_fraction, shard_tokens, out);
+        if (!rc && out)
+            fprintf(out, "%s: %lld bytes -> %lld tokens, encoded in %.3f s on %d threads (%.2f MB/s per thread)\n",
+                    text_path, (long long)n, (long long)total, secs, nthreads,
+                    secs > 0 ? (double)n / secs / nthreads / 1e6 : 0.0);
+    }
+    for (int64_t i = 0; ids && i < npieces; i++) zinf_ids_free(&ids[i]);
+    free(all);
+    free(ids);
+    free(msg);
+    free(cut);
+    free(text);
+    zinf_tok_free(tok);
     return rc;
 }
 

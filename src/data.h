@@ -62,6 +62,13 @@ int64_t zinf_data_slice_start(int64_t step, int64_t global_batch, int micro, int
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
                          int64_t shard_tokens, FILE *out);
 
+/* `zinf data --tokenizer PATH`: the same with the ids of a tokenizer.json (tok.h) as tokens,
+ * HF's encode of the whole file (added tokens in the text matched, no post-processor ids),
+ * computed on all OpenMP threads with the same result for any thread count; uint32 tokens when an
+ * id needs them. Invalid UTF-8 is refused with the file, line and byte. */
+int zinf_data_make_tokens(const char *text_path, const char *tok_path, const char *prefix,
+                          double val_fraction, int64_t shard_tokens, FILE *out);
+
 /* `zinf data --random N`: one shard <prefix>_train_000000.bin of N tokens drawn uniformly from
  * [0, vocab) with the seed, for benchmarks and tests that need a real vocabulary size. */
 int zinf_data_make_random(const char *prefix, int64_t ntokens, int vocab, uint64_t seed, FILE *out);
