@@ -15,6 +15,7 @@
 
 #include "ckpt.h"
 #include "err.h"
+#include "file.h"
 #include "hf.h"
 #include "model.h"
 #include "safetensors.h"
@@ -262,22 +263,6 @@ int zinf_ckpt_verify(const char *spec, FILE *out)
 }
 
 /* ---------------------------------------------------------------- export: output files ----- */
-static int mkdir_p(const char *dir)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1;; s++) {
-        if (*s && *s != '/') continue;
-        char keep = *s;
-        *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return zinf_errc(-errno, "--out %s: cannot create %s: %s", dir, p, strerror(errno));
-        *s = keep;
-        if (!keep) break;
-    }
-    struct stat st;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return zinf_errc(ZINF_EINVAL, "--out %s: not a directory", dir);
-    return 0;
-}
 
 /* ---------------------------------------------------------------- export: HF directory ---- */
 /* hf.c's zinf_hf_write lays out HF's tensors and asks for blocks of zinf's; this source reads
@@ -443,7 +428,7 @@ static int export_run(const char *spec, const char *dir, const zinf_export_opts 
 {
     ck c;
     int rc = ck_open(&c, spec);
-    if (!rc) rc = mkdir_p(dir);
+    if (!rc && (rc = zinf_mkdir_p(dir))) rc = zinf_err_prefix(rc, "--out %s", dir);
     float *buf = rc || x->fmt != ZINF_EXPORT_HDF5 ? NULL : block_buf(&c.m); /* hf.c has its own */
     if (!rc && x->fmt == ZINF_EXPORT_HDF5 && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     char tmp[2][4200];

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "data.h"
+#include "dataset.h"
 #include "err.h"
 #include "estimate.h"
 #include "file.h"
@@ -87,6 +88,7 @@ typedef struct run {
     int32_t *inp, *tgt;
     int32_t *pos, *kv; /* packed SFT rows: positions and sample starts (zinf_batch); else NULL */
     int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
+    char dataset_glob[2][4400]; /* --dataset: the cached shards' train and val globs ("" none) */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
@@ -233,19 +235,6 @@ static bool swap_shares_fs(const zinf_config *c, const char *out)
     return false;
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
-    return 0;
-}
 
 /* host seconds (fwd, bwd) and, with timed events, the backend's seconds per part of the step */
 typedef struct step_times { double fwd, bwd, gfwd, gbwd, greduce, gopt, gidle; zinf_zero_times z; } step_times;
@@ -470,6 +459,37 @@ static int train_step(run *r, int64_t step, step_result *out)
     return 0;
 }
 
+/* --dataset: rank 0 makes (or finds) the SFT shards of the chat dataset in the cache, tokenized
+ * with --tokenizer or the --model directory's tokenizer and its template, samples over the
+ * sequence length T left out; every rank then reads the same globs. */
+static int sft_dataset(run *r, const char *model, int T)
+{
+    const zinf_train_opts *o = r->o;
+    zinf_comm *comm = r->comm;
+    zinf_chat_data_opts d = o->sft;
+    d.input = o->dataset;
+    d.max_length = T;
+    if (!d.tokenizer) d.tokenizer = model;
+    struct stat st;
+    int rc = 0;
+    if (!d.tokenizer || (stat(d.tokenizer, &st) == 0 && !S_ISDIR(st.st_mode) && !strstr(d.tokenizer, ".json")))
+        rc = zinf_err("--dataset: --tokenizer PATH is needed (tokenizer.json or a model directory) when --model is "
+                      "not a model directory");
+    char cache[4400];
+    snprintf(cache, sizeof cache, "%s/sft-cache", o->out);
+    if (o->dataset_cache) snprintf(cache, sizeof cache, "%s", o->dataset_cache);
+    bool made = false;
+    double t0 = zinf_now();
+    if (!rc && comm->rank == 0)
+        rc = zinf_dataset_prepare(&d, cache, r->dataset_glob[0], r->dataset_glob[1], sizeof r->dataset_glob[0], &made,
+                                  NULL);
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    ZINF_TRY(zinf_comm_bcast(comm, r->dataset_glob, sizeof r->dataset_glob, 0));
+    zinf_info("zinf: --dataset %s: SFT shards %s %s (%.1f s)", o->dataset, made ? "made in" : "found in",
+              r->dataset_glob[0], zinf_now() - t0);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- eval --------------------- */
 static int evaluate(run *r, double *val_loss)
 {
@@ -687,7 +707,10 @@ static int setup(run *r)
     zinf_comm *comm = r->comm;
     int rc;
     zinf_log_init(comm->rank, NULL); /* rank 0 prints; the per-rank files are opened below */
-    if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
+    if (!o->data == !o->dataset)
+        return zinf_comm_agree(comm, zinf_err(o->data ? "train: --data and --dataset exclude each other"
+                                                      : "train: --data (a glob of token shards) or --dataset (a JSONL chat "
+                                                        "dataset) is required"));
     ZINF_TRY(zinf_comm_agree(comm, fault_parse(&r->fault)));
     ZINF_TRY(zinf_comm_agree(comm, env_check()));
     zinf_flags flags = o->flags;
@@ -752,11 +775,17 @@ static int setup(run *r)
         return zinf_comm_agree(comm, zinf_err("--packing: the %s family takes one sample per row (its learned positions "
                                               "are the row offsets); train without --packing, which pads each sample's row",
                                               mc.model_type));
-    rc = zinf_data_open_packing(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1, o->packing);
-    if (!rc && o->val) {
-        rc = zinf_data_open_packing(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0, o->packing);
+    const char *data = o->data, *val = o->val;
+    if (o->dataset) {
+        ZINF_TRY(sft_dataset(r, o->model, r->T));
+        data = r->dataset_glob[0];
+        if (!val && r->dataset_glob[1][0]) val = r->dataset_glob[1];
+    }
+    rc = zinf_data_open_packing(&r->train, data, r->T, mc.vocab_size, o->seed, 1, o->packing);
+    if (!rc && val) {
+        rc = zinf_data_open_packing(&r->val, val, r->T, mc.vocab_size, o->seed, 0, o->packing);
         if (!rc && zinf_data_num_sequences(r->val) < r->cfg.train_micro_batch_size_per_gpu)
-            rc = zinf_err("--val %s: %lld sequences of %d tokens, fewer than one micro-batch (%lld)", o->val,
+            rc = zinf_err("--val %s: %lld sequences of %d tokens, fewer than one micro-batch (%lld)", val,
                           (long long)zinf_data_num_sequences(r->val), r->T,
                           (long long)r->cfg.train_micro_batch_size_per_gpu);
     }
@@ -800,7 +829,7 @@ static int setup(run *r)
     /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
      * written (and only once the flags, config and model were found good: a run refused for them
      * leaves no directory behind); what an interrupted save left there goes */
-    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
+    rc = comm->rank == 0 ? zinf_mkdir_p(o->out) : 0;
     if (!rc && comm->rank == 0) {
         double w;
         lock_wait(&w);
@@ -895,7 +924,7 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, rc));
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/logs", o->out);
-    rc = comm->rank == 0 && o->per_rank_logs ? mkdir_p(dir) : 0;
+    rc = comm->rank == 0 && o->per_rank_logs ? zinf_mkdir_p(dir) : 0;
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_agree(comm, zinf_log_init(comm->rank, o->per_rank_logs ? dir : NULL)));
     const zinf_config *c = &r->cfg;
@@ -915,12 +944,12 @@ static int setup(run *r)
     zinf_zero_print_mem(r->z);
     if (zinf_data_is_sft(r->train))
         zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
-                  "of %d tokens (%s)", o->data, (long long)zinf_data_num_samples(r->train),
+                  "of %d tokens (%s)", data, (long long)zinf_data_num_samples(r->train),
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "",
                   (long long)zinf_data_num_dropped(r->train), r->T, (long long)nseq, r->T,
                   o->packing ? "packed" : "one sample each, padded");
     else
-        zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
+        zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", data, (long long)nseq, r->T,
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     if (ck[0] && r->start_step == r->cfg.max_steps)

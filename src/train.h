@@ -8,12 +8,16 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "chat.h"
 #include "config.h"
 
 typedef struct zinf_train_opts {
     const char *config_path; /* NULL: the embedded default */
     const char *model;       /* preset or HF-style JSON */
     const char *data, *val;  /* globs; val may be NULL */
+    const char *dataset;     /* --dataset FILE[#N]: a chat dataset made into SFT shards (dataset.c) instead of --data */
+    const char *dataset_cache; /* where those shards are kept (NULL: OUT/sft-cache) */
+    zinf_chat_data_opts sft; /* --dataset's template, tokenizer, split...: input, prefix and max_length unset */
     const char *out;         /* output directory (metrics.jsonl, logs) */
     const char *device;      /* "cpu" | "cuda" */
     const char *prompts;     /* NULL or a file of "prompt<TAB>expected" lines */
