@@ -226,7 +226,7 @@ static void print_flags(FILE *out, const flag *tab)
     {"max_length", F_INT, &(fl)->max_length, &(fl)->max_length_set, "sequence length T (default: the model's n_positions)"}, \
     {"bf16", F_BOOL, &(fl)->bf16, &(fl)->bf16_set, "bf16 mixed precision (fills bf16.enabled \"auto\")"},      \
     {"fp16", F_BOOL, &(fl)->fp16, &(fl)->fp16_set, "fp16 mixed precision (fills fp16.enabled \"auto\")"},      \
-    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps (default steps_per_print)"}, \
+    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps, and the first and last (default 500, as HF; not steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
     {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: never)"}
 

@@ -25,7 +25,8 @@
  *  - stage3_prefetch_bucket_size: pp_int(5e7) in zero/config.py; the docs say 5e8.
  *  - sub_group_size: 1e9 in zero/config.py; the ZERO_FORMAT docstring says 1e12.
  *  - steps_per_print: STEPS_PER_PRINT_DEFAULT is None (never print); 10 in older releases and
- *    the docs. zinf keeps null and logs every 10 steps unless --logging_steps says otherwise.
+ *    the docs. It drives DeepSpeed's own progress prints only; the Trainer's log (zinf's) follows
+ *    --logging_steps, 500 by default as in HF's TrainingArguments.
  *  - WarmupLR.warmup_max_lr: None -> the optimizer's lr in the code; the docstring and the docs
  *    say 0.001 (WarmupDecayLR still passes 0.001 explicitly).
  *  - WarmupCosineLR: warmup_min_ratio 0.0, cos_min_ratio 0.0001 in the constructor; the argparse
@@ -1298,10 +1299,9 @@ static int resolve(ctx *c, json_t *root)
     g->max_steps = f->max_steps_set ? f->max_steps : -1;
     g->num_train_epochs = f->num_train_epochs;
     g->seq_len = f->max_length;
-    /* DeepSpeed's steps_per_print defaults to None (no periodic line); zinf then logs every 10 */
-    g->logging_steps = f->logging_steps_set      ? f->logging_steps
-                       : g->steps_per_print > 0 ? g->steps_per_print
-                                                : 10;
+    /* HF's TrainingArguments: logging_steps 500, eval_steps None = logging_steps, save_steps 500;
+     * steps_per_print is DeepSpeed's own print and sets none of them */
+    g->logging_steps = f->logging_steps;
     g->eval_steps = f->eval_steps_set ? f->eval_steps : g->logging_steps;
     g->save_steps = f->save_steps;
     return 0;
@@ -1633,6 +1633,10 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, FILE *out)
         if (c->ac_profile) note(cfg, out, true, "activation_checkpointing.profile: not implemented");
     }
     if (c->sparse_gradients) note(cfg, out, true, "sparse_gradients: not implemented; gradients are dense");
+    if (c->steps_per_print > 0 && c->steps_per_print != c->logging_steps)
+        note(cfg, out, false, "steps_per_print %lld sets DeepSpeed's own progress print; zinf logs every "
+             "--logging_steps (%lld) steps, as HF's Trainer does", (long long)c->steps_per_print,
+             (long long)c->logging_steps);
     return 0;
 }
 

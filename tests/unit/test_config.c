@@ -200,7 +200,15 @@ static void test_defaults(void)
      * STEPS_PER_PRINT_DEFAULT = None */
     CHECK(c.gradient_clipping == 1.0, "gradient_clipping default 1.0 (code), got %g",
           c.gradient_clipping);
-    CHECK(c.steps_per_print == -1 && c.logging_steps == 10, "steps_per_print null, logging 10");
+    /* transformers TrainingArguments: logging_steps 500, eval_steps None (= logging_steps) */
+    CHECK(c.steps_per_print == -1 && c.logging_steps == 500 && c.eval_steps == 500,
+          "steps_per_print null, logging and eval every 500 (HF)");
+    {
+        zinf_config d;
+        int r2 = parse(&d, "{\"train_batch_size\": 8, \"steps_per_print\": 7}", 1);
+        CHECK(r2 == 0 && d.steps_per_print == 7 && d.logging_steps == 500,
+              "steps_per_print is DeepSpeed's own print, not the logging interval");
+    }
     CHECK(!c.wall_clock_breakdown && !c.prescale_gradients && c.gradient_predivide_factor == 1.0,
           "top-level bools");
     CHECK(!c.fp16 && !c.bf16 && c.fp16_loss_scale == 0 && c.fp16_initial_scale_power == 16 &&
@@ -241,7 +249,7 @@ static void test_defaults(void)
               c.flops_profiler_detailed,
           "flops_profiler");
     CHECK(c.sched.type == ZINF_SCHED_NONE, "no scheduler");
-    CHECK(c.logging_steps == 10 && c.eval_steps == 10 && c.save_steps == 500 &&
+    CHECK(c.logging_steps == 500 && c.eval_steps == 500 && c.save_steps == 500 &&
               c.max_steps == -1 && c.num_train_epochs == 3.0,
           "loop values from flags");
 
