@@ -226,6 +226,7 @@ static void print_flags(FILE *out, const flag *tab)
     {"max_length", F_INT, &(fl)->max_length, &(fl)->max_length_set, "sequence length T (default: the model's n_positions)"}, \
     {"bf16", F_BOOL, &(fl)->bf16, &(fl)->bf16_set, "bf16 mixed precision (fills bf16.enabled \"auto\")"},      \
     {"fp16", F_BOOL, &(fl)->fp16, &(fl)->fp16_set, "fp16 mixed precision (fills fp16.enabled \"auto\")"},      \
+    {"torch_dtype", F_STR, &(fl)->torch_dtype, &(fl)->torch_dtype_set, "bfloat16, float16 or float32: sets --bf16/--fp16 where not given (ms-swift's rule), so fills the precision blocks' \"auto\""}, \
     {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps, and the first and last (default 500, as HF; not steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
     {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: never)"}
@@ -238,7 +239,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     bool h = false;
     const flag tab[] = {
         {"config", F_STR, &o.config_path, NULL, "DeepSpeed JSON config (// comments allowed); default: stage 0, values from the flags"},
-        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling)"},
+        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling); also ms-swift's built-in names zero0, zero1, zero2, zero2_offload, zero3, zero3_offload (bundled files)"},
         {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (gpt2, llama, qwen2, qwen3, mistral; default test-mini)"},
         {"data", F_STR, &o.data, NULL, "glob of training token shards"},
         {"val", F_STR, &o.val, NULL, "glob of validation token shards"},

@@ -48,6 +48,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #include <jansson.h>
@@ -113,6 +114,44 @@ static double flag_val(const zinf_flags *f, int id)
 static bool flag_given(const zinf_flags *f, int id)
 {
     return id != FL_NONE && *(const bool *)((const char *)f + FLAGS[id].set);
+}
+
+/* The precision --torch_dtype asks for: the --bf16 and --fp16 values it stands for. 0, or
+ * ZINF_EINVAL for a dtype zinf does not have. */
+static int torch_dtype_bools(const char *dt, bool *bf16, bool *fp16)
+{
+    *bf16 = dt && (!strcmp(dt, "bfloat16") || !strcmp(dt, "bf16"));
+    *fp16 = dt && (!strcmp(dt, "float16") || !strcmp(dt, "fp16") || !strcmp(dt, "half"));
+    if (*bf16 || *fp16 || (dt && (!strcmp(dt, "float32") || !strcmp(dt, "fp32") || !strcmp(dt, "float"))))
+        return 0;
+    return zinf_err("--torch_dtype %s: expected bfloat16, float16 or float32", dt ? dt : "(null)");
+}
+
+/* --torch_dtype as ms-swift applies it: --bf16 and --fp16 follow it where they are not given,
+ * and a given one must agree with it. The flags then fill bf16.enabled/fp16.enabled "auto" and
+ * must agree with written values, as --bf16/--fp16 do. */
+static int apply_torch_dtype(zinf_flags *f)
+{
+    if (!f->torch_dtype_set) return 0;
+    bool bf, fp;
+    ZINF_TRY(torch_dtype_bools(f->torch_dtype, &bf, &fp));
+    if ((f->bf16_set && f->bf16 != bf) || (f->fp16_set && f->fp16 != fp))
+        return zinf_err("--torch_dtype %s and --%s %s disagree: give one of them", f->torch_dtype,
+                        f->bf16_set && f->bf16 != bf ? "bf16" : "fp16",
+                        (f->bf16_set && f->bf16 != bf ? f->bf16 : f->fp16) ? "true" : "false");
+    if (!f->bf16_set) f->bf16 = bf, f->bf16_set = true;
+    if (!f->fp16_set) f->fp16 = fp, f->fp16_set = true;
+    return 0;
+}
+
+/* How a message names flag `id`: --bf16/--fp16 as the --torch_dtype they came from */
+static const char *flag_opt(const zinf_flags *f, int id, char *buf, size_t cap)
+{
+    if ((id == FL_BF16 || id == FL_FP16) && f->torch_dtype_set) {
+        snprintf(buf, cap, "--torch_dtype %s", f->torch_dtype);
+        return buf;
+    }
+    return FLAGS[id].opt;
 }
 
 /* ============================================================================ key tables */
@@ -701,12 +740,15 @@ static int check_flag(const ctx *c, const keydef *k, const void *slot, const cha
         if (!flag_given(c->fl, fl)) continue;
         double want = flag_val(c->fl, fl), have = slot_get(slot, k, i);
         if (same(want, have)) continue;
-        char a[64], b[64], p[340];
+        char a[64], b[64], p[340], o[64];
         fmt_num(a, sizeof a, k, have);
         fmt_num(b, sizeof b, k, want);
         if (ncomp == 2) snprintf(p, sizeof p, "%s[%d]", path, i);
         else snprintf(p, sizeof p, "%s", path);
-        return cerr(c, NULL, "%s is %s in the config but %s is %s", p, a, FLAGS[fl].opt, b);
+        if ((fl == FL_BF16 || fl == FL_FP16) && c->fl->torch_dtype_set)
+            return cerr(c, NULL, "%s is %s in the config but --torch_dtype %s needs it %s", p, a,
+                        c->fl->torch_dtype, b);
+        return cerr(c, NULL, "%s is %s in the config but %s is %s", p, a, flag_opt(c->fl, fl, o, sizeof o), b);
     }
     return 0;
 }
@@ -1019,12 +1061,12 @@ static int absent(ctx *c, const keydef *k, void *slot, const char *path, bool bl
              : k->type == T_BETAS && flag_given(c->fl, k->flag + 1) ? k->flag + 1
                                                                      : FL_NONE;
     if (fl == FL_NONE) return 0;
-    char d[64];
+    char d[64], o[64];
     if (k->type == T_BETAS) snprintf(d, sizeof d, "[%g, %g]", k->def, k->def2);
     else fmt_num(d, sizeof d, k, k->type == T_INT ? (double)k->idef : k->def);
     cwarn(c, "%s has no effect: %s is not in the config, so DeepSpeed's default %s applies "
              "(write \"auto\" there to take the flag)",
-          FLAGS[fl].opt, path, d);
+          flag_opt(c->fl, fl, o, sizeof o), path, d);
     return 0;
 }
 
@@ -1487,6 +1529,9 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     const char *src = source_name && *source_name ? source_name : "(config)";
     memset(cfg, 0, sizeof *cfg);
     ZINF_TRY(zinf_flags_check(flags));
+    zinf_flags withdt = *flags; /* --torch_dtype as the --bf16/--fp16 it stands for */
+    ZINF_TRY(apply_torch_dtype(&withdt));
+    flags = &withdt;
     snprintf(cfg->path, sizeof cfg->path, "%s", source_name ? source_name : "");
     cfg->world_size = world_size;
     if (world_size < 1) return zinf_err("%s: world size %d is not positive", src, world_size);
@@ -1504,6 +1549,27 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     if (rc == 0 && flags->total_steps > 0)
         rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags);
     return rc;
+}
+
+#ifndef ZINF_PKGDATADIR
+#define ZINF_PKGDATADIR "/usr/local/share/zinf"
+#endif
+#ifndef ZINF_SRCDIR
+#define ZINF_SRCDIR "."
+#endif
+int zinf_config_builtin(const char *spec, char *path, size_t cap)
+{
+    static const char *const names[] = {"zero0", "zero1", "zero2", "zero2_offload", "zero3", "zero3_offload"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) known = known || !strcmp(spec, names[i]);
+    if (!known) return 0;
+    const char *dirs[] = {ZINF_PKGDATADIR "/deepspeed", ZINF_SRCDIR "/jobs/configs/deepspeed"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(path, cap, "%s/%s.json", dirs[i], spec);
+        if (access(path, R_OK) == 0) return 1;
+    }
+    return zinf_err("--deepspeed %s: ms-swift's built-in config, but %s/%s.json is not installed (nor in %s)", spec, ZINF_PKGDATADIR "/deepspeed", spec,
+                    ZINF_SRCDIR "/jobs/configs/deepspeed");
 }
 
 int zinf_config_load(zinf_config *cfg, const char *path, const zinf_flags *flags, int world_size,

@@ -31,6 +31,8 @@ typedef struct zinf_flags {
     int64_t max_length;     bool max_length_set;      /* sequence length T */
     bool bf16;              bool bf16_set;
     bool fp16;              bool fp16_set;
+    const char *torch_dtype; bool torch_dtype_set;   /* bfloat16, float16, float32: sets --bf16/--fp16
+                                                      * when they are not given (ms-swift's rule) */
     int64_t logging_steps;  bool logging_steps_set;
     int64_t eval_steps;     bool eval_steps_set;
     int64_t save_steps;     bool save_steps_set;
@@ -219,6 +221,13 @@ int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_siz
  * warmup_num_steps from --warmup_ratio when --warmup_steps was not given), then re-check them.
  * Before this call such values are -1. */
 int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags);
+/* ms-swift's built-in DeepSpeed config names (--deepspeed zero0 ... zero3_offload), bundled with
+ * zinf as the same JSON: when `spec` is one of them, the path of its file (installed under
+ * ZINF_PKGDATADIR/deepspeed, or in the source tree's jobs/configs/deepspeed when run from the
+ * build tree) goes to `path` and 1 is returned; 0 when `spec` is not such a name (a file path);
+ * ZINF_EINVAL when the name is known and no file is found. */
+int zinf_config_builtin(const char *spec, char *path, size_t cap);
+
 /* Print the resolved config as DeepSpeed JSON (every key zinf knows, with its resolved value). */
 void zinf_config_print(const zinf_config *cfg, FILE *out);
 

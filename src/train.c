@@ -52,6 +52,11 @@ int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const ch
     }
     FILE *warn = comm->rank == 0 ? stderr : NULL;
     if (!config_path) return zinf_comm_agree(comm, zinf_config_default(cfg, flags, comm->size, warn));
+    /* --deepspeed zero3 (ms-swift's names): the bundled file, read as any --config file */
+    char builtin[4096];
+    int b = zinf_config_builtin(config_path, builtin, sizeof builtin);
+    ZINF_TRY(zinf_comm_agree(comm, b < 0 ? b : 0));
+    if (b > 0) config_path = builtin;
     /* rank 0 reads the bytes and every rank parses the same bytes */
     char *buf = NULL;
     size_t len = 0;

@@ -984,6 +984,36 @@ static void test_bom(void)
           "BOM at the end: %s", zinf_errmsg());
 }
 
+/* --torch_dtype as ms-swift applies it: it sets --bf16/--fp16 where they are not given, which then
+ * fill "auto" and must agree with written values */
+static void test_torch_dtype(void)
+{
+    static const struct { const char *dt; bool bf, fp; } T[] = {
+        {"bfloat16", true, false}, {"float16", false, true}, {"float32", false, false}};
+    const char *js = "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": \"auto\"}, "
+                     "\"fp16\": {\"enabled\": \"auto\"}}";
+    zinf_config c;
+    for (size_t i = 0; i < 3; i++) {
+        zinf_flags f;
+        zinf_flags_defaults(&f);
+        f.torch_dtype = T[i].dt, f.torch_dtype_set = true;
+        int rc = parse_w(&c, js, &f, 1);
+        CHECK(rc == 0 && c.bf16 == T[i].bf && c.fp16 == T[i].fp, "--torch_dtype %s: bf16 %d fp16 %d", T[i].dt,
+              c.bf16, c.fp16);
+    }
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.torch_dtype = "float16", f.torch_dtype_set = true;
+    int rc = parse_w(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}}", &f, 1);
+    CHECK_ERR(rc, "bf16.enabled is true in the config but --torch_dtype float16 needs it false");
+    f.bf16 = true, f.bf16_set = true;
+    rc = parse_w(&c, js, &f, 1);
+    CHECK_ERR(rc, "--torch_dtype float16 and --bf16 true disagree");
+    f.bf16_set = false, f.torch_dtype = "int8";
+    rc = parse_w(&c, js, &f, 1);
+    CHECK_ERR(rc, "--torch_dtype int8: expected bfloat16, float16 or float32");
+}
+
 int main(void)
 {
     test_flag_rules();
@@ -998,5 +1028,6 @@ int main(void)
     test_auto();
     test_default_and_print();
     test_deepspeed_rules();
+    test_torch_dtype();
     return check_done("test_config");
 }
