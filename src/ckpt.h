@@ -22,7 +22,9 @@ typedef struct zinf_ckpt_meta {
     int64_t step;             /* training steps done */
     int64_t opt_steps;        /* optimizer updates applied (Adam's t, the scheduler's step) */
     uint64_t seed;            /* --seed: parameter initialisation and data order */
-    int64_t train_batch_size; /* the data position is step x train_batch_size sequences */
+    int64_t train_batch_size; /* sequences per step when it was saved */
+    int64_t consumed_samples; /* the data position: sequences of the stream read so far (the next
+                               * step reads from here); step x train_batch_size before format 3 */
     int64_t max_length;       /* tokens per sequence; 0 when the checkpoint did not record it */
     uint64_t run_id;          /* made when a run starts fresh, kept by its resumptions */
     zinf_loss_scaler ls;

@@ -499,11 +499,23 @@ static const keydef KEYS_FLOPS[] = {
     NOEFF("recompute_fwd_factor"),
 };
 
+/* DeepSpeed's monitor/config.py: TensorBoardConfig and CSVConfig */
+static const keydef KEYS_TB[] = {
+    {"enabled", T_BOOL, 0, CO(tensorboard_enabled), .def = 0},
+    {"output_path", T_STR, F_NULL, CO(tensorboard_output_path), .sdef = ""},
+    {"job_name", T_STR, 0, CO(tensorboard_job_name), .sdef = "DeepSpeedJobName"},
+};
+static const keydef KEYS_CSV[] = {
+    {"enabled", T_BOOL, 0, CO(csv_monitor_enabled), .def = 0},
+    {"output_path", T_STR, F_NULL, CO(csv_monitor_output_path), .sdef = ""},
+    {"job_name", T_STR, 0, CO(csv_monitor_job_name), .sdef = "DeepSpeedJobName"},
+};
+
 static const blockdef B_FP16 = PBLOCK(KEYS_FP16), B_BF16 = PBLOCK(KEYS_BF16),
                       B_OPT = BLOCK(KEYS_OPT), B_SCHED = BLOCK(KEYS_SCHED),
                       B_ZERO = PBLOCK(KEYS_ZERO), B_AIO = BLOCK(KEYS_AIO), B_AC = BLOCK(KEYS_AC),
                       B_CKPT = BLOCK(KEYS_CKPT), B_COMMS = PBLOCK(KEYS_COMMS),
-                      B_FLOPS = BLOCK(KEYS_FLOPS);
+                      B_FLOPS = BLOCK(KEYS_FLOPS), B_TB = PBLOCK(KEYS_TB), B_CSV = PBLOCK(KEYS_CSV);
 
 static const keydef KEYS_TOP[] = {
     /* batch: 0 = not given; resolve() applies the batch rule */
@@ -548,10 +560,10 @@ static const keydef KEYS_TOP[] = {
     NOEFF("data_efficiency", .flags = F_ERR_ENABLED, .note = "it changes which samples are seen"),
     NOEFF("curriculum_learning", .flags = F_ERR_ENABLED,
           .note = "it changes the sequence lengths trained on"),
-    NOEFF("tensorboard"),
-    NOEFF("wandb"),
-    NOEFF("csv_monitor"),
-    NOEFF("comet"),
+    {"tensorboard", T_OBJ, 0, 0, .sub = &B_TB},
+    {"csv_monitor", T_OBJ, 0, 0, .sub = &B_CSV},
+    NOEFF("wandb", .note = "zinf sends nothing off the machine: use the tensorboard block, or metrics.jsonl"),
+    NOEFF("comet", .note = "zinf sends nothing off the machine: use the tensorboard block, or metrics.jsonl"),
     NOEFF("pipeline"),
     NOEFF("sparse_attention"),
     {"communication_data_type", T_ENUM, F_NULL, CO(communication_data_type), .sdef = "",
@@ -712,7 +724,8 @@ static void set_default(const ctx *c, const keydef *k, size_t base)
         if (k->flags & F_I32) *(int *)slot = (int)k->idef;
         else *(int64_t *)slot = k->idef;
         break;
-    case T_STR: case T_PATHS: ((char *)slot)[0] = 0; break;
+    case T_STR: snprintf(slot, 1024, "%s", k->sdef ? k->sdef : ""); break; /* T_STR slots are 1024 bytes */
+    case T_PATHS: ((char *)slot)[0] = 0; break;
     case T_ENUM: *(int *)slot = k->sdef && *k->sdef ? enum_index(k->en, k->sdef) : 0; break;
     case T_BETAS: ((double *)slot)[0] = k->def, ((double *)slot)[1] = k->def2; break;
     default: slot_set(slot, k, k->def, 0); break;

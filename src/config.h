@@ -195,6 +195,11 @@ typedef struct zinf_config {
     char swap_engine[16];       /* --swap_engine: "io_uring" (O_DIRECT) or "psync" (buffered) */
     int64_t zinf_optimizer_host_bytes; /* NVMe optimizer offload: host memory kept per rank */
     bool zinf_overlap_host_step;       /* the host step may run during the backward pass */
+    /* DeepSpeed's monitors (monitor/config.py): written to output_path/job_name by rank 0 */
+    bool tensorboard_enabled;
+    char tensorboard_output_path[1024], tensorboard_job_name[1024]; /* "", "DeepSpeedJobName" */
+    bool csv_monitor_enabled;
+    char csv_monitor_output_path[1024], csv_monitor_job_name[1024];
 } zinf_config;
 
 enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP32 = 3 };

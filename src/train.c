@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data.h"
@@ -22,6 +23,7 @@
 #include "kernels.h"
 #include "log.h"
 #include "model.h"
+#include "monitor.h"
 #include "optim.h"
 #include "progress.h"
 #include "sched.h"
@@ -89,6 +91,7 @@ typedef struct run {
     FILE *metrics;           /* OUT/metrics.jsonl on rank 0, else NULL */
     char metrics_path[4200];
     int metrics_rc;          /* its first failed write (0: none); the run ends at the next logs_agreed */
+    zinf_monitor *mon;       /* rank 0: the config's tensorboard and csv_monitor blocks (NULL: neither) */
     int32_t *inp, *tgt;
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
@@ -103,6 +106,8 @@ typedef struct run {
     bool agreed;             /* the failure was agreed on by every rank and said once */
     bool said_overlap;       /* the overlapped host step has been announced */
     int64_t start_step;      /* steps done before this run: 0, or the checkpoint's step on resume */
+    int64_t data_start;      /* the data stream's position at start_step: 0, or the checkpoint's
+                              * consumed_samples (which any batch size continues from) */
     uint64_t run_id;         /* made by a fresh start, carried by checkpoints through resumptions */
     int lock_fd;             /* rank 0: the flock on --out, held until the process ends */
     char *cfg_json;          /* the resolved config, stored in checkpoints */
@@ -236,6 +241,14 @@ static bool swap_shares_fs(const zinf_config *c, const char *out)
     return false;
 }
 
+/* Python's os.path.join(dir, name), as DeepSpeed's monitors place their files */
+static void monitor_dir(char *out, size_t cap, const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+    if (!n || name[0] == '/') snprintf(out, cap, "%s", name);
+    else snprintf(out, cap, "%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
+}
+
 static int mkdir_p(const char *path)
 {
     char tmp[4096];
@@ -331,6 +344,9 @@ static int logs_agreed(run *r)
 static int finish_logs(run *r)
 {
     int rc = r->metrics_rc;
+    int mrc = zinf_monitor_close(r->mon);
+    r->mon = NULL;
+    if (!rc) rc = mrc;
     if (r->metrics) {
         errno = 0;
         if (fclose(r->metrics) && !rc) {
@@ -385,7 +401,7 @@ static int train_step(run *r, int64_t step, step_result *out)
     ZINF_TRY(zinf_zero_begin_step(r->z));
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
-        int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
+        int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, rank, W, mb);
         ZINF_TRY(zinf_data_read(r->train, pos, mb, r->inp, r->tgt));
         if (k == gas - 1 && update_known_early(r)) {
             zinf_adamw_args a = step_args(r, 1.0);
@@ -824,9 +840,6 @@ static int setup(run *r)
         if (meta.seed != o->seed)
             rc = zinf_err("%s: saved with --seed %llu, this run has %llu: the data order would change", ck,
                           (unsigned long long)meta.seed, (unsigned long long)o->seed);
-        else if (meta.train_batch_size != r->cfg.train_batch_size)
-            rc = zinf_err("%s: saved with train_batch_size %lld, this run has %lld: the data position would not "
-                          "carry over", ck, (long long)meta.train_batch_size, (long long)r->cfg.train_batch_size);
         else if (meta.max_length && meta.max_length != r->T)
             rc = zinf_err("%s: saved with --max_length %lld, this run has %d: the data position would not carry "
                           "over", ck, (long long)meta.max_length, r->T);
@@ -835,7 +848,17 @@ static int setup(run *r)
                           (long long)meta.step, (long long)r->cfg.max_steps);
         ZINF_TRY(zinf_comm_agree(comm, rc));
         r->start_step = meta.step;
+        r->data_start = meta.consumed_samples;
         r->opt_steps = meta.opt_steps;
+        /* another global batch (another world size, micro-batch or accumulation): the data goes on
+         * from the next sequence not yet read, the schedule from the step; said once */
+        if (meta.train_batch_size != r->cfg.train_batch_size)
+            zinf_warn("%s: saved with train_batch_size %lld, this run has %lld (micro %lld x accumulation %lld x "
+                      "world %d): the data continues from sequence %lld, the next not yet read, and the "
+                      "learning-rate schedule from step %lld", ck, (long long)meta.train_batch_size,
+                      (long long)r->cfg.train_batch_size, (long long)r->cfg.train_micro_batch_size_per_gpu,
+                      (long long)r->cfg.gradient_accumulation_steps, comm->size, (long long)meta.consumed_samples,
+                      (long long)meta.step);
         r->run_id = meta.run_id;
         r->ls.cur_scale = meta.ls.cur_scale;
         r->ls.cur_hysteresis = meta.ls.cur_hysteresis;
@@ -858,6 +881,14 @@ static int setup(run *r)
         snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", o->out);
         r->metrics = fopen(r->metrics_path, ck[0] ? "a" : "w"); /* a resumed run appends */
         if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", r->metrics_path, strerror(errno));
+        /* DeepSpeed's monitors write to os.path.join(output_path, job_name) */
+        char tb[4096], csv[4096];
+        monitor_dir(tb, sizeof tb, r->cfg.tensorboard_output_path, r->cfg.tensorboard_job_name);
+        monitor_dir(csv, sizeof csv, r->cfg.csv_monitor_output_path, r->cfg.csv_monitor_job_name);
+        bool tbon = r->cfg.tensorboard_enabled, csvon = r->cfg.csv_monitor_enabled;
+        if (!rc && tbon) rc = mkdir_p(tb);
+        if (!rc && csvon) rc = mkdir_p(csv);
+        if (!rc) rc = zinf_monitor_open(&r->mon, tbon ? tb : NULL, csvon ? csv : NULL);
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     char dir[4096];
@@ -894,6 +925,7 @@ static void teardown(run *r)
     if (r->lock_fd >= 0) close(r->lock_fd);
     free(r->cfg_json);
     if (r->metrics) fclose(r->metrics);
+    zinf_monitor_close(r->mon);
     for (int i = 0; i < 6; i++)
         if (r->tev[i]) r->be.event_free(&r->be, r->tev[i]);
     zinf_zero_free(r->z);
@@ -1001,6 +1033,17 @@ static int loop(run *r)
         window_steps++;
         zinf_progress_add(&r->prog, ZINF_PROG_STEP, dt);
         int64_t done = step + 1;
+        if (r->mon && !r->metrics_rc) {
+            /* every step, as DeepSpeed's engine writes them, at the samples read so far */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            double wt = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+            int64_t samples = r->data_start + (done - r->start_step) * c->train_batch_size;
+            int mrc = zinf_monitor_scalar(r->mon, "Train/Samples/train_loss", s.loss, samples, wt);
+            if (!mrc) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/lr", s.lr, samples, wt);
+            if (!mrc && c->fp16) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/loss_scale", r->ls.cur_scale, samples, wt);
+            if (mrc) r->metrics_rc = mrc;
+        }
         bool log_now = done == 1 || done % c->logging_steps == 0 || done == total;
         bool eval_now = r->val && (done % c->eval_steps == 0 || done == total);
         double val_loss = NAN;
@@ -1025,6 +1068,7 @@ static int loop(run *r)
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
                                    .train_batch_size = c->train_batch_size, .max_length = r->T,
+                                   .consumed_samples = r->data_start + (done - r->start_step) * c->train_batch_size,
                                    .run_id = r->run_id, .ls = r->ls};
             double ts = zinf_now();
             rc = zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit);

@@ -487,12 +487,18 @@ static void test_unknown(void)
           "scheduler param suggestion: %s", warnbuf);
     CHECK(strstr(warnbuf, "scheduler.params.cos_min_ratio is not a parameter of WarmupLR"),
           "wrong-schedule param: %s", warnbuf);
-    rc = parse(&c, "{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true}, "
+    rc = parse(&c, "{\"train_batch_size\": 8, \"wandb\": {\"enabled\": true}, \"tensorboard\": {\"enabled\": true}, "
                    "\"zero_optimization\": {\"stage\": 1, \"cpu_offload\": true}}",
                1);
     CHECK_OK(rc);
-    CHECK(strstr(warnbuf, "tensorboard is a DeepSpeed key zinf does not implement"),
-          "tensorboard: %s", warnbuf);
+    CHECK(strstr(warnbuf, "wandb is a DeepSpeed key zinf does not implement; it has no effect (zinf sends nothing "
+                          "off the machine: use the tensorboard block, or metrics.jsonl)"),
+          "wandb: %s", warnbuf);
+    /* monitor/config.py: TensorBoardConfig output_path "", job_name "DeepSpeedJobName" */
+    CHECK(c.tensorboard_enabled && !strcmp(c.tensorboard_output_path, "") &&
+              !strcmp(c.tensorboard_job_name, "DeepSpeedJobName") && !c.csv_monitor_enabled &&
+              !strcmp(c.csv_monitor_job_name, "DeepSpeedJobName"),
+          "tensorboard and csv_monitor defaults");
     CHECK(strstr(warnbuf, "zero_optimization.cpu_offload") && strstr(warnbuf, "deprecated"),
           "cpu_offload: %s", warnbuf);
     CHECK(c.n_warnings == 2, "two warnings, got %d", c.n_warnings);
