@@ -382,11 +382,14 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     /* spelt with dashes, as zinf-estimate(1) and the README have always written them */
     const flag tab[] = {
         {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (required)"},
-        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config: only its row, with its buffer sizes"},
+        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config, or ms-swift's built-in name (zero3_offload, ...): only its row, with its buffer sizes"},
         {"nodes", F_INT, &o.nodes, NULL, "number of nodes (default 1)"},
         {"gpus-per-node", F_INT, &o.gpus_per_node, NULL, "GPUs, that is ranks, per node (default 1)"},
-        {"precision", F_STR, &o.precision, NULL, "mixed (default: the ZeRO paper's 2+2+12 bytes per parameter) or fp32 "
-         "(the CPU backend's 4+4+8, per unit with the padding)"},
+        {"precision", F_STR, &o.precision, NULL, "mixed (the ZeRO paper's 2+2+12 bytes per parameter) or fp32 (4+4+8, as the "
+         "CPU backend holds them); default: what zinf's engine holds in the precision --bf16/--fp16 or the config "
+         "give, as train would (16-bit: 2+4+12, fp32 gradient accumulators; neither: fp32)"},
+        {"bf16", F_BOOL, &o.bf16, NULL, "bf16 compute, as zinf train --bf16 (fills bf16.enabled \"auto\")"},
+        {"fp16", F_BOOL, &o.fp16, NULL, "fp16 compute, as zinf train --fp16 (fills fp16.enabled \"auto\")"},
         {"stage", F_INT, &o.stage, &o.stage_set, "only the row of this stage (0-3), without offload; not with --config"},
         {"print-bytes", F_BOOL, &o.print_bytes, NULL, "instead of the table, one line of exact bytes per rank at rest "
          "(param= ... total=, a run's mem_* figures); with --config also device= host= nvme="},
@@ -404,7 +407,7 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     if (h) {
         *help = true;
         printf("usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
-               "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
+               "                     [--bf16 | --fp16 | --precision mixed|fp32] [--stage S] [--print-bytes]\n"
                "                     [--micro-batch B [--seq-len T] [--recompute none|full|keep-attention]]\n\n"
                "Print per-GPU and per-node memory for the model states and ZeRO's buffers, for every stage and\n"
                "offload choice, or only for the stage and offload devices of the DeepSpeed config C, or only\n"
