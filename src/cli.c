@@ -229,7 +229,7 @@ static void print_flags(FILE *out, const flag *tab)
     {"torch_dtype", F_STR, &(fl)->torch_dtype, &(fl)->torch_dtype_set, "bfloat16, float16 or float32: sets --bf16/--fp16 where not given (ms-swift's rule), so fills the precision blocks' \"auto\""}, \
     {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps, and the first and last (default 500, as HF; not steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
-    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: never)"}
+    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: only when a signal stops the run)"}
 
 static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *help)
 {
