@@ -250,6 +250,8 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
         {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face directory's weights (config.json, model.safetensors or its shards); a resumed run ignores it"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
+        {"report_to", F_STR, &o.report_to, NULL, "tensorboard: also write HF's TensorBoard scalars (train/loss, train/learning_rate, train/grad_norm, train/epoch, eval/loss) at each logged step; none (default)"},
+        {"logging_dir", F_STR, &o.logging_dir, NULL, "--report_to tensorboard's directory (default OUT/runs/MonDD_HH-MM-SS_HOST, as HF)"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
         {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},

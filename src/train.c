@@ -92,6 +92,7 @@ typedef struct run {
     char metrics_path[4200];
     int metrics_rc;          /* its first failed write (0: none); the run ends at the next logs_agreed */
     zinf_monitor *mon;       /* rank 0: the config's tensorboard and csv_monitor blocks (NULL: neither) */
+    zinf_monitor *hfmon;     /* rank 0: --report_to tensorboard (NULL: not asked for) */
     int32_t *inp, *tgt;
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
@@ -344,9 +345,9 @@ static int logs_agreed(run *r)
 static int finish_logs(run *r)
 {
     int rc = r->metrics_rc;
-    int mrc = zinf_monitor_close(r->mon);
-    r->mon = NULL;
-    if (!rc) rc = mrc;
+    int mrc = zinf_monitor_close(r->mon), hrc = zinf_monitor_close(r->hfmon);
+    r->mon = r->hfmon = NULL;
+    if (!rc) rc = mrc ? mrc : hrc;
     if (r->metrics) {
         errno = 0;
         if (fclose(r->metrics) && !rc) {
@@ -721,6 +722,12 @@ static int setup(run *r)
         return zinf_comm_agree(comm, zinf_err("%s: sliding_window %d is shorter than --max_length %d: zinf's "
                                               "attention has no window (give --max_length %d or less)", mc.name,
                                               mc.sliding_window, r->T, mc.sliding_window));
+    if (o->report_to && strcmp(o->report_to, "tensorboard") && strcmp(o->report_to, "none"))
+        return zinf_comm_agree(comm, zinf_err("--report_to %s: zinf reports to tensorboard or none (nothing leaves the "
+                                              "machine; metrics.jsonl has every logged step)", o->report_to));
+    if (o->logging_dir && !(o->report_to && !strcmp(o->report_to, "tensorboard")))
+        return zinf_comm_agree(comm, zinf_err("--logging_dir %s: it is where --report_to tensorboard writes; give that "
+                                              "too, or leave it out", o->logging_dir));
     if (o->swap_engine && strcmp(o->swap_engine, "io_uring") && strcmp(o->swap_engine, "psync"))
         return zinf_comm_agree(comm, zinf_err("--swap_engine %s: expected io_uring or psync", o->swap_engine));
     snprintf(r->cfg.swap_engine, sizeof r->cfg.swap_engine, "%s", o->swap_engine ? o->swap_engine : "io_uring");
@@ -889,6 +896,21 @@ static int setup(run *r)
         if (!rc && tbon) rc = mkdir_p(tb);
         if (!rc && csvon) rc = mkdir_p(csv);
         if (!rc) rc = zinf_monitor_open(&r->mon, tbon ? tb : NULL, csvon ? csv : NULL);
+        /* --report_to tensorboard: HF's TensorBoardCallback, in --logging_dir or, as HF's default,
+         * OUT/runs/MonDD_HH-MM-SS_HOST */
+        if (!rc && o->report_to && !strcmp(o->report_to, "tensorboard")) {
+            char ld[4096], host[256] = "localhost", when[64];
+            time_t t = time(NULL);
+            struct tm tm;
+            gethostname(host, sizeof host - 1);
+            host[sizeof host - 1] = 0;
+            strftime(when, sizeof when, "%b%d_%H-%M-%S", localtime_r(&t, &tm));
+            if (o->logging_dir) snprintf(ld, sizeof ld, "%s", o->logging_dir);
+            else snprintf(ld, sizeof ld, "%s/runs/%s_%s", o->out, when, host);
+            rc = mkdir_p(ld);
+            if (!rc) rc = zinf_monitor_open(&r->hfmon, ld, NULL);
+            if (!rc) zinf_info("zinf: TensorBoard scalars (--report_to) in %s", ld);
+        }
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     char dir[4096];
@@ -926,6 +948,7 @@ static void teardown(run *r)
     free(r->cfg_json);
     if (r->metrics) fclose(r->metrics);
     zinf_monitor_close(r->mon);
+    zinf_monitor_close(r->hfmon);
     for (int i = 0; i < 6; i++)
         if (r->tev[i]) r->be.event_free(&r->be, r->tev[i]);
     zinf_zero_free(r->z);
@@ -1097,6 +1120,23 @@ static int loop(run *r)
         /* the step a signal stops at is the last of this run: logged like the last step, so that
          * metrics.jsonl of a run and its resumption has every logged step */
         if (sig > 0) log_now = true;
+        if (r->hfmon && !r->metrics_rc && (log_now || eval_now)) {
+            /* HF's TensorBoardCallback: the logged values at the global step */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            double wt = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+            double epoch = (double)(r->data_start + (done - r->start_step) * c->train_batch_size) /
+                           (double)zinf_data_num_sequences(r->train);
+            int mrc = 0;
+            if (log_now) {
+                mrc = zinf_monitor_scalar(r->hfmon, "train/loss", s.loss, done, wt);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/grad_norm", s.norm, done, wt);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/learning_rate", s.lr, done, wt);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/epoch", epoch, done, wt);
+            }
+            if (!mrc && eval_now) mrc = zinf_monitor_scalar(r->hfmon, "eval/loss", val_loss, done, wt);
+            if (mrc) r->metrics_rc = mrc;
+        }
         if (log_now || eval_now) {
             log_step(r, &s, done, val_loss, eval_now, (double)tokens_per_step * (double)window_steps / window_t,
                      1e3 * window_t / (double)window_steps);

@@ -4,7 +4,9 @@
 # CRC-32C checked again here by a Python CRC-32C written in the test; "csv_monitor" writes
 # DeepSpeed's CSV files; both hold, for every step, the loss, learning rate and (fp16) loss scale
 # of metrics.jsonl at x = the samples read so far (step x train_batch_size). "wandb" is one
-# warning line. Without PyPI the TensorBoard part cannot run: exit 77, saying why.
+# warning line. HF's --report_to tensorboard writes train/loss, train/learning_rate,
+# train/grad_norm, train/epoch at each logged step and eval/loss at each evaluation, at the global
+# step, in OUT/runs/DATE_HOST. Without PyPI the TensorBoard part cannot run: exit 77, saying why.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 
 make_text "$TMP/add.txt" 3000
@@ -30,6 +32,25 @@ for l in open(sys.argv[1]):
     if "loss" in r and "step" in r: print(r["step"] * 8, r["loss"], r["lr"], r["loss_scale"])
 PY
 [ "$(wc -l < "$TMP/ref.txt")" -eq 6 ] && pass || fail "metrics.jsonl has $(wc -l < "$TMP/ref.txt") step records, not 6"
+
+# --report_to tensorboard, logging every 2 steps, evaluating every 3: HF's tags at the global step
+run data --input "$TMP/add.txt" --out "$TMP/v" --val_fraction 0.1
+mpi 1 train --model test-mini --data "$TMP/v_train_*.bin" --val "$TMP/v_val_*.bin" --max_length 32 \
+    --per_device_train_batch_size 4 --max_steps 6 --logging_steps 2 --eval_steps 3 --learning_rate 1e-3 \
+    --save_steps 0 --report_to tensorboard --out "$TMP/hf"
+expect_ok "train --report_to tensorboard"
+expect_has "train --report_to tensorboard" "TensorBoard scalars (--report_to) in $TMP/hf/runs/"
+NSEQ=$(printf '%s\n' "$OUTPUT" | sed -n 's/^zinf: data .*: \([0-9]*\) sequences of 32 tokens.*/\1/p')
+run train --model test-mini --data "$TMP/v_train_*.bin" --max_steps 1 --report_to wandb --out "$TMP/hfw"
+expect_err "--report_to wandb" "--report_to wandb: zinf reports to tensorboard or none"
+run train --model test-mini --data "$TMP/v_train_*.bin" --max_steps 1 --logging_dir "$TMP/ld" --out "$TMP/hfl"
+expect_err "--logging_dir alone" "--logging_dir $TMP/ld: it is where --report_to tensorboard writes"
+python3 - "$TMP/hf/metrics.jsonl" > "$TMP/hfref.txt" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "loss" in r and "step" in r: print(r["step"], r["loss"], r["lr"], r["grad_norm"], r.get("val_loss", "-"))
+PY
 
 # csv_monitor: DeepSpeed's files, "step,NAME" then one "STEP,VALUE" line per step, \r\n ended
 python3 - "$TMP/ref.txt" "$TMP/csv/job2" <<'PY' > "$TMP/csv.out" 2>&1 && pass || { fail "csv_monitor files"; cat "$TMP/csv.out" >&2; }
@@ -92,6 +113,32 @@ for tag, col in (("Train/Samples/train_loss", 1), ("Train/Samples/lr", 2), ("Tra
     for e, r in zip(ev, ref):
         want = float(r[col])
         assert abs(e.value - want) <= 2e-6 * abs(want), (tag, e.step, e.value, want)
+print("ok")
+PY
+python3 - "$TMP/hfref.txt" "$TMP/hf/runs" "$NSEQ" <<'PY' > "$TMP/hf.out" 2>&1 && pass || { fail "--report_to tensorboard events"; cat "$TMP/hf.out" >&2; }
+import glob, os, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ref = [l.split() for l in open(sys.argv[1])]
+dirs = glob.glob(sys.argv[2] + "/*_*")
+assert len(dirs) == 1, dirs
+ea = EventAccumulator(dirs[0], size_guidance={"scalars": 0}); ea.Reload()
+want_tags = ["eval/loss", "train/epoch", "train/grad_norm", "train/learning_rate", "train/loss"]
+assert sorted(ea.Tags()["scalars"]) == want_tags, ea.Tags()
+# the logged steps: 1, every 2, the last (6); evaluations every 3 and at the last
+logged = [s for s in range(1, 7) if s == 1 or s % 2 == 0 or s == 6]
+evals = [s for s in range(1, 7) if s % 3 == 0 or s == 6]
+byst = {int(r[0]): r for r in ref}
+for tag, col, steps in (("train/loss", 1, logged), ("train/learning_rate", 2, logged), ("train/grad_norm", 3, logged), ("eval/loss", 4, evals)):
+    ev = ea.Scalars(tag)
+    assert [e.step for e in ev] == steps, (tag, [e.step for e in ev], steps)
+    for e in ev:
+        want = float(byst[e.step][col])
+        assert abs(e.value - want) <= 2e-6 * abs(want), (tag, e.step, e.value, want)
+# train/epoch: the sequences read (4 per step) over the training sequences
+nseq = int(sys.argv[3])
+for e in ea.Scalars("train/epoch"):
+    want = 4 * e.step / nseq
+    assert abs(e.value - want) <= 1e-6 * want, ("epoch", e.step, e.value, want)
 print("ok")
 PY
 finish
