@@ -22,6 +22,7 @@
 #include "file.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <libgen.h>
@@ -568,6 +569,20 @@ static int write_bytes_shard(const char *path, const unsigned char *bytes, int64
     return 0;
 }
 
+/* Whether b[0..n) is UTF-8 by its structure: each lead byte followed by as many continuation
+ * bytes (10xxxxxx) as it announces */
+static bool utf8_text(const unsigned char *b, int64_t n)
+{
+    for (int64_t i = 0; i < n;) {
+        int k = b[i] < 0x80 ? 0 : (b[i] & 0xE0) == 0xC0 ? 1 : (b[i] & 0xF0) == 0xE0 ? 2 : (b[i] & 0xF8) == 0xF0 ? 3 : -1;
+        if (k < 0 || (k > 0 && i + k >= n)) return false;
+        for (int j = 1; j <= k; j++)
+            if ((b[i + j] & 0xC0) != 0x80) return false;
+        i += k + 1;
+    }
+    return true;
+}
+
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
                          int64_t shard_tokens, FILE *out)
 {
@@ -584,6 +599,10 @@ int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_f
     int64_t nval = (int64_t)((double)n * val_fraction);
     if (val_fraction > 0 && nval == 0) nval = 1;
     int64_t ntrain = n - nval;
+    /* UTF-8 text is split between characters, never inside one (the validation part then
+     * begins a few bytes earlier) */
+    if (nval > 0 && utf8_text(text, n))
+        while (ntrain > 0 && (text[ntrain] & 0xC0) == 0x80) ntrain--, nval++;
     if (ntrain < 1) {
         free(text);
         return zinf_err("%s: %lld bytes is too little to split off a validation part", text_path,

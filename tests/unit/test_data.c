@@ -397,6 +397,28 @@ static void test_make_bytes(void)
               !file_exists(pth("one_val_000000.bin")),
           "one shard, no val");
 
+    /* UTF-8 text splits between characters: "a" and 333 three-byte characters (U+20AC, E2 82 AC),
+     * 1000 bytes; 10% nominally splits at byte 900, the third byte of the character that starts
+     * at 898 (1 + 3 x 299), so validation starts there: 102 bytes, the first a lead byte */
+    {
+        unsigned char u[1000];
+        u[0] = 'a';
+        for (int i = 0; i < 333; i++) u[1 + 3 * i] = 0xE2, u[2 + 3 * i] = 0x82, u[3 + 3 * i] = 0xAC;
+        const char *up = pth("utf8.txt");
+        FILE *uf = fopen(up, "wb");
+        fwrite(u, 1, sizeof u, uf);
+        fclose(uf);
+        snprintf(prefix, sizeof prefix, "%s/u8", dir);
+        CHECK(zinf_data_make_bytes(up, prefix, 0.1, 0, NULL) == 0, "make_bytes utf8: %s", zinf_errmsg());
+        zinf_data *dv;
+        CHECK(zinf_data_open(&dv, pth("u8_val_000000.bin"), 1, 256, 0, 0) == 0, "open: %s", zinf_errmsg());
+        int32_t vi[2], vt[2];
+        zinf_data_read(dv, 0, 1, vi, vt);
+        CHECK(zinf_data_num_tokens(dv) == 102 && vi[0] == 0xE2, "utf8 split: %lld validation tokens, first %d",
+              (long long)zinf_data_num_tokens(dv), vi[0]);
+        zinf_data_close(dv);
+    }
+
     /* Errors: missing input, empty input, bad fraction. */
     CHECK(zinf_data_make_bytes(pth("missing.txt"), prefix, 0, 0, NULL) < 0, "missing input");
     CHECK(errmsg_has("missing.txt") && errmsg_has("No such file"), "msg: %s", zinf_errmsg());
