@@ -1709,7 +1709,9 @@ void zinf_zero_print_mem(const zinf_zero *z)
     if (z->cached && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " allocator cache %.2f MiB;", (double)z->cached / 1048576.0);
     if (n < (int)sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, " device peak %.2f MiB", (double)z->mem_peak / 1048576.0);
+        snprintf(line + n, sizeof line - (size_t)n, " device peak %.2f MiB%s", (double)z->mem_peak / 1048576.0,
+                 /* the CPU backend's device is the host: said so */
+                 strcmp(z->be->name, "cpu") ? "" : " (the CPU backend's device memory is host memory)");
     zinf_info("%s", line);
     size_t pinned = 0;
     if (z->swap_opt) pinned += zinf_swap_pinned_bytes(z->swap_opt);
