@@ -231,8 +231,8 @@ static int shard_check(shard *f, const char *path, int vocab_size)
     int64_t ntok = h[2];
     int tokbytes = h[1] == 1 ? 2 : h[1] == 2 ? 4 : 0;
     if (h[0] != ZINF_DATA_MAGIC) {
-        rc = zinf_err("%s: bad magic %d (expected %d): not a token shard", path, h[0],
-                      ZINF_DATA_MAGIC);
+        rc = zinf_err("%s: bad magic %d (expected %d): not a token shard (zinf data makes shards from text; "
+                      "zinf-data(1) gives the format)", path, h[0], ZINF_DATA_MAGIC);
     } else if (!tokbytes) {
         rc = zinf_err("%s: unknown version %d (expected 1 for uint16 tokens or 2 for uint32)",
                       path, h[1]);
@@ -324,7 +324,8 @@ int zinf_data_open(zinf_data **out, const char *pattern, int T, int vocab_size, 
 
     glob_t g;
     int grc = glob(pattern, 0, NULL, &g); /* glob sorts the names */
-    if (grc == GLOB_NOMATCH) return zinf_err("no files match '%s'", pattern);
+    if (grc == GLOB_NOMATCH)
+        return zinf_err("no files match '%s' (zinf data makes token shards from text: zinf data --help)", pattern);
     if (grc != 0) {
         globfree(&g);
         return zinf_errc(ZINF_EIO, "glob '%s' failed (%s)", pattern,

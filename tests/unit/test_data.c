@@ -299,7 +299,7 @@ static void test_errors(void)
 
     p = pth("nothing_*.bin");
     CHECK(zinf_data_open(&d, p, 8, 50304, 0, 0) < 0, "empty glob accepted");
-    snprintf(want, sizeof want, "no files match '%s'", p);
+    snprintf(want, sizeof want, "no files match '%s' (zinf data makes token shards from text: zinf data --help)", p);
     CHECK(strcmp(zinf_errmsg(), want) == 0, "msg: %s", zinf_errmsg());
 
     /* Too short: 8 tokens, T = 8 needs 9. One short file among good ones is fine. */
