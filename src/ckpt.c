@@ -498,6 +498,14 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
     return 0;
 }
 
+char *zinf_ckpt_stored_config(const char *path)
+{
+    zinf_ckf c;
+    char *text = zinf_ckf_open(&c, path) ? NULL : zinf_ckf_config(&c);
+    zinf_ckf_close(&c);
+    return text;
+}
+
 /* ---------------------------------------------------------------- load --------------------- */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta)
 {

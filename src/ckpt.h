@@ -50,6 +50,10 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
  * and printed once. */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta);
 
+/* The resolved config a checkpoint stores (/meta/config), as zinf_config_print wrote it: a
+ * malloc'd string, or NULL when the file cannot be read (the load says why). */
+char *zinf_ckpt_stored_config(const char *path);
+
 /* fsync a file or a directory (a rename is durable once its directory is synced) */
 int zinf_fsync_path(const char *path, bool dir);
 

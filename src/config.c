@@ -1585,6 +1585,45 @@ int zinf_config_builtin(const char *spec, char *path, size_t cap)
                     ZINF_SRCDIR "/jobs/configs/deepspeed");
 }
 
+static int diff_walk(json_t *a, json_t *b, const char *prefix, char *out, size_t cap, size_t *len)
+{
+    int n = 0;
+    const char *k;
+    json_t *va;
+    json_object_foreach(a, k, va) {
+        json_t *vb = json_object_get(b, k);
+        char path[512];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k);
+        if (!vb || !strcmp(path, "zinf.warnings")) continue;
+        if (json_is_object(va) && json_is_object(vb)) {
+            n += diff_walk(va, vb, path, out, cap, len);
+            continue;
+        }
+        if (json_equal(va, vb)) continue;
+        char *ta = json_dumps(va, JSON_ENCODE_ANY | JSON_COMPACT), *tb = json_dumps(vb, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (*len < cap)
+            *len += (size_t)snprintf(out + *len, cap - *len, "%s%s %s -> %s", n || *len ? ", " : "", path,
+                                     ta ? ta : "?", tb ? tb : "?");
+        free(ta);
+        free(tb);
+        n++;
+    }
+    return n;
+}
+
+int zinf_config_diff(const char *old_json, const char *new_json, char *out, size_t cap)
+{
+    if (cap) out[0] = 0;
+    json_t *a = json_loads(old_json, 0, NULL), *b = json_loads(new_json, 0, NULL);
+    int n = ZINF_EINVAL;
+    size_t len = 0;
+    if (json_is_object(a) && json_is_object(b)) n = diff_walk(a, b, "", out, cap, &len);
+    else zinf_err("a stored config is not a JSON object");
+    json_decref(a);
+    json_decref(b);
+    return n;
+}
+
 int zinf_config_load(zinf_config *cfg, const char *path, const zinf_flags *flags, int world_size,
                      FILE *warn)
 {

@@ -233,6 +233,12 @@ int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf
  * ZINF_EINVAL when the name is known and no file is found. */
 int zinf_config_builtin(const char *spec, char *path, size_t cap);
 
+/* The keys whose values differ between two configs as zinf_config_print writes them, as
+ * "path OLD -> NEW" items joined by ", " into out (cut at cap bytes); a key that only one of them
+ * has (another zinf's keys) and zinf.warnings are left out. Returns how many differ, or
+ * ZINF_EINVAL when either text is not a JSON object. */
+int zinf_config_diff(const char *old_json, const char *new_json, char *out, size_t cap);
+
 /* Print the resolved config as DeepSpeed JSON (every key zinf knows, with its resolved value). */
 void zinf_config_print(const zinf_config *cfg, FILE *out);
 

@@ -883,6 +883,13 @@ static int setup(run *r)
         zinf_config_print(&r->cfg, ms);
         fclose(ms);
     }
+    /* a resume under another config: the keys that changed, in one line */
+    if (ck[0] && comm->rank == 0) {
+        char *old = zinf_ckpt_stored_config(ck), changed[1024];
+        int nd = old ? zinf_config_diff(old, r->cfg_json, changed, sizeof changed) : 0;
+        if (nd > 0) zinf_warn("%s was saved under another config; %d key%s changed: %s", ck, nd, nd > 1 ? "s" : "", changed);
+        free(old);
+    }
     rc = 0;
     if (comm->rank == 0) {
         snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", o->out);

@@ -29,6 +29,8 @@ mpi 3 train $C --per_device_train_batch_size 2 --gradient_accumulation_steps 2 -
 expect_ok "resume on 3 ranks, batch 12"
 expect_has "resume on 3 ranks, batch 12" "saved with train_batch_size 8, this run has 12 (micro 2 x accumulation 2 x world 3): the data continues from sequence 24"
 [ "$(count_lines "saved with train_batch_size")" -eq 1 ] && pass || fail "the batch change is not said in exactly one line"
+# and the keys of the stored config that changed, in one line: the batch, the world, the steps, the saves
+expect_has "resume on 3 ranks, batch 12" "$TMP/a/checkpoint-3.h5 was saved under another config; 4 keys changed: train_batch_size 8 -> 12, zinf.world_size 2 -> 3, zinf.max_steps 3 -> 6, zinf.save_steps 3 -> 0"
 metric "$TMP/a/metrics.jsonl" loss > "$TMP/a.loss"
 # want: steps 1-3 (batch 8) = means of reference steps (2s-1, 2s); 4-6 (batch 12) = means of 3 from 7
 awk 'NR == FNR { r[FNR] = $1; next }
