@@ -118,6 +118,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "zero.h"
@@ -435,6 +437,18 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
 }
 
 /* ------------------------------------------------------------------ printing --------------- */
+/* The free bytes under the first of the config's NVMe paths (one per line), 0 when none is given
+ * or it cannot be examined from here */
+static double nvme_free(const char *paths)
+{
+    char first[1024];
+    snprintf(first, sizeof first, "%s", paths ? paths : "");
+    first[strcspn(first, "\n")] = 0;
+    struct statvfs sv;
+    if (!first[0] || statvfs(first, &sv)) return 0;
+    return (double)sv.f_bavail * (double)sv.f_frsize;
+}
+
 typedef struct { int stage, opt, param; } row;
 
 /* every row DeepSpeed accepts that the table shows without a config */
@@ -565,23 +579,38 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     } else {
         for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) rows[nrows++] = ROWS[i];
     }
+    /* what this machine has: its host memory, and the free space where the config's NVMe paths are */
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    const double host = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    const char *npath = cfg ? (cfg->offload_param.nvme_path[0] ? cfg->offload_param.nvme_path
+                                                               : cfg->offload_optimizer.nvme_path) : "";
+    const double disk = nvme_free(npath);
+    bool over_host = false, over_disk = false;
     for (size_t i = 0; i < nrows; i++) {
         const row r = rows[i];
         zinf_mem_estimate e;
         ZINF_TRY(zinf_estimate_prec(m, precision, r.stage, r.opt, r.param, nodes, gpus_per_node, L,
                                     cfg, &e));
+        const bool oh = host > 0 && e.cpu_bytes_per_node > host, od = disk > 0 && e.nvme_bytes_per_node > disk;
+        over_host = over_host || oh, over_disk = over_disk || od;
         char optname[32];
         double ratio = cfg ? cfg->offload_optimizer.ratio : 1.0;
         if (cfg && r.opt && ratio > 0 && ratio < 1)
             snprintf(optname, sizeof optname, "%s (ratio %.2g)", DEV[r.opt], ratio);
         else
             snprintf(optname, sizeof optname, "%s", DEV[r.opt]);
-        fprintf(out, "  %c %5d  %-17s  %-13s  %9.2f  %9.2f  %9.2f  %10.2f  %10.2f\n",
+        fprintf(out, "  %c %5d  %-17s  %-13s  %9.2f  %9.2f  %9.2f  %10.2f  %10.2f%s%s\n",
                 cfg ? '*' : ' ', r.stage, optname, DEV[r.param], e.gpu_bytes / GIB,
                 (e.gpu_bytes - e.gpu_buffers) / GIB, e.gpu_buffers / GIB,
-                e.cpu_bytes_per_node / GIB, e.nvme_bytes_per_node / GIB);
+                e.cpu_bytes_per_node / GIB, e.nvme_bytes_per_node / GIB, oh ? "  host!" : "", od ? "  disk!" : "");
     }
     fprintf(out, "\n");
+    if (host > 0)
+        fprintf(out, "  this machine has %.2f GiB of host memory: %s\n", host / GIB,
+                over_host ? "rows marked host! need more per node than that" : "every row's CPU column fits in it");
+    if (disk > 0)
+        fprintf(out, "  %s has %.2f GiB free: %s\n", npath, disk / GIB,
+                over_disk ? "rows marked disk! need more NVMe per node than that" : "the NVMe column fits in it");
     if (cfg)
         fprintf(out, "  * the config's stage and offload devices\n");
     fprintf(out, "  GiB = 2^30 bytes. GPU = model states kept on the GPU + buffers (reduction and "

@@ -138,4 +138,25 @@ C16=${OUTPUT%% device=*}
 run estimate --model test-mini --bf16 --stage 2 --gpus-per-node 2 --print-bytes
 [ -n "$C16" ] && [ "$C16" = "$OUTPUT" ] && pass || fail "config bf16 '$C16' differs from --bf16 '$OUTPUT'"
 
+# whether the states fit this machine: its host memory (pages x page size, from getconf) against
+# each row's CPU column, the free space of the config's nvme_path (statvfs, from stat -f) against
+# the NVMe column; a row that needs more is marked
+HOST=$(awk -v p="$(getconf _PHYS_PAGES)" -v s="$(getconf PAGE_SIZE)" 'BEGIN { printf "%.2f", p * s / 2^30 }')
+printf '{"train_batch_size": 8, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+  "offload_optimizer": {"device": "nvme", "nvme_path": "%s"}, "offload_param": {"device": "cpu"}}}\n' "$TMP" > "$TMP/nv.json"
+for model in test-mini llama-3.1-70b; do
+    run estimate --model "$model" --config "$TMP/nv.json"
+    expect_ok "estimate $model on this machine"
+    FREE=$(stat -f -c '%a %S' "$TMP" | awk '{ printf "%.2f", $1 * $2 / 2^30 }')
+    row=$(printf '%s\n' "$OUTPUT" | grep '^  \*')
+    cpu=$(printf '%s\n' "$row" | awk '{ print $7 }') nv=$(printf '%s\n' "$row" | awk '{ print $8 }')
+    wh=$(awk -v a="$cpu" -v b="$HOST" 'BEGIN { print (a > b) ? "host!" : "" }')
+    wd=$(awk -v a="$nv" -v b="$FREE" 'BEGIN { print (a > b) ? "disk!" : "" }')
+    case "$row" in *host!*) gh=host! ;; *) gh= ;; esac
+    case "$row" in *disk!*) gd=disk! ;; *) gd= ;; esac
+    [ "$gh $gd" = "$wh $wd" ] && pass || fail "$model: row '$row' marked '$gh $gd', CPU $cpu GiB of $HOST, NVMe $nv GiB of $FREE free"
+    expect_has "$model: host memory line" "this machine has $HOST GiB of host memory"
+    expect_has "$model: free space line" "$TMP has "
+done
+
 finish
