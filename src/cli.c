@@ -372,7 +372,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         return zinf_data_make_random(prefix, random_n, (int)vocab, seed, stdout);
     }
     if (!input) return zinf_err("data: --input (or --random) is required");
-    return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
+    return zinf_data_make_bytes(input, prefix, valf, shard, stdout, stderr);
 }
 
 /* ---------------------------------------------------------------- estimate ----------------- */

@@ -584,8 +584,20 @@ static bool utf8_text(const unsigned char *b, int64_t n)
     return true;
 }
 
+/* Whether a text is JSON Lines: its first non-blank byte opens an object and its first line
+ * ends closing one */
+static bool looks_jsonl(const unsigned char *b, int64_t n)
+{
+    int64_t i = 0, e;
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+    if (i >= n || b[i] != '{') return false;
+    for (e = i; e < n && b[e] != '\n'; e++) {}
+    while (e > i && (b[e - 1] == '\r' || b[e - 1] == ' ' || b[e - 1] == '\t')) e--;
+    return e > i && b[e - 1] == '}';
+}
+
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
-                         int64_t shard_tokens, FILE *out)
+                         int64_t shard_tokens, FILE *out, FILE *warn)
 {
     if (!(val_fraction >= 0 && val_fraction < 1))
         return zinf_err("--val_fraction %g must be in [0, 1)", val_fraction);
@@ -596,6 +608,10 @@ int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_f
         free(text);
         return zinf_err("%s: empty input, nothing to tokenize", text_path);
     }
+    if (warn && looks_jsonl(text, n))
+        fprintf(warn, "zinf: warning: %s looks like JSON Lines (ms-swift's dataset format): zinf data makes a "
+                      "token of every byte, braces and keys included, with no chat template; give it plain "
+                      "text\n", text_path);
     /* The last val_fraction of the bytes (at least one byte when asked for) go to validation. */
     int64_t nval = (int64_t)((double)n * val_fraction);
     if (val_fraction > 0 && nval == 0) nval = 1;

@@ -354,7 +354,7 @@ static void test_make_bytes(void)
     char *log = NULL;
     size_t loglen = 0;
     FILE *out = open_memstream(&log, &loglen);
-    CHECK(zinf_data_make_bytes(tp, prefix, 0.1, 400, out) == 0, "make_bytes: %s", zinf_errmsg());
+    CHECK(zinf_data_make_bytes(tp, prefix, 0.1, 400, out, NULL) == 0, "make_bytes: %s", zinf_errmsg());
     fclose(out);
     /* 900 train bytes in shards of 400, 400, 100; 100 validation bytes. */
     int nl = 0;
@@ -392,7 +392,7 @@ static void test_make_bytes(void)
 
     /* No validation split, one shard. */
     snprintf(prefix, sizeof prefix, "%s/one", dir);
-    CHECK(zinf_data_make_bytes(tp, prefix, 0, 0, NULL) == 0, "make_bytes: %s", zinf_errmsg());
+    CHECK(zinf_data_make_bytes(tp, prefix, 0, 0, NULL, NULL) == 0, "make_bytes: %s", zinf_errmsg());
     CHECK(file_exists(pth("one_train_000000.bin")) && !file_exists(pth("one_train_000001.bin")) &&
               !file_exists(pth("one_val_000000.bin")),
           "one shard, no val");
@@ -409,7 +409,7 @@ static void test_make_bytes(void)
         fwrite(u, 1, sizeof u, uf);
         fclose(uf);
         snprintf(prefix, sizeof prefix, "%s/u8", dir);
-        CHECK(zinf_data_make_bytes(up, prefix, 0.1, 0, NULL) == 0, "make_bytes utf8: %s", zinf_errmsg());
+        CHECK(zinf_data_make_bytes(up, prefix, 0.1, 0, NULL, NULL) == 0, "make_bytes utf8: %s", zinf_errmsg());
         zinf_data *dv;
         CHECK(zinf_data_open(&dv, pth("u8_val_000000.bin"), 1, 256, 0, 0) == 0, "open: %s", zinf_errmsg());
         int32_t vi[2], vt[2];
@@ -419,13 +419,35 @@ static void test_make_bytes(void)
         zinf_data_close(dv);
     }
 
+    /* A JSON Lines input (ms-swift's dataset format) is tokenised as text, with one warning line;
+     * plain text that merely contains braces draws none */
+    {
+        const char *texts[2] = {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\r\n{\"messages\": []}\n",
+                                "{braces} are text here\nand more text\n"};
+        for (int k = 0; k < 2; k++) {
+            const char *jp = pth(k ? "braces.txt" : "chat.jsonl");
+            FILE *jf = fopen(jp, "wb");
+            fputs(texts[k], jf);
+            fclose(jf);
+            char *wb = NULL;
+            size_t wl = 0;
+            FILE *w = open_memstream(&wb, &wl);
+            snprintf(prefix, sizeof prefix, "%s/js%d", dir, k);
+            CHECK(zinf_data_make_bytes(jp, prefix, 0, 0, NULL, w) == 0, "make_bytes %s: %s", jp, zinf_errmsg());
+            fclose(w);
+            int warned = wb && strstr(wb, "looks like JSON Lines") && strstr(wb, jp) != NULL;
+            CHECK(warned == (k == 0), "%s: warning '%s'", jp, wb ? wb : "");
+            free(wb);
+        }
+    }
+
     /* Errors: missing input, empty input, bad fraction. */
-    CHECK(zinf_data_make_bytes(pth("missing.txt"), prefix, 0, 0, NULL) < 0, "missing input");
+    CHECK(zinf_data_make_bytes(pth("missing.txt"), prefix, 0, 0, NULL, NULL) < 0, "missing input");
     CHECK(errmsg_has("missing.txt") && errmsg_has("No such file"), "msg: %s", zinf_errmsg());
     fclose(fopen(pth("empty.txt"), "wb"));
-    CHECK(zinf_data_make_bytes(pth("empty.txt"), prefix, 0, 0, NULL) < 0, "empty input");
+    CHECK(zinf_data_make_bytes(pth("empty.txt"), prefix, 0, 0, NULL, NULL) < 0, "empty input");
     CHECK(errmsg_has("empty.txt") && errmsg_has("empty"), "msg: %s", zinf_errmsg());
-    CHECK(zinf_data_make_bytes(tp, prefix, 1.0, 0, NULL) < 0, "val_fraction 1 accepted");
+    CHECK(zinf_data_make_bytes(tp, prefix, 1.0, 0, NULL, NULL) < 0, "val_fraction 1 accepted");
     CHECK(errmsg_has("val_fraction"), "msg: %s", zinf_errmsg());
 }
 
