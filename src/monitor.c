@@ -63,15 +63,39 @@ static void pb_len(pbuf *m, unsigned field, const void *p, size_t n) /* wire typ
     pb_varint(m, n);
     pb_bytes(m, p, n);
 }
-static void pb_le(pbuf *m, unsigned field, unsigned wire, const void *p, size_t n) /* 1: 64-bit, 5: 32-bit */
+/* v's low n bytes, least significant first (TFRecord and protobuf are little-endian) */
+static void le(unsigned char *t, uint64_t v, size_t n)
 {
+    for (size_t i = 0; i < n; i++) t[i] = (unsigned char)(v >> (8 * i));
+}
+static void pb_double(pbuf *m, unsigned field, double x) /* wire type 1: 64-bit */
+{
+    uint64_t u;
     unsigned char t[8];
-    memcpy(t, p, n); /* the host is little-endian, as configure requires of the checkpoint format */
-    pb_key(m, field, wire);
-    pb_bytes(m, t, n);
+    memcpy(&u, &x, 8);
+    le(t, u, 8);
+    pb_key(m, field, 1);
+    pb_bytes(m, t, 8);
+}
+static void pb_float(pbuf *m, unsigned field, float x) /* wire type 5: 32-bit */
+{
+    uint32_t u;
+    unsigned char t[4];
+    memcpy(&u, &x, 4);
+    le(t, u, 4);
+    pb_key(m, field, 5);
+    pb_bytes(m, t, 4);
 }
 
 /* ---------------------------------------------------------------- the writers -------------- */
+/* seconds since the epoch, the wall time an event carries */
+static double wall_time(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
 enum { MAX_TAGS = 16 };
 struct zinf_monitor {
     FILE *tb;
@@ -92,12 +116,12 @@ static int fail(zinf_monitor *m, const char *path)
 static int tb_record(zinf_monitor *m, const pbuf *e)
 {
     if (e->over) return m->rc ? m->rc : (m->rc = zinf_err("%s: an event is too large", m->tb_path));
-    uint64_t len = e->n;
-    unsigned char h[8];
-    memcpy(h, &len, 8);
-    uint32_t hc = zinf_crc32c_masked(h, 8), dc = zinf_crc32c_masked(e->b, e->n);
-    if (fwrite(h, 8, 1, m->tb) != 1 || fwrite(&hc, 4, 1, m->tb) != 1 || fwrite(e->b, 1, e->n, m->tb) != e->n ||
-        fwrite(&dc, 4, 1, m->tb) != 1 || fflush(m->tb))
+    unsigned char h[8], hc[4], dc[4];
+    le(h, e->n, 8);
+    le(hc, zinf_crc32c_masked(h, 8), 4);
+    le(dc, zinf_crc32c_masked(e->b, e->n), 4);
+    if (fwrite(h, 8, 1, m->tb) != 1 || fwrite(hc, 4, 1, m->tb) != 1 || fwrite(e->b, 1, e->n, m->tb) != e->n ||
+        fwrite(dc, 4, 1, m->tb) != 1 || fflush(m->tb))
         return fail(m, m->tb_path);
     return 0;
 }
@@ -123,10 +147,7 @@ int zinf_monitor_open(zinf_monitor **out, const char *tb_dir, const char *csv_di
         }
         /* Event { wall_time = 1, file_version = 3 } */
         pbuf e = {.n = 0};
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double wt = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-        pb_le(&e, 1, 1, &wt, 8);
+        pb_double(&e, 1, wall_time());
         pb_len(&e, 3, "brain.Event:2", 13);
         int rc = tb_record(m, &e);
         if (rc) {
@@ -173,18 +194,17 @@ static int csv_event(zinf_monitor *m, const char *tag, double value, int64_t ste
     return 0;
 }
 
-int zinf_monitor_scalar(zinf_monitor *m, const char *tag, double value, int64_t step, double wall_time)
+int zinf_monitor_scalar(zinf_monitor *m, const char *tag, double value, int64_t step)
 {
     if (!m) return 0;
     if (m->rc) return m->rc;
     if (m->tb) {
         /* Event { wall_time = 1, step = 2, summary = 5 { value = 1 { tag = 1, simple_value = 2 } } } */
         pbuf v = {.n = 0}, s = {.n = 0}, e = {.n = 0};
-        float fv = (float)value;
         pb_len(&v, 1, tag, strlen(tag));
-        pb_le(&v, 2, 5, &fv, 4);
+        pb_float(&v, 2, (float)value);
         pb_len(&s, 1, v.b, v.n);
-        pb_le(&e, 1, 1, &wall_time, 8);
+        pb_double(&e, 1, wall_time());
         pb_key(&e, 2, 0);
         pb_varint(&e, (uint64_t)step);
         pb_len(&e, 5, s.b, s.n);

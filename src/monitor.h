@@ -20,10 +20,10 @@ typedef struct zinf_monitor zinf_monitor;
  * (events.out.tfevents.TIME.HOST.PID, its first record the file_version event); csv_dir gets its
  * CSV files as events arrive, appended to. *out is NULL when both are NULL. */
 int zinf_monitor_open(zinf_monitor **out, const char *tb_dir, const char *csv_dir);
-/* One scalar event of every open writer (tag e.g. "Train/Samples/train_loss"). The TensorBoard
- * value is a float (simple_value); the CSV one is written as the shortest text that reads back
- * as the same double. Each record is flushed. */
-int zinf_monitor_scalar(zinf_monitor *m, const char *tag, double value, int64_t step, double wall_time);
+/* One scalar event of every open writer (tag e.g. "Train/Samples/train_loss"), stamped with the
+ * wall clock. The TensorBoard value is a float (simple_value); the CSV one is written as the
+ * shortest text that reads back as the same double. Each record is flushed. */
+int zinf_monitor_scalar(zinf_monitor *m, const char *tag, double value, int64_t step);
 /* Close every file: 0, or the first failed write or close. */
 int zinf_monitor_close(zinf_monitor *m);
 

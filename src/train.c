@@ -1065,13 +1065,10 @@ static int loop(run *r)
         int64_t done = step + 1;
         if (r->mon && !r->metrics_rc) {
             /* every step, as DeepSpeed's engine writes them, at the samples read so far */
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            double wt = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
             int64_t samples = r->data_start + (done - r->start_step) * c->train_batch_size;
-            int mrc = zinf_monitor_scalar(r->mon, "Train/Samples/train_loss", s.loss, samples, wt);
-            if (!mrc) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/lr", s.lr, samples, wt);
-            if (!mrc && c->fp16) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/loss_scale", r->ls.cur_scale, samples, wt);
+            int mrc = zinf_monitor_scalar(r->mon, "Train/Samples/train_loss", s.loss, samples);
+            if (!mrc) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/lr", s.lr, samples);
+            if (!mrc && c->fp16) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/loss_scale", r->ls.cur_scale, samples);
             if (mrc) r->metrics_rc = mrc;
         }
         bool log_now = done == 1 || done % c->logging_steps == 0 || done == total;
@@ -1129,19 +1126,16 @@ static int loop(run *r)
         if (sig > 0) log_now = true;
         if (r->hfmon && !r->metrics_rc && (log_now || eval_now)) {
             /* HF's TensorBoardCallback: the logged values at the global step */
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            double wt = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
             double epoch = (double)(r->data_start + (done - r->start_step) * c->train_batch_size) /
                            (double)zinf_data_num_sequences(r->train);
             int mrc = 0;
             if (log_now) {
-                mrc = zinf_monitor_scalar(r->hfmon, "train/loss", s.loss, done, wt);
-                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/grad_norm", s.norm, done, wt);
-                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/learning_rate", s.lr, done, wt);
-                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/epoch", epoch, done, wt);
+                mrc = zinf_monitor_scalar(r->hfmon, "train/loss", s.loss, done);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/grad_norm", s.norm, done);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/learning_rate", s.lr, done);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/epoch", epoch, done);
             }
-            if (!mrc && eval_now) mrc = zinf_monitor_scalar(r->hfmon, "eval/loss", val_loss, done, wt);
+            if (!mrc && eval_now) mrc = zinf_monitor_scalar(r->hfmon, "eval/loss", val_loss, done);
             if (mrc) r->metrics_rc = mrc;
         }
         if (log_now || eval_now) {
