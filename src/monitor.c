@@ -68,23 +68,25 @@ static void le(unsigned char *t, uint64_t v, size_t n)
 {
     for (size_t i = 0; i < n; i++) t[i] = (unsigned char)(v >> (8 * i));
 }
-static void pb_double(pbuf *m, unsigned field, double x) /* wire type 1: 64-bit */
+/* a fixed-width field: wire type 1 (n = 8 bytes) or 5 (n = 4) */
+static void pb_fixed(pbuf *m, unsigned field, uint64_t bits, size_t n)
+{
+    unsigned char t[8];
+    le(t, bits, n);
+    pb_key(m, field, n == 8 ? 1 : 5);
+    pb_bytes(m, t, n);
+}
+static void pb_double(pbuf *m, unsigned field, double x)
 {
     uint64_t u;
-    unsigned char t[8];
     memcpy(&u, &x, 8);
-    le(t, u, 8);
-    pb_key(m, field, 1);
-    pb_bytes(m, t, 8);
+    pb_fixed(m, field, u, 8);
 }
-static void pb_float(pbuf *m, unsigned field, float x) /* wire type 5: 32-bit */
+static void pb_float(pbuf *m, unsigned field, float x)
 {
     uint32_t u;
-    unsigned char t[4];
     memcpy(&u, &x, 4);
-    le(t, u, 4);
-    pb_key(m, field, 5);
-    pb_bytes(m, t, 4);
+    pb_fixed(m, field, u, 4);
 }
 
 /* ---------------------------------------------------------------- the writers -------------- */
