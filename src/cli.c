@@ -229,7 +229,11 @@ static void print_flags(FILE *out, const flag *tab)
     {"torch_dtype", F_STR, &(fl)->torch_dtype, &(fl)->torch_dtype_set, "bfloat16, float16 or float32: sets --bf16/--fp16 where not given (ms-swift's rule), so fills the precision blocks' \"auto\""}, \
     {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps, and the first and last (default 500, as HF; not steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
-    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: only when a signal stops the run)"}
+    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: only when a signal stops the run)"}, \
+    {"logging_strategy", F_STR, &(fl)->logging_strategy, &(fl)->logging_strategy_set, "steps (every --logging_steps, default), epoch (at each epoch's end) or no (the last step only)"}, \
+    {"eval_strategy", F_STR, &(fl)->eval_strategy, &(fl)->eval_strategy_set, "with --val: steps (every --eval_steps, default), epoch or no"}, \
+    {"evaluation_strategy", F_STR, &(fl)->eval_strategy, &(fl)->eval_strategy_set, "alias of --eval_strategy (HF's older name)"}, \
+    {"save_strategy", F_STR, &(fl)->save_strategy, &(fl)->save_strategy_set, "steps (every --save_steps and at the end, default), epoch (each epoch's end and the end) or no (only when a signal stops the run)"}
 
 static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *help)
 {

@@ -79,6 +79,12 @@ void zinf_flags_defaults(zinf_flags *f)
     f->save_steps = 500;
 }
 
+/* HF's IntervalStrategy names; -1 for another */
+static int ival_of(const char *s)
+{
+    return !strcmp(s, "steps") ? ZINF_IVAL_STEPS : !strcmp(s, "no") ? ZINF_IVAL_NO : !strcmp(s, "epoch") ? ZINF_IVAL_EPOCH : -1;
+}
+
 /* The flags a config key can be tied to ("auto" takes the flag; a given flag must agree). */
 enum { FL_NONE, FL_MICRO, FL_GAS, FL_LR, FL_WD, FL_BETA1, FL_BETA2, FL_EPS, FL_CLIP, FL_FP16,
        FL_BF16 };
@@ -1359,6 +1365,12 @@ static int resolve(ctx *c, json_t *root)
     g->logging_steps = f->logging_steps;
     g->eval_steps = f->eval_steps_set ? f->eval_steps : g->logging_steps;
     g->save_steps = f->save_steps;
+    /* steps, unless the strategy flags say otherwise; with --val zinf evaluates, as HF does with
+     * eval_strategy steps (HF's own default is no, ms-swift's follows save_strategy) */
+    g->logging_strategy = f->logging_strategy_set ? ival_of(f->logging_strategy) : ZINF_IVAL_STEPS;
+    g->eval_strategy = f->eval_strategy_set ? ival_of(f->eval_strategy) : ZINF_IVAL_STEPS;
+    g->save_strategy = f->save_strategy_set ? ival_of(f->save_strategy) : ZINF_IVAL_STEPS;
+    if (g->save_strategy == ZINF_IVAL_NO) g->save_steps = 0; /* saves only when a signal stops the run */
     return 0;
 }
 
@@ -1502,6 +1514,15 @@ static const struct flagrule {
 
 int zinf_flags_check(const zinf_flags *f)
 {
+    const struct { const char *opt, *v; bool set; } iv[] = {
+        {"--logging_strategy", f->logging_strategy, f->logging_strategy_set},
+        {"--eval_strategy", f->eval_strategy, f->eval_strategy_set},
+        {"--save_strategy", f->save_strategy, f->save_strategy_set}};
+    for (size_t i = 0; i < sizeof iv / sizeof *iv; i++)
+        if (iv[i].set && (!iv[i].v || ival_of(iv[i].v) < 0))
+            return zinf_err("%s %s: expected steps, epoch or no%s", iv[i].opt, iv[i].v ? iv[i].v : "(null)",
+                            iv[i].v && !strcmp(iv[i].v, "best") ? " (best needs an evaluation metric to choose by, "
+                                                                  "which zinf does not keep)" : "");
     char exp[96], val[64], path[340];
     for (int id = FL_NONE + 1; id < (int)(sizeof FLAGS / sizeof FLAGS[0]); id++) {
         if (FLAGS[id].kind == 'b' || !flag_given(f, id)) continue;
@@ -1823,7 +1844,13 @@ void zinf_config_print(const zinf_config *cfg, FILE *out)
                           (json_int_t)cfg->seq_len, "logging_steps", (json_int_t)cfg->logging_steps,
                           "eval_steps", (json_int_t)cfg->eval_steps, "save_steps",
                           (json_int_t)cfg->save_steps, "warnings", cfg->n_warnings);
-    if (z) json_object_set_new(o, "zinf", z);
+    static const char *const IVAL[] = {"steps", "no", "epoch"};
+    if (z) {
+        json_object_set_new(z, "logging_strategy", json_string(IVAL[cfg->logging_strategy]));
+        json_object_set_new(z, "eval_strategy", json_string(IVAL[cfg->eval_strategy]));
+        json_object_set_new(z, "save_strategy", json_string(IVAL[cfg->save_strategy]));
+        json_object_set_new(o, "zinf", z);
+    }
     /* 17 digits: every double prints back to itself and stays a finite JSON number */
     json_dumpf(o, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     fputc('\n', out);

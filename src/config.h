@@ -36,6 +36,10 @@ typedef struct zinf_flags {
     int64_t logging_steps;  bool logging_steps_set;
     int64_t eval_steps;     bool eval_steps_set;
     int64_t save_steps;     bool save_steps_set;
+    /* HF's interval strategies: steps (the *_steps interval), epoch (at each epoch's end) or no */
+    const char *logging_strategy; bool logging_strategy_set;
+    const char *eval_strategy;    bool eval_strategy_set;
+    const char *save_strategy;    bool save_strategy_set;
     double comm_timeout;    bool comm_timeout_set;    /* seconds, 0 = no limit (zinf train) */
     int64_t hidden_size;    /* from the model: fills the size "auto"s; 0 = unknown */
     int64_t total_steps;    /* resolved number of optimizer steps for schedulers; 0 = unknown */
@@ -200,7 +204,13 @@ typedef struct zinf_config {
     char tensorboard_output_path[1024], tensorboard_job_name[1024]; /* "", "DeepSpeedJobName" */
     bool csv_monitor_enabled;
     char csv_monitor_output_path[1024], csv_monitor_job_name[1024];
+    /* HF's --logging_strategy, --eval_strategy, --save_strategy: ZINF_IVAL_* */
+    int logging_strategy, eval_strategy, save_strategy;
 } zinf_config;
+
+/* When the loop logs, evaluates or saves: every *_steps steps, never (but logging's last step),
+ * or where the data position crosses the end of an epoch (HF's IntervalStrategy) */
+enum { ZINF_IVAL_STEPS = 0, ZINF_IVAL_NO = 1, ZINF_IVAL_EPOCH = 2 };
 
 enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP32 = 3 };
 

@@ -992,7 +992,7 @@ static void log_step(run *r, const step_result *s, int64_t done, double val_loss
      * save for each still due; the steps' average leaves out this process's warm-up step */
     double elapsed = zinf_now() - r->t_start;
     double eta = zinf_progress_eta(&r->prog, total - done,
-                                   r->val ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
+                                   r->val && c->eval_strategy != ZINF_IVAL_NO ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
                                    zinf_progress_events_left(done, total, c->save_steps));
     zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step | "
               "%s elapsed, %s left%s", (long long)done, (long long)total, s->loss, vbuf, s->lr, s->norm, tps, ms,
@@ -1071,8 +1071,13 @@ static int loop(run *r)
             if (!mrc && c->fp16) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/loss_scale", r->ls.cur_scale, samples);
             if (mrc) r->metrics_rc = mrc;
         }
-        bool log_now = done == 1 || done % c->logging_steps == 0 || done == total;
-        bool eval_now = r->val && (done % c->eval_steps == 0 || done == total);
+        /* the end of an epoch: this step's sequences reach past a multiple of the data's */
+        int64_t nseq = zinf_data_num_sequences(r->train), pos = r->data_start + (done - r->start_step) * c->train_batch_size;
+        bool epoch_end = pos / nseq > (pos - c->train_batch_size) / nseq;
+        bool log_now = done == total || (c->logging_strategy == ZINF_IVAL_STEPS && (done == 1 || done % c->logging_steps == 0)) ||
+                       (c->logging_strategy == ZINF_IVAL_EPOCH && (done == 1 || epoch_end));
+        bool eval_now = r->val && c->eval_strategy != ZINF_IVAL_NO &&
+                        (done == total || (c->eval_strategy == ZINF_IVAL_STEPS ? done % c->eval_steps == 0 : epoch_end));
         double val_loss = NAN;
         if (eval_now) {
             double te = zinf_now();
@@ -1091,7 +1096,8 @@ static int loop(run *r)
         int sig;
         ZINF_TRY(stop_agreed(r, &sig));
         bool save_now = (sig > 0 && !r->o->no_signal_save) ||
-                        (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
+                        (c->save_strategy == ZINF_IVAL_STEPS && c->save_steps > 0 && (done % c->save_steps == 0 || done == total)) ||
+                        (c->save_strategy == ZINF_IVAL_EPOCH && (epoch_end || done == total));
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
                                    .train_batch_size = c->train_batch_size, .max_length = r->T,

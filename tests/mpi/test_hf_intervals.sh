@@ -1,7 +1,8 @@
 #!/bin/sh
 # The HF Trainer's intervals: --logging_steps (default 500, never the config's steps_per_print,
 # which is DeepSpeed's own print), --eval_steps (default: the logging interval), --save_steps,
-# and --num_train_epochs with --max_steps winning when > 0. The steps logged, evaluated and saved
+# --logging_strategy, --eval_strategy, --save_strategy (steps, epoch, no), and --num_train_epochs
+# with --max_steps winning when > 0. The steps logged, evaluated and saved
 # are checked against the rule written out here in awk (log at step 1, every N, at every
 # evaluation and at the last step; evaluate every E and at the last step; save every S and at
 # the last step), the step count against ceil(epochs x sequences / batch).
@@ -63,4 +64,36 @@ expect_ok "--max_steps -1"
 expect_has "--max_steps -1" "; 20 steps;"
 trn l0 --max_steps 2 --logging_steps 0
 expect_err "--logging_steps 0" "--logging_steps 0"
+
+# HF's strategies: epoch logs, evaluates and saves where the data position (12 sequences a step)
+# passes the end of an epoch (40 sequences), and at the last step; no does none of it (logging
+# keeps the last step; saving only a signal's)
+printf '{"train_batch_size": 12}\n' > "$TMP/b12.json"
+st() {
+    local name=$1; shift
+    run train --model test-mini --config "$TMP/b12.json" --data "$D" --val "$V" --max_length 32 --max_steps 10 \
+        --out "$TMP/$name" "$@"
+}
+# want_ep N L E: as want, with epoch ends for L and E = "epoch", none for "no"
+want_ep() {
+    awk -v n="$1" -v l="$2" -v e="$3" 'BEGIN { for (s = 1; s <= n; s++) {
+        end = int(12 * s / 40) > int(12 * (s - 1) / 40)
+        ev = e == "epoch" && (end || s == n)
+        lg = s == n || (l == "epoch" && (s == 1 || end))
+        if (lg || ev) printf "%d%s\n", s, ev ? " v" : "" } }'
+}
+st ep --logging_strategy epoch --eval_strategy epoch --save_strategy epoch
+expect_ok "strategies epoch"
+same "strategies epoch" "$(got "$TMP/ep/metrics.jsonl")" "$(want_ep 10 epoch epoch)"
+saved=$(cd "$TMP/ep" && ls checkpoint-*.h5 | sed 's/checkpoint-\([0-9]*\).h5/\1/' | sort -n | tr '\n' ' ')
+wsaved=$(awk 'BEGIN { for (s = 1; s <= 10; s++) if (int(12 * s / 40) > int(12 * (s - 1) / 40) || s == 10) printf "%d ", s }')
+[ "$saved" = "$wsaved" ] && pass || fail "save_strategy epoch: saved at '$saved', want '$wsaved'"
+st no --logging_strategy no --eval_strategy no --save_strategy no
+expect_ok "strategies no"
+same "strategies no" "$(got "$TMP/no/metrics.jsonl")" "$(want_ep 10 no no)"
+[ -z "$(ls "$TMP/no" | grep 'checkpoint-')" ] && pass || fail "save_strategy no saved $(ls "$TMP/no" | grep checkpoint- | tr '\n' ' ')"
+st al --eval_strategy steps --evaluation_strategy steps
+expect_err "--evaluation_strategy with --eval_strategy" "--eval_strategy and --evaluation_strategy set the same thing"
+st bs --save_strategy best
+expect_err "--save_strategy best" "--save_strategy best: expected steps, epoch or no (best needs an evaluation metric"
 finish
