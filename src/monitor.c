@@ -161,17 +161,18 @@ int zinf_monitor_open(zinf_monitor **out, const char *tb_dir, const char *csv_di
     return 0;
 }
 
-/* Python's repr of a float: the shortest digits that read back as the same double, with ".0" on
- * a whole number */
+/* Python's repr of a float: the shortest digits that read back as the same double; positional
+ * from 1e-4 up to 1e16 (a whole number with ".0"), an exponent outside */
 static void py_float(char *buf, size_t cap, double v)
 {
     for (int p = 1; p <= 17; p++) {
         snprintf(buf, cap, "%.*g", p, v);
         if (strtod(buf, NULL) == v) break;
     }
-    if (!strpbrk(buf, ".eni")) {
-        if (v < 1e16 && v > -1e16) snprintf(buf, cap, "%.1f", v);
-    }
+    const char *e = strchr(buf, 'e');
+    int x = e ? atoi(e + 1) : 0;
+    /* %g writes an exponent from its precision on (1e+06), Python's repr from 16 */
+    if ((e && x >= 0 && x < 16) || (!e && !strpbrk(buf, ".ni"))) snprintf(buf, cap, "%.1f", v);
 }
 
 static int csv_event(zinf_monitor *m, const char *tag, double value, int64_t step)
