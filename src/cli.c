@@ -227,9 +227,14 @@ static void print_flags(FILE *out, const flag *tab)
     {"max_length", F_INT, &(fl)->max_length, &(fl)->max_length_set, "sequence length T (default: the model's n_positions)"}, \
     {"bf16", F_BOOL, &(fl)->bf16, &(fl)->bf16_set, "bf16 mixed precision (fills bf16.enabled \"auto\")"},      \
     {"fp16", F_BOOL, &(fl)->fp16, &(fl)->fp16_set, "fp16 mixed precision (fills fp16.enabled \"auto\")"},      \
-    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps (default steps_per_print)"}, \
+    {"torch_dtype", F_STR, &(fl)->torch_dtype, &(fl)->torch_dtype_set, "bfloat16, float16 or float32: sets --bf16/--fp16 where not given (ms-swift's rule), so fills the precision blocks' \"auto\""}, \
+    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps, and the first and last (default 500, as HF; not steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
-    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: never)"}
+    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: only when a signal stops the run)"}, \
+    {"logging_strategy", F_STR, &(fl)->logging_strategy, &(fl)->logging_strategy_set, "steps (every --logging_steps, default), epoch (at each epoch's end) or no (the last step only)"}, \
+    {"eval_strategy", F_STR, &(fl)->eval_strategy, &(fl)->eval_strategy_set, "with --val: steps (every --eval_steps, default), epoch or no"}, \
+    {"evaluation_strategy", F_STR, &(fl)->eval_strategy, &(fl)->eval_strategy_set, "alias of --eval_strategy (HF's older name)"}, \
+    {"save_strategy", F_STR, &(fl)->save_strategy, &(fl)->save_strategy_set, "steps (every --save_steps and at the end, default), epoch (each epoch's end and the end) or no (only when a signal stops the run)"}
 
 /* The flags that make SFT shards of a chat dataset, for `zinf data --sft` and `zinf train
  * --dataset` alike: one table, one check. */
@@ -281,7 +286,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     sft_flags_defaults(&sf);
     const flag tab[] = {
         {"config", F_STR, &o.config_path, NULL, "DeepSpeed JSON config (// comments allowed); default: stage 0, values from the flags"},
-        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling)"},
+        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling); also ms-swift's built-in names zero0, zero1, zero2, zero2_offload, zero3, zero3_offload (bundled files)"},
         {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (gpt2, llama, qwen2, qwen3, mistral; default test-mini)"},
         {"data", F_STR, &o.data, NULL, "glob of training token shards"},
         {"val", F_STR, &o.val, NULL, "glob of validation token shards"},
@@ -297,6 +302,8 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
         {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face directory's weights (config.json, model.safetensors or its shards); a resumed run ignores it"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
+        {"report_to", F_STR, &o.report_to, NULL, "tensorboard: also write HF's TensorBoard scalars (train/loss, train/learning_rate, train/grad_norm, train/epoch, eval/loss) at each logged step; none (default)"},
+        {"logging_dir", F_STR, &o.logging_dir, NULL, "--report_to tensorboard's directory (default OUT/runs/MonDD_HH-MM-SS_HOST, as HF)"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
         {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},
@@ -449,7 +456,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     }
     if (!input) return zinf_err("data: --input (or --random) is required");
     if (sf.tokenizer) return zinf_data_make_tokens(input, sf.tokenizer, prefix, valf, shard, stdout);
-    return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
+    return zinf_data_make_bytes(input, prefix, valf, shard, stdout, stderr);
 }
 
 /* ---------------------------------------------------------------- estimate ----------------- */
@@ -461,11 +468,14 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     /* spelt with dashes, as zinf-estimate(1) and the README have always written them */
     const flag tab[] = {
         {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (required)"},
-        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config: only its row, with its buffer sizes"},
+        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config, or ms-swift's built-in name (zero3_offload, ...): only its row, with its buffer sizes"},
         {"nodes", F_INT, &o.nodes, NULL, "number of nodes (default 1)"},
         {"gpus-per-node", F_INT, &o.gpus_per_node, NULL, "GPUs, that is ranks, per node (default 1)"},
-        {"precision", F_STR, &o.precision, NULL, "mixed (default: the ZeRO paper's 2+2+12 bytes per parameter) or fp32 "
-         "(the CPU backend's 4+4+8, per unit with the padding)"},
+        {"precision", F_STR, &o.precision, NULL, "mixed (the ZeRO paper's 2+2+12 bytes per parameter) or fp32 (4+4+8, as the "
+         "CPU backend holds them); default: what zinf's engine holds in the precision --bf16/--fp16 or the config "
+         "give, as train would (16-bit: 2+4+12, fp32 gradient accumulators; neither: fp32)"},
+        {"bf16", F_BOOL, &o.bf16, NULL, "bf16 compute, as zinf train --bf16 (fills bf16.enabled \"auto\")"},
+        {"fp16", F_BOOL, &o.fp16, NULL, "fp16 compute, as zinf train --fp16 (fills fp16.enabled \"auto\")"},
         {"stage", F_INT, &o.stage, &o.stage_set, "only the row of this stage (0-3), without offload; not with --config"},
         {"print-bytes", F_BOOL, &o.print_bytes, NULL, "instead of the table, one line of exact bytes per rank at rest "
          "(param= ... total=, a run's mem_* figures); with --config also device= host= nvme="},
@@ -483,7 +493,7 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     if (h) {
         *help = true;
         printf("usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
-               "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
+               "                     [--bf16 | --fp16 | --precision mixed|fp32] [--stage S] [--print-bytes]\n"
                "                     [--micro-batch B [--seq-len T] [--recompute none|full|keep-attention]]\n\n"
                "Print per-GPU and per-node memory for the model states and ZeRO's buffers, for every stage and\n"
                "offload choice, or only for the stage and offload devices of the DeepSpeed config C, or only\n"

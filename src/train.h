@@ -33,6 +33,8 @@ typedef struct zinf_train_opts {
     int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */
     bool overwrite_output_dir; /* a fresh run may start in an --out holding checkpoints */
     bool no_signal_save;       /* a stop by SIGUSR1/SIGTERM saves no checkpoint */
+    const char *report_to;     /* --report_to: "none" (NULL) or "tensorboard" (HF's scalars) */
+    const char *logging_dir;   /* --logging_dir: its directory; NULL: OUT/runs/DATE_HOST as HF */
     zinf_flags flags;
 } zinf_train_opts;
 
