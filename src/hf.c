@@ -263,21 +263,24 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for --init_from");
     if (!rc) rc = zinf_st_reader_open(&rd, sd, 0, 0);
     rc = zinf_comm_agree(comm, rc);
+    double tread = 0;
     /* each rank its part of each unit: the masters from the files, Adam's moments zero */
     for (int u = 0, i = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len;
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
-        memset(buf, 0, (size_t)maxp * 4);
+        memset(buf, 0, (size_t)len * 4);
         for (; i < n && it[i].u == u && !rc; i++) {
             const zinf_tensor_view *tv = &un->t[it[i].t];
             int64_t a = lo > tv->offset ? lo : tv->offset;
             int64_t b = lo + len < tv->offset + tv->numel ? lo + len : tv->offset + tv->numel;
             if (b > a) rc = fill(rd, tv, &it[i].part, sf[i], st[i], a - tv->offset, b - tv->offset, buf + (a - lo));
         }
+        double r0 = zinf_now();
         if (!rc) rc = zinf_st_reader_run(rd);
+        tread += zinf_now() - r0;
         if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, buf);
-        memset(buf, 0, (size_t)maxp * 4);
+        memset(buf, 0, (size_t)len * 4);
         if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, buf);
         if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_V, buf);
         if (rc) rc = zinf_err_prefix(rc, "--init_from %s: unit %s", dir, un->name);
@@ -296,6 +299,6 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     if (!rc) rc = zinf_comm_agree(comm, zinf_zero_ckpt_params_from_master(z));
     if (!rc) rc = zinf_comm_agree(comm, zinf_comm_allreduce_sum_u64(comm, sums, 3));
     if (!rc && load) *load = (zinf_hf_load){.read = sums[0], .wanted = sums[1], .direct = !sums[2],
-                                            .seconds = zinf_now() - t0};
+                                            .seconds = zinf_now() - t0, .read_seconds = tread};
     return rc;
 }

@@ -66,7 +66,7 @@ char *zinf_hf_generation_config(const char *config_json);
 typedef struct zinf_hf_load {
     uint64_t read, wanted;
     bool direct;
-    double seconds;
+    double seconds, read_seconds; /* the whole import; rank 0's reads and conversions in it */
 } zinf_hf_load;
 
 /* `zinf train --init_from DIR`: the fp32 master weights from DIR/config.json and
