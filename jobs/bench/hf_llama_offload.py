@@ -19,7 +19,7 @@ import torch.distributed as dist
 import transformers
 
 from hf_llama import config
-from torch_gpt2 import time_steps
+from torch_gpt2 import ds_offload_config, fsdp2_offload_step, time_steps
 
 
 def main():
@@ -44,20 +44,7 @@ def main():
     if a.engine == "ds":
         import deepspeed
 
-        ds = {
-            "train_micro_batch_size_per_gpu": a.micro,
-            "gradient_accumulation_steps": a.gas,
-            "gradient_clipping": a.clip,
-            "bf16": {"enabled": True},
-            "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
-            "zero_optimization": {
-                "stage": 3, "overlap_comm": True, "contiguous_gradients": True,
-                "offload_optimizer": {"device": "cpu", "pin_memory": True},
-                "reduce_bucket_size": C * C, "stage3_prefetch_bucket_size": int(0.9 * C * C),
-                "stage3_param_persistence_threshold": 10 * C,
-            },
-            "steps_per_print": 10 ** 9,
-        }
+        ds = ds_offload_config(a, C)
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
 
         def micro_step(idx, tgt, last):
@@ -75,15 +62,7 @@ def main():
         fully_shard(layer, mp_policy=mp, offload_policy=off)
     fully_shard(model, mp_policy=mp, offload_policy=off)
     torch.cuda.empty_cache()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
-
-    def micro_step(idx, tgt, last):
-        (model(input_ids=idx, labels=tgt).loss / a.gas).backward()
-        if last:
-            if a.clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+    micro_step = fsdp2_offload_step(a, model, lambda idx, tgt: model(input_ids=idx, labels=tgt).loss)
 
     time_steps(a, micro_step, "fsdp2-offload")
     dist.destroy_process_group()
