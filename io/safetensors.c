@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,10 +231,11 @@ const char *zinf_st_meta(const zinf_st_file *f, const char *key)
     return json_string_value(json_object_get(json_object_get(f->hdr, "__metadata__"), key));
 }
 
-/* n little-endian values of dt at q into dst[0], dst[stride], ... as fp32 */
+/* n little-endian values of dt at q into dst[0], dst[stride], ... as fp32. BF16 is the top half
+ * of an fp32 (zinf_bf16_to_f32, written out here so that the loop vectorises); a reader's chunk (a
+ * million values) is spread over the host's cores, zinf_st_read's 64 KiB stays on one. */
 static void to_f32(const unsigned char *q, zinf_dtype dt, int64_t n, float *dst, int64_t stride)
 {
-    /* a reader's chunk (a million values) on the host's cores; zinf_st_read's 64 KiB on one */
     if (dt == ZINF_F32) {
 #pragma omp parallel for schedule(static) if (n >= (1 << 18))
         for (int64_t i = 0; i < n; i++) {
@@ -241,12 +243,15 @@ static void to_f32(const unsigned char *q, zinf_dtype dt, int64_t n, float *dst,
             uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             memcpy(&dst[i * stride], &u, 4);
         }
-    } else {
+    } else if (dt == ZINF_BF16) {
 #pragma omp parallel for schedule(static) if (n >= (1 << 18))
         for (int64_t i = 0; i < n; i++) {
-            uint16_t h = (uint16_t)(q[2 * i] | q[2 * i + 1] << 8);
-            dst[i * stride] = dt == ZINF_BF16 ? zinf_bf16_to_f32(h) : zinf_f16_to_f32(h);
+            uint32_t u = ((uint32_t)q[2 * i] | (uint32_t)q[2 * i + 1] << 8) << 16;
+            memcpy(&dst[i * stride], &u, 4);
         }
+    } else {
+#pragma omp parallel for schedule(static) if (n >= (1 << 18))
+        for (int64_t i = 0; i < n; i++) dst[i * stride] = zinf_f16_to_f32((uint16_t)(q[2 * i] | q[2 * i + 1] << 8));
     }
 }
 
@@ -428,6 +433,10 @@ struct zinf_st_reader {
     st_job *jobs;
     int njobs, capjobs;
     uint64_t read, wanted;
+    pthread_t th; /* zinf_st_reader_start's */
+    bool running;
+    int th_rc;
+    char th_msg[1024];
 };
 
 #define ST_ALIGN ZINF_SWAP_ALIGN
@@ -435,6 +444,7 @@ struct zinf_st_reader {
 void zinf_st_reader_close(zinf_st_reader *r)
 {
     if (!r) return;
+    if (r->running) zinf_st_reader_wait(r);
     zinf_swap_close(r->sw);
     free(r->buf);
     free(r->s);
@@ -564,6 +574,31 @@ int zinf_st_reader_run(zinf_st_reader *r)
     for (; busy; busy--, head = (head + 1) % r->nslots) rc = st_finish(r, &r->s[head], rc);
     r->njobs = 0;
     return rc;
+}
+
+static void *st_thread(void *arg)
+{
+    zinf_st_reader *r = arg;
+    r->th_rc = zinf_st_reader_run(r);
+    if (r->th_rc) snprintf(r->th_msg, sizeof r->th_msg, "%s", zinf_errmsg()); /* the message is per thread */
+    return NULL;
+}
+
+int zinf_st_reader_start(zinf_st_reader *r)
+{
+    if (r->running) return zinf_err("safetensors reader: started twice without a wait");
+    int e = pthread_create(&r->th, NULL, st_thread, r);
+    if (e) return zinf_errc(-e, "safetensors reader: cannot start its thread: %s", strerror(e));
+    r->running = true;
+    return 0;
+}
+
+int zinf_st_reader_wait(zinf_st_reader *r)
+{
+    if (!r->running) return 0;
+    pthread_join(r->th, NULL);
+    r->running = false;
+    return r->th_rc ? zinf_errc(r->th_rc, "%s", r->th_msg) : 0;
 }
 
 /* ---------------------------------------------------------------- writing ------------------ */

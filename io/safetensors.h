@@ -82,7 +82,8 @@ int zinf_st_dir_missing(const zinf_st_dir *d, const char *name);
  * and converted from its offset in the slot; up to `slots` chunks are in flight while the oldest
  * is converted. A file system that refuses O_DIRECT (tmpfs) is read with buffered pread (the psync
  * engine) instead, with the same values; so is a machine without io_uring. Host memory: the
- * buffer, whatever the ranges add up to. Not for concurrent use. */
+ * buffer, whatever the ranges add up to. One caller at a time (start/wait below hand it to a
+ * thread and back). */
 typedef struct zinf_st_reader zinf_st_reader;
 /* buffer_bytes 0: 64 MiB; slots 0: 16; a slot holds at least 3 x 4096 bytes */
 int zinf_st_reader_open(zinf_st_reader **out, const zinf_st_dir *d, size_t buffer_bytes, int slots);
@@ -94,6 +95,11 @@ int zinf_st_reader_add(zinf_st_reader *r, const zinf_st_file *f, const zinf_st_t
 /* Read and convert everything queued, then forget it; 0, or the first failure's status and
  * message (every read in flight is waited for first). */
 int zinf_st_reader_run(zinf_st_reader *r);
+/* The same in a thread of its own: start returns at once (0, or why no thread started); wait
+ * joins it and returns what run would have, the message on the caller's thread. Between them the
+ * reader and the destinations queued are the thread's: queue nothing, touch no destination. */
+int zinf_st_reader_start(zinf_st_reader *r);
+int zinf_st_reader_wait(zinf_st_reader *r);
 /* true: O_DIRECT; false: buffered, and why (the open's refusal) in *why when why is not NULL */
 bool zinf_st_reader_direct(const zinf_st_reader *r, const char **why);
 /* bytes read from the files (the aligned supersets) and bytes of the ranges asked for, so far */

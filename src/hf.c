@@ -238,6 +238,24 @@ static int fill(zinf_st_reader *rd, const zinf_tensor_view *tv, const zinf_hf_pa
     return 0;
 }
 
+/* Unit u's part on this rank queued on the reader into b, zeroed first (rows HF lacks stay zero);
+ * *i walks the items, which are in unit order. */
+static int queue_unit(zinf_st_reader *rd, const zinf_model *m, zinf_zero *z, const zinf_hf_item *it, int n, int *i,
+                      const zinf_st_file **sf, const zinf_st_tensor **st, int u, float *b)
+{
+    const zinf_unit *un = &m->units[u];
+    int64_t lo, len;
+    zinf_zero_ckpt_range(z, u, false, &lo, &len);
+    memset(b, 0, (size_t)len * 4);
+    for (; *i < n && it[*i].u == u; (*i)++) {
+        const zinf_tensor_view *tv = &un->t[it[*i].t];
+        int64_t a = lo > tv->offset ? lo : tv->offset;
+        int64_t e = lo + len < tv->offset + tv->numel ? lo + len : tv->offset + tv->numel;
+        if (e > a) ZINF_TRY(fill(rd, tv, &it[*i].part, sf[*i], st[*i], a - tv->offset, e - tv->offset, b + (a - lo)));
+    }
+    return 0;
+}
+
 int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_hf_load *load)
 {
     double t0 = zinf_now();
@@ -259,38 +277,40 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
         maxp = len > maxp ? len : maxp;
     }
-    float *buf = rc ? NULL : malloc((size_t)maxp * 4);
-    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for --init_from");
+    /* two units' parts: one being read while the other moves into the shards */
+    float *buf[2] = {rc ? NULL : malloc((size_t)maxp * 4), rc ? NULL : malloc((size_t)maxp * 4)};
+    if (!rc && (!buf[0] || !buf[1])) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for --init_from");
     if (!rc) rc = zinf_st_reader_open(&rd, sd, 0, 0);
     rc = zinf_comm_agree(comm, rc);
-    double tread = 0;
+    double twait = 0;
+    int i = 0;
+    if (!rc && m->nunits) rc = queue_unit(rd, m, z, it, n, &i, sf, st, 0, buf[0]);
+    if (!rc && m->nunits) rc = zinf_st_reader_start(rd);
     /* each rank its part of each unit: the masters from the files, Adam's moments zero */
-    for (int u = 0, i = 0; u < m->nunits && !rc; u++) {
+    for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len;
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
-        memset(buf, 0, (size_t)len * 4);
-        for (; i < n && it[i].u == u && !rc; i++) {
-            const zinf_tensor_view *tv = &un->t[it[i].t];
-            int64_t a = lo > tv->offset ? lo : tv->offset;
-            int64_t b = lo + len < tv->offset + tv->numel ? lo + len : tv->offset + tv->numel;
-            if (b > a) rc = fill(rd, tv, &it[i].part, sf[i], st[i], a - tv->offset, b - tv->offset, buf + (a - lo));
-        }
-        double r0 = zinf_now();
-        if (!rc) rc = zinf_st_reader_run(rd);
-        tread += zinf_now() - r0;
-        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, buf);
-        memset(buf, 0, (size_t)len * 4);
-        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, buf);
-        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_V, buf);
+        double w0 = zinf_now();
+        rc = zinf_st_reader_wait(rd);
+        twait += zinf_now() - w0;
+        /* the next unit's reads go on while this one moves into the shards */
+        if (!rc && u + 1 < m->nunits) rc = queue_unit(rd, m, z, it, n, &i, sf, st, u + 1, buf[(u + 1) % 2]);
+        if (!rc && u + 1 < m->nunits) rc = zinf_st_reader_start(rd);
+        float *b = buf[u % 2];
+        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, b);
+        memset(b, 0, (size_t)len * 4);
+        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, b);
+        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_V, b);
         if (rc) rc = zinf_err_prefix(rc, "--init_from %s: unit %s", dir, un->name);
         rc = zinf_comm_agree(comm, rc); /* keep the ranks in step (NVMe states move here) */
     }
     /* what the load read, over all ranks, and whether every rank read with O_DIRECT */
     uint64_t sums[3] = {0, 0, rd && !zinf_st_reader_direct(rd, NULL)};
     if (rd) zinf_st_reader_bytes(rd, &sums[0], &sums[1]);
-    zinf_st_reader_close(rd);
-    free(buf);
+    zinf_st_reader_close(rd); /* after the thread of a unit that was not waited for */
+    free(buf[0]);
+    free(buf[1]);
     free(sf);
     free(st);
     free(it);
@@ -299,6 +319,6 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     if (!rc) rc = zinf_comm_agree(comm, zinf_zero_ckpt_params_from_master(z));
     if (!rc) rc = zinf_comm_agree(comm, zinf_comm_allreduce_sum_u64(comm, sums, 3));
     if (!rc && load) *load = (zinf_hf_load){.read = sums[0], .wanted = sums[1], .direct = !sums[2],
-                                            .seconds = zinf_now() - t0, .read_seconds = tread};
+                                            .seconds = zinf_now() - t0, .wait_seconds = twait};
     return rc;
 }

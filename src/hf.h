@@ -66,7 +66,7 @@ char *zinf_hf_generation_config(const char *config_json);
 typedef struct zinf_hf_load {
     uint64_t read, wanted;
     bool direct;
-    double seconds, read_seconds; /* the whole import; rank 0's reads and conversions in it */
+    double seconds, wait_seconds; /* the whole import; rank 0's waits for its reads in it */
 } zinf_hf_load;
 
 /* `zinf train --init_from DIR`: the fp32 master weights from DIR/config.json and
@@ -78,7 +78,9 @@ typedef struct zinf_hf_load {
  * model's. Collective: every rank checks every tensor (present where the index puts it, dtype,
  * shape) before any state changes; a failure anywhere is agreed on (one message naming the file
  * and the field or tensor). The bytes are read through a zinf_st_reader (O_DIRECT, pipelined, a
- * bounded buffer) unit by unit; load (may be NULL) receives what was read. */
+ * bounded buffer) unit by unit, the next unit's reads in a thread while this one moves into the
+ * shards (host memory: the read buffer and two units' parts); load (may be NULL) receives what
+ * was read. */
 int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_hf_load *load);
 
 #endif

@@ -883,10 +883,10 @@ static int setup(run *r)
     else if (o->init_from) {
         const zinf_hf_load *l = &r->hf_load;
         zinf_info("zinf: initial weights from %s (Hugging Face %s safetensors; %.3f GB read in %.2f s, %.2f GB/s, %s; "
-                  "reading and converting %.2f s of it)",
+                  "%.2f s of it waiting for the reads)",
                   o->init_from, r->m.c.model_type, (double)l->read / 1e9, l->seconds,
                   l->seconds > 0 ? (double)l->read / 1e9 / l->seconds : 0.0,
-                  l->direct ? "O_DIRECT" : "buffered: the file system refuses O_DIRECT", l->read_seconds);
+                  l->direct ? "O_DIRECT" : "buffered: the file system refuses O_DIRECT", l->wait_seconds);
     }
     return 0;
 }

@@ -39,7 +39,7 @@ for where in "$HERE" "$SHM"; do
             --per_device_train_batch_size 2 --max_steps 2 --save_steps 0 --out "$TMP/o.$fault" --seed 5 2>&1); RC=$?
         expect_ok "$what: train --init_from"
         expect_has "$what: the way it read" "initial weights from $where/llama/qwen3 (Hugging Face qwen3 safetensors; " \
-            "GB/s, $want; reading and converting "
+            "GB/s, $want; " " s of it waiting for the reads)"
         h=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p')
         [ -z "$H0" ] && H0=$h
         [ -n "$h" ] && [ "$h" = "$H0" ] && pass || fail "$what: parameter hash '$h' after 2 steps, the first way's '$H0'"
