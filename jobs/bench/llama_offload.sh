@@ -10,6 +10,11 @@
 # An 8B's fp32 master, m and v (12 bytes a parameter, 96 GB) and a peer's fp32 gradients on the
 # host (4 more) pass one H100 node's 125 GiB: run it on a node with more host memory (a 2-GPU
 # node's 256 GiB), one rank on one GPU.
+# Measured 2026-11-26 on GPU 0 of a 2xH100 node (32 cores, 251 GiB), one rank, zinf at d4c5dff, this
+# script at 9093585, `--model llama-3.1-8b --steps 4 --peer-steps 3 --peer-timeout 190`: zinf 5,621
+# tokens/s (26.5% MFU; it exited 1 after the steps, before its final report), DeepSpeed 0.19.8
+# 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s; Qwen3-8B not run (README,
+# Performance).
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--micro 1] [--T 4096] [--gas 8]
 #                               [--steps 3] [--peer-steps 2] [--peer-timeout 300] [--peak-tflops 989]
@@ -57,7 +62,7 @@ row() { awk -v who="$1" -v t="$2" -v pk="$3" -v f="$flops" -v tok="$((micro * ga
     if (t <= 0) { printf "%-30s %s\n", who, "no figure"; exit }
     printf "%-30s %11.0f %10.0f %9s %6.1f%% %s\n", who, t, 1e3 * tok / t, pk, 100 * t * f / (peak * 1e12),
            (who == "zinf" ? "" : sprintf("%.2fx", z / t)) }'; }
-if [ "$rc" -ne 0 ]; then echo "zinf failed (exit $rc):"; tail -8 "$tmp/zinf.log"; fi
+if [ "$rc" -ne 0 ]; then echo "zinf failed (exit $rc):"; grep -v '^ \|^--\|^$\|^mpirun\|^the job\|^Primary' "$tmp/zinf.log" | tail -6; fi
 row zinf "$tps" "${zpeak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /' || :
