@@ -6,7 +6,10 @@
  * header refused in one message naming the file and, where one is at fault, the tensor; an index
  * naming a missing shard; tensors missing from the index or from their shard; HF's size
  * spellings; 3000 mutated headers (and some cut short) each opened cleanly or refused in one line,
- * never a crash. The values checked are made here, from their bits, never read back from zinf. */
+ * never a crash; the bulk reader (O_DIRECT through io/swap, aligned supersets of unaligned
+ * ranges, slots smaller than a tensor, strided destinations, on its own thread too) in the build
+ * directory, in /dev/shm and as on a file system without O_DIRECT, and a read failing in its
+ * thread. The values checked are made here, from their bits, never read back from zinf. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -188,7 +191,10 @@ static bool reader_check(const char *dir, const zinf_st_spec *t, int n, const ch
                   zinf_errmsg());
             want += (uint64_t)K[i] * (t[i].dt == ZINF_F32 ? 4 : 2);
         }
-        CHECK(zinf_st_reader_run(r) == 0, "%s: run: %s", where, zinf_errmsg());
+        /* pass 1 in the reader's own thread, the others on this one */
+        if (pass == 1)
+            CHECK(zinf_st_reader_start(r) == 0 && zinf_st_reader_wait(r) == 0, "%s: start/wait: %s", where, zinf_errmsg());
+        else CHECK(zinf_st_reader_run(r) == 0, "%s: run: %s", where, zinf_errmsg());
         for (int i = 0; i < n; i++) {
             int64_t bad = 0;
             /* the range's values where they belong; nothing between them, nor past the range */
@@ -568,6 +574,23 @@ int main(void)
             setenv("ZINF_SWAP_FAULT", "nodirect", 1);
             got = reader_check(dirs[k], rt, nr, "ZINF_SWAP_FAULT=nodirect");
             CHECK(!got, "ZINF_SWAP_FAULT=nodirect: the reader still used O_DIRECT");
+            /* a read that fails in the reader's thread: its message comes back to the waiter */
+            setenv("ZINF_SWAP_FAULT", "eio@2", 1);
+            zinf_st_dir *d;
+            zinf_st_reader *r = NULL;
+            float *v = malloc(20000 * 4);
+            CHECK(zinf_st_dir_open(&d, dirs[k]) == 0 && zinf_st_reader_open(&r, d, 4 * 12288, 4) == 0, "eio: %s",
+                  zinf_errmsg());
+            const zinf_st_file *f;
+            const zinf_st_tensor *x = r ? zinf_st_dir_find(d, "b.f32", &f) : NULL;
+            zinf_err_clear();
+            CHECK(x && zinf_st_reader_add(r, f, x, 0, 20000, v, 1) == 0 && zinf_st_reader_start(r) == 0 &&
+                      zinf_st_reader_wait(r) < 0 && strstr(zinf_errmsg(), "Input/output error") &&
+                      strstr(zinf_errmsg(), "model-0000"),
+                  "%s: a read failing with EIO in the reader's thread: '%s'", dirs[k], zinf_errmsg());
+            zinf_st_reader_close(r);
+            zinf_st_dir_close(d);
+            free(v);
             unsetenv("ZINF_SWAP_FAULT");
             nftw(dirs[k], rm_one, 16, FTW_DEPTH | FTW_PHYS);
         }
