@@ -1729,18 +1729,28 @@ int zinf_zero_get_params(zinf_zero *z, int u, float *out)
     int rc = 0;
     if (z->stage == 3) {
         full = be->alloc(be, ZINF_PLACE_DEVICE, (size_t)x->pn * z->es);
-        if (!full) return zinf_errc(ZINF_ENOMEM, "out of memory for a parameter check");
+        if (!full)
+            return zinf_errc(ZINF_ENOMEM, "out of device memory (%.1f MiB) for the parameter check of unit %d",
+                             (double)x->pn * (double)z->es / 1048576.0, u);
         zinf_req rq;
         const void *send;
         rc = shard_source(z, u, full, &send);
         if (!rc) rc = zinf_comm_iallgather(z->comm, send, full, x->p, be->cdt, &rq, "all-gather for a parameter check");
         if (!rc) rc = zinf_comm_wait(z->comm, &rq);
     }
-    float *f = z->f32 ? full : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)x->n * 4);
-    if (!rc && !f) rc = zinf_errc(ZINF_ENOMEM, "out of memory for a parameter check");
-    if (!rc && !z->f32) be->to_f32(be, f, full, x->n);
-    if (!rc) rc = be->copy(be, out, f, (size_t)x->n * 4, NULL);
-    if (!rc) rc = be->sync(be);
+    /* 16-bit values widen to fp32 in pieces of at most 16M elements: the device memory left at
+     * the end of a run need not hold a whole unit in fp32 (an 8B's embedding is 2.1 GB) */
+    const int64_t piece = z->f32 ? x->n : (x->n < ((int64_t)1 << 24) ? x->n : ((int64_t)1 << 24));
+    float *f = z->f32 ? full : be->alloc(be, ZINF_PLACE_DEVICE, (size_t)piece * 4);
+    if (!rc && !f)
+        rc = zinf_errc(ZINF_ENOMEM, "out of device memory (%.1f MiB) for the parameter check of unit %d",
+                       (double)piece * 4 / 1048576.0, u);
+    for (int64_t k = 0; !rc && k < x->n; k += piece) {
+        int64_t m = x->n - k < piece ? x->n - k : piece;
+        if (!z->f32) be->to_f32(be, f, (const char *)full + (size_t)k * z->es, m);
+        rc = be->copy(be, out + k, z->f32 ? f + k : f, (size_t)m * 4, NULL);
+        if (!rc) rc = be->sync(be);
+    }
     if (f && f != full) be->free(be, ZINF_PLACE_DEVICE, f);
     if (z->stage == 3 && full) be->free(be, ZINF_PLACE_DEVICE, full);
     return rc;
