@@ -82,6 +82,7 @@ struct zinf_tok {
     bool nfc;
     bool cuttable;          /* every stage's regex is one zinf_tok_next_cut knows, no added token
                              * holds a line break */
+    bool cut_after_text;    /* GPT-2's regex: a cut also needs a non-space before the line break */
     stage stages[MAX_STAGES];
     int nstages;
     int32_t pre[MAX_TEMPLATE], post[MAX_TEMPLATE];
@@ -792,9 +793,11 @@ int32_t zinf_tok_vocab_size(const zinf_tok *t) { return t->nid; }
 size_t zinf_tok_next_cut(const zinf_tok *t, const char *text, size_t n, size_t from)
 {
     if (!t->cuttable) return n;
-    for (size_t i = from; i + 1 < n; i++) {
-        uint8_t c = (uint8_t)text[i + 1];
-        if (text[i] == '\n' && c > 0x20 && c < 0x7f && !t->first_lstrip[c]) return i + 1;
+    for (size_t i = from > 0 ? from : 1; i + 1 < n; i++) {
+        uint8_t c = (uint8_t)text[i + 1], b = (uint8_t)text[i - 1];
+        if (text[i] == '\n' && c > 0x20 && c < 0x7f && !t->first_lstrip[c] &&
+            (!t->cut_after_text || (b > 0x20 && b < 0x7f)))
+            return i + 1;
     }
     return n;
 }
@@ -832,10 +835,13 @@ static const char GPT2_RE[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /* The Split regexes of Qwen2/2.5/3, Llama-3 and Qwen3.5, as their tokenizer.json files write them.
- * With these and GPT-2's, no piece runs from a line break into a printable ASCII character after
- * it: no alternative matches a line break together with a following non-space (the optional
- * lead of a letter run excludes \r and \n, the other runs exclude \s, the whitespace runs stop
- * before a non-space). zinf_tok_next_cut relies on it. */
+ * With these, no piece runs from a line break into a printable ASCII character after it: the
+ * optional lead of a letter run excludes \r and \n, the other runs exclude \s, and a whitespace
+ * run that holds a line break is taken up to its last line break by \s*[\r\n]+ whether text
+ * follows or not. GPT-2's regex has no \s*[\r\n]+: there \s+(?!\S) leaves the last character
+ * of a run that text follows for the next piece, but takes all of it at the end of the text, so
+ * a cut must also have a non-space before the line break (a run of one). zinf_tok_next_cut
+ * relies on this. */
 static const char *const KNOWN_RE[] = {
     GPT2_RE,
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -853,6 +859,7 @@ static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal
     for (size_t i = 0; i < sizeof KNOWN_RE / sizeof *KNOWN_RE; i++)
         known |= !literal && strlen(KNOWN_RE[i]) == plen && memcmp(KNOWN_RE[i], pattern, plen) == 0;
     if (!known) t->cuttable = false;
+    if (!literal && plen == sizeof GPT2_RE - 1 && memcmp(pattern, GPT2_RE, plen) == 0) t->cut_after_text = true;
     if (t->nstages == MAX_STAGES)
         return zinf_err("%s: pre_tokenizer has more than %d splitting steps", t->path, MAX_STAGES);
     int ec;

@@ -62,13 +62,30 @@ printf 'Hello world\n Hello world\n' > "$TMP/hello.txt"
 printf '9707 1879\n21927 1879\n' > "$TMP/hello.want"
 same "qwen: Hello world" "$TMP/hello.ids" "$TMP/hello.want"
 
+# the tokens of a shard, one per line, read by the format's rules (zinf-data(1))
+SHARD_IDS=$TMP/shard_ids.py
+cat > "$SHARD_IDS" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+h = struct.unpack("<256i", d[:1024])
+assert h[0] == 20240520 and h[1] in (1, 2), h[:3]
+w = 2 if h[1] == 1 else 4
+assert len(d) == 1024 + w * h[2], (len(d), h[2])
+print("\n".join(map(str, struct.unpack("<%d%s" % (h[2], "H" if w == 2 else "I"), d[1024:]))))
+EOF
+
 # 3000 seeded random lines over the hard cases, each tokenizer, special tokens matched
-"$PY" "$GEN" fuzz 3000 23 "$TMP/fuzz.txt"
+"$PY" "$GEN" fuzz 3000 1 "$TMP/fuzz.txt"
 for tk in "$SRC/tests/tok/tiny.json" "$OUT/qwen.json" "$OUT/llama3.json"; do
     name=$(basename "$tk" .json)
-    "$PY" "$GEN" ref "$tk" "$TMP/fuzz.txt" "$TMP/hello.txt" "$TMP/fuzz.$name" || fail "$name: tokenizers' answers on random lines"
+    "$PY" "$GEN" ref "$tk" "$TMP/fuzz.txt" "$TMP/fuzz.txt" "$TMP/fuzz.$name" || fail "$name: tokenizers' answers on random lines"
     "$TOOL" ids "$tk" "$TMP/fuzz.txt" 1 > "$TMP/fuzz.$name.got" || fail "$name: zinf's ids of random lines"
     same "$name ids of 3000 random lines" "$TMP/fuzz.$name.got" "$TMP/fuzz.$name.ids1"
+    # and as one file through zinf data, cut where zinf_tok_next_cut allows
+    OUTPUT=$("$ZINF" data --input "$TMP/fuzz.txt" --tokenizer "$tk" --out "$TMP/fuzz.$name" 2>&1); RC=$?
+    expect_ok "$name: zinf data on random lines"
+    "$PY" "$SHARD_IDS" "$TMP/fuzz.${name}_train_000000.bin" > "$TMP/fuzz.$name.whole.got"
+    same "$name: zinf data on random lines" "$TMP/fuzz.$name.whole.got" "$TMP/fuzz.$name.whole"
 done
 
 # the corpus 12 times over, for zinf data: several pieces of its CUT_BYTES
@@ -101,15 +118,7 @@ EOF
     for th in 1 3; do
         OUTPUT=$(OMP_NUM_THREADS=$th "$ZINF" data --input "$TMP/big.txt" --tokenizer "$tk" --out "$TMP/$name$th" 2>&1); RC=$?
         expect_ok "$name: zinf data on $th threads"
-        "$PY" - "$TMP/${name}${th}_train_000000.bin" > "$TMP/$name.whole$th" <<'EOF'
-import struct, sys
-d = open(sys.argv[1], "rb").read()
-h = struct.unpack("<256i", d[:1024])
-assert h[0] == 20240520 and h[1] in (1, 2), h[:3]
-w = 2 if h[1] == 1 else 4
-assert len(d) == 1024 + w * h[2], (len(d), h[2])
-print("\n".join(map(str, struct.unpack("<%d%s" % (h[2], "H" if w == 2 else "I"), d[1024:]))))
-EOF
+        "$PY" "$SHARD_IDS" "$TMP/${name}${th}_train_000000.bin" > "$TMP/$name.whole$th"
         same "$name: zinf data shard on $th threads" "$TMP/$name.whole$th" "$R.whole"
     done
 done
