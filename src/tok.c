@@ -624,10 +624,10 @@ static int pretok(const zinf_tok *t, tls_state *s, int k, const uint8_t *p, size
 
 /* ============================================================================ added tokens */
 
-/* The leftmost-longest added token of kind `normalized` in s[from..n) that the flags allow; its
- * index and start, or -1. */
+/* The leftmost-longest added token of kind `normalized` in s[from..n); its index and start, or
+ * -1. */
 static int find_added(const zinf_tok *t, const uint8_t *s, size_t n, size_t from, bool normalized,
-                      unsigned flags, size_t *start)
+                      size_t *start)
 {
     const uint8_t *first = normalized ? t->first_norm : t->first_raw;
     for (size_t i = from; i < n; i++) {
@@ -635,7 +635,7 @@ static int find_added(const zinf_tok *t, const uint8_t *s, size_t n, size_t from
         int best = -1;
         for (int k = 0; k < t->nadded; k++) {
             const added_tok *a = &t->added[k];
-            if (a->normalized != normalized || (a->special && !(flags & ZINF_TOK_SPECIAL))) continue;
+            if (a->normalized != normalized) continue;
             if (a->len <= n - i && (best < 0 || a->len > t->added[best].len) &&
                 memcmp(s + i, a->content, a->len) == 0)
                 best = k;
@@ -657,10 +657,13 @@ static int cut_added(const zinf_tok *t, tls_state *s, const uint8_t *p, size_t n
 {
     size_t done = 0, from = 0, a;
     int k;
-    while ((k = find_added(t, p, n, from, normalized, flags, &a)) >= 0) {
+    while ((k = find_added(t, p, n, from, normalized, &a)) >= 0) {
         const added_tok *tk = &t->added[k];
         size_t b = a + tk->len;
         from = b;
+        /* a special token is found and passed over, as tokenizers' encode_special_tokens does:
+         * no shorter added token is looked for inside it */
+        if (tk->special && !(flags & ZINF_TOK_SPECIAL)) continue;
         int l;
         if (tk->single_word && ((a > 0 && is_word_cp(last_cp(p, a))) ||
                                 (b < n && is_word_cp(utf8_cp(p + b, n - b, &l)))))
@@ -1147,7 +1150,6 @@ static int load_added(zinf_tok *t, json_t *added)
         a->lstrip = json_is_true(json_object_get(v, "lstrip"));
         a->rstrip = json_is_true(json_object_get(v, "rstrip"));
         a->single_word = json_is_true(json_object_get(v, "single_word"));
-        if (!t->nfc) a->normalized = false; /* no normalizer: both kinds match the raw text */
         (a->normalized ? t->first_norm : t->first_raw)[(uint8_t)a->content[0]] = 1;
         if (a->lstrip) t->first_lstrip[(uint8_t)a->content[0]] = 1;
         if (memchr(a->content, '\n', a->len)) t->cuttable = false;
