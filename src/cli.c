@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "ckpt_tool.h"
 #include "config.h" /* zinf_config */
 #include "data.h"
@@ -336,13 +337,15 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
 
 static int cmd_data(int argc, char **argv, int first, bool *help)
 {
-    const char *input = NULL, *prefix = NULL, *tokp = NULL;
-    double valf = 0;
-    int64_t shard = 0, random_n = 0, vocab = 50257;
-    uint64_t seed = 1;
-    bool h = false;
+    const char *input = NULL, *prefix = NULL, *tokp = NULL, *tmpl = NULL, *trunc = "delete", *val_dataset = NULL,
+               *system = NULL;
+    double valf = 0, split = 0;
+    int64_t shard = 0, random_n = 0, vocab = 50257, max_length = 0;
+    uint64_t seed = 1, data_seed = 42;
+    bool h = false, sft = false;
     const flag tab[] = {
-        {"input", F_STR, &input, NULL, "UTF-8 text file to tokenise (without --tokenizer: bytes are tokens, vocabulary 256)"},
+        {"input", F_STR, &input, NULL, "UTF-8 text file to tokenise (without --tokenizer: bytes are tokens, vocabulary "
+                                       "256); with --sft, a JSONL chat dataset, FILE or FILE#N"},
         {"tokenizer", F_STR, &tokp, NULL, "tokenizer.json, or a model directory holding one: its byte-level BPE ids are the tokens"},
         {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
@@ -350,6 +353,15 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         {"random", F_INT, &random_n, NULL, "instead of --input: N uniformly random tokens (benchmarks)"},
         {"vocab", F_INT, &vocab, NULL, "vocabulary of --random tokens (default 50257)"},
         {"seed", F_U64, &seed, NULL, "seed of --random tokens (default 1)"},
+        {"sft", F_BOOL, &sft, NULL, "--input is a chat dataset: render it with a template into SFT shards"},
+        {"template", F_STR, &tmpl, NULL, "chat template (qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml); "
+                                         "default: from the --tokenizer directory"},
+        {"system", F_STR, &system, NULL, "system message of samples that have none (default: the template's)"},
+        {"max_length", F_INT, &max_length, NULL, "tokens per sample at most (default 0: no limit)"},
+        {"truncation_strategy", F_STR, &trunc, NULL, "a sample over --max_length: delete (default), left, right"},
+        {"split_dataset_ratio", F_DBL, &split, NULL, "fraction of the samples held out for validation (default 0)"},
+        {"val_dataset", F_STR, &val_dataset, NULL, "validation chat dataset, FILE or FILE#N"},
+        {"data_seed", F_U64, &data_seed, NULL, "seed of FILE#N sampling and of the split (default 42)"},
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
     };
@@ -358,13 +370,37 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     if (h) {
         *help = true;
         printf("usage: zinf data --input FILE [--tokenizer PATH] --out PREFIX [--val_fraction F] [--shard_tokens N]\n"
-               "       zinf data --random N --vocab V --out PREFIX [--seed S]\n\n"
+               "       zinf data --random N --vocab V --out PREFIX [--seed S]\n"
+               "       zinf data --sft --input DATA.jsonl[#N] --tokenizer DIR [--template NAME]\n"
+               "                 [--max_length N] --out PREFIX\n\n"
                "Turn a text file into token shards (llm.c format) of its bytes or of a Hugging Face\n"
-               "tokenizer's ids, or write N random tokens for benchmarks.\n\nflags:\n");
+               "tokenizer's ids, write N random tokens for benchmarks, or render a chat dataset\n"
+               "with a template into SFT shards (tokens and loss flags).\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
     if (!prefix) return zinf_err("data: --out is required");
+    if (sft) {
+        if (!input) return zinf_err("data: --sft needs --input DATA.jsonl");
+        if (!tokp) return zinf_err("data: --sft needs --tokenizer");
+        if (random_n || valf != 0 || shard != 0)
+            return zinf_err("data: --sft takes no --random, --val_fraction or --shard_tokens "
+                            "(use --split_dataset_ratio or --val_dataset)");
+        if (max_length < 0 || max_length > INT32_MAX)
+            return zinf_err("data: --max_length %lld is out of range", (long long)max_length);
+        if (data_seed > UINT32_MAX) return zinf_err("data: --data_seed %llu exceeds 2^32-1", (unsigned long long)data_seed);
+        zinf_chat_data_opts o = {.input = input, .val_input = val_dataset, .tokenizer = tokp,
+                                 .template_name = tmpl, .prefix = prefix, .max_length = max_length,
+                                 .split_ratio = split, .seed = (uint32_t)data_seed, .chat = {.system = system}};
+        if (!strcmp(trunc, "delete")) o.truncation = ZINF_TRUNC_DELETE;
+        else if (!strcmp(trunc, "left")) o.truncation = ZINF_TRUNC_LEFT;
+        else if (!strcmp(trunc, "right")) o.truncation = ZINF_TRUNC_RIGHT;
+        else return zinf_err("data: --truncation_strategy %s: expected delete, left or right", trunc);
+        return zinf_chat_make_shards(&o, stdout);
+    }
+    if (tmpl || system || max_length || split != 0 || val_dataset || strcmp(trunc, "delete") || data_seed != 42)
+        return zinf_err("data: --template, --system, --max_length, --truncation_strategy, --split_dataset_ratio, "
+                        "--data_seed and --val_dataset need --sft");
     if (random_n) {
         if (input || tokp) return zinf_err("data: --random and --input or --tokenizer exclude each other");
         if (vocab > INT32_MAX) return zinf_err("data: --vocab %lld is too large", (long long)vocab);
@@ -520,15 +556,22 @@ int zinf_launch_cli_main(int argc, char **argv)
 {
     zinf_launch_opts o;
     zinf_launch_opts_defaults(&o);
-    bool h = false, dry = false;
+    bool h = false, dry = false, bind = true, bind_set = false;
+    const char *rank_bind = NULL;
     const flag tab[] = {
         {"hostfile", F_STR, &o.hostfile, NULL, "DeepSpeed hostfile of 'HOST slots=N' lines (-H; default /job/hostfile when it exists, else this node)"},
         {"include", F_STR, &o.include, NULL, "only these hosts and slots: HOST[:SLOT,...][@HOST...] (-i)"},
         {"exclude", F_STR, &o.exclude, NULL, "all but these hosts and slots, same syntax (-e)"},
         {"num_nodes", F_INT, &o.num_nodes, NULL, "run on the first N hosts"},
         {"num_gpus", F_INT, &o.num_gpus, NULL, "ranks per host: its first N slots (without a GPU: N CPU ranks here)"},
-        {"master_addr", F_STR, &o.master_addr, NULL, "accepted for DeepSpeed's command lines; MPI does the rendezvous"},
-        {"master_port", F_INT, &o.master_port, NULL, "accepted for DeepSpeed's command lines; MPI does the rendezvous"},
+        {"master_addr", F_STR, &o.master_addr, NULL, "accepted for DeepSpeed's and torchrun's command lines (also MASTER_ADDR); MPI does the rendezvous"},
+        {"master_port", F_INT, &o.master_port, NULL, "accepted for DeepSpeed's and torchrun's command lines (also MASTER_PORT); MPI does the rendezvous"},
+        {"nproc_per_node", F_STR, &o.nproc_per_node, NULL, "torchrun's --num_gpus: ranks per node, N, gpu or auto (also NPROC_PER_NODE)"},
+        {"nnodes", F_INT, &o.nnodes, NULL, "torchrun's --num_nodes (also NNODES); more than 1 needs a hostfile"},
+        {"node_rank", F_INT, &o.node_rank, NULL, "torchrun's node-by-node start (also NODE_RANK): refused with the command that starts every node from one place"},
+        {"bind_cores_to_rank", F_BOOL, &bind, &bind_set, "bind each rank to its share of its node's cores, OMP_NUM_THREADS as many (default true; false: unbound, as many threads as cores)"},
+        {"bind_core_list", F_STR, &o.bind_core_list, NULL, "the CPUs to share out among each node's ranks, e.g. 0-27,56-83 (default: every core)"},
+        {"rank_bind", F_STR, &rank_bind, NULL, "in the mpirun command: bind this rank (auto, cores or a CPU list) and run PROGRAM"},
         {"launcher", F_STR, &o.launcher, NULL, "openmpi (the only one; under Slurm use srun, see jobs/slurm/)"},
         {"launcher_args", F_STR, &o.launcher_args, NULL, "more mpirun arguments, split at blanks (quotes group)"},
         {"ssh_port", F_INT, &o.ssh_port, NULL, "ssh port of the hosts (mpirun --mca plm_rsh_args '-p N')"},
@@ -543,11 +586,15 @@ int zinf_launch_cli_main(int argc, char **argv)
     int rc = parse_flags_until("zinf-launch", tab, argc, argv, 1, NULL, 0, &npos, &rest, shorts);
     if (!rc && h) {
         printf("usage: zinf-launch [--hostfile FILE] [--include SPEC | --exclude SPEC] [--num_nodes N]\n"
-               "                   [--num_gpus N] [--launcher_args ARGS] [--dry-run] PROGRAM [ARGS...]\n\n"
+               "                   [--num_gpus N] [--bind_core_list CPUS] [--launcher_args ARGS] [--dry-run]\n"
+               "                   PROGRAM [ARGS...]\n\n"
                "Run PROGRAM (usually: zinf train ...) with one rank per GPU slot through OpenMPI's mpirun,\n"
-               "from DeepSpeed's launcher options. SPEC is HOST[:SLOT[,SLOT...]][@HOST...]. NCCL_*, ZINF_*,\n"
-               "UCX_*, OMP_*, PATH and LD_LIBRARY_PATH, and the lines of .deepspeed_env (DS_ENV_FILE, ./ or ~/),\n"
-               "reach every rank. The command is printed before it runs.\n\nflags:\n");
+               "from DeepSpeed's (and torchrun's) launcher options. SPEC is HOST[:SLOT[,SLOT...]][@HOST...].\n"
+               "Each rank is bound to its share of its node's cores, with as many OpenMP threads\n"
+               "(OMP_NUM_THREADS, unless set). NCCL_*, ZINF_*, UCX_*, OMP_*, PATH and LD_LIBRARY_PATH, and the\n"
+               "lines of .deepspeed_env (DS_ENV_FILE, ./ or ~/), reach every rank. NPROC_PER_NODE, NNODES,\n"
+               "NODE_RANK, MASTER_ADDR and MASTER_PORT are read as torchrun reads them. The command is\n"
+               "printed before it runs.\n\nflags:\n");
         print_flags(stdout, tab);
         return 0;
     }
@@ -562,6 +609,17 @@ int zinf_launch_cli_main(int argc, char **argv)
         return 2;
     }
     o.prog = argv + rest;
+    if (rank_bind) {
+        /* one rank of the mpirun command: bind it, then become PROGRAM */
+        if (zinf_launch_rank_bind(rank_bind, stderr)) {
+            fprintf(stderr, "zinf-launch: error: %s\n", zinf_errmsg());
+            return 2;
+        }
+        execvp(o.prog[0], o.prog);
+        fprintf(stderr, "zinf-launch: error: cannot run %s: %s\n", o.prog[0], strerror(errno));
+        return 127;
+    }
+    if (bind_set) o.bind_cores = bind;
     if (!o.hostfile && access("/job/hostfile", R_OK) == 0) {
         o.hostfile = "/job/hostfile"; /* DeepSpeed's default */
         fprintf(stderr, "zinf-launch: using /job/hostfile\n");
@@ -658,7 +716,7 @@ static void usage(FILE *out)
             "commands:\n"
             "  train          train a GPT-2 model with a DeepSpeed config (zinf train --help)\n"
             "  config show    print the resolved DeepSpeed config (zinf config --help)\n"
-            "  data           make byte-level token shards from a text file (zinf data --help)\n"
+            "  data           make token shards from a text file or a chat dataset (zinf data --help)\n"
             "  estimate       memory per GPU and per node for each ZeRO stage and offload choice\n"
             "                 (zinf estimate --help)\n"
             "  io-bench       measure NVMe swap speed over the aio settings; print the best \"aio\" block\n"

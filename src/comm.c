@@ -8,9 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "err.h"
+#include "launch.h" /* CPU lists */
+#include "log.h"
 
 #define CHUNK ((int64_t)1 << 28)
 
@@ -489,5 +495,143 @@ int zinf_comm_bcast(zinf_comm *c, void *buf, size_t bytes, int root)
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
         ZINF_TRY(zinf_comm_wait(c, &q));
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- placement ---------------- */
+typedef struct {
+    char host[64];
+    char cpus[184]; /* condensed; ends in "..." when longer */
+    int ncpu, threads;
+    int given;      /* OMP_NUM_THREADS is set */
+    int lowered;    /* the thread count was lowered here (OMP_NUM_THREADS unset, CPUs shared) */
+} placement;
+
+/* the CPUs of a node's ranks together, where their lists are whole; -1 when one is cut short */
+static int union_cpus(const placement *p, int n)
+{
+    unsigned char *seen = calloc(65536 / 8, 1);
+    int count = seen ? 0 : -1;
+    for (int i = 0; i < n && count >= 0; i++) {
+        int *v, nv;
+        if (zinf_launch_parse_cpulist(p[i].cpus, "affinity", &v, &nv)) { count = -1; break; }
+        for (int k = 0; k < nv; k++)
+            if (v[k] < 65536 && !(seen[v[k] / 8] & (1u << (v[k] % 8)))) seen[v[k] / 8] |= (unsigned char)(1u << (v[k] % 8)), count++;
+        free(v);
+    }
+    free(seen);
+    return count;
+}
+
+/* a nonblocking collective, waited for with the timeout as every other; not one the comms logger
+ * counts (it is not the model's) */
+static int wait_setup(zinf_comm *c, MPI_Request r, int mrc, const char *what)
+{
+    if (mrc != MPI_SUCCESS) return mpi_fail(mrc, what);
+    zinf_req q = {.r = r, .active = true};
+    snprintf(q.what, sizeof q.what, "%s", what);
+    return zinf_comm_wait(c, &q);
+}
+
+int zinf_comm_log_placement(zinf_comm *c)
+{
+    placement me = {{0}, {0}, 0, 1, 0, 0};
+    if (gethostname(me.host, sizeof me.host - 1)) snprintf(me.host, sizeof me.host, "?");
+    if (zinf_launch_affinity(me.cpus, sizeof me.cpus, &me.ncpu)) snprintf(me.cpus, sizeof me.cpus, "?");
+#ifdef _OPENMP
+    me.threads = omp_get_max_threads();
+#endif
+    const char *given = getenv("OMP_NUM_THREADS");
+    me.given = given && *given;
+    /* the node's ranks: where their threads outnumber the CPUs they share and no OMP_NUM_THREADS
+     * says how many, each takes its part of them (unbound ranks of plain mpirun, a team over every
+     * core in each, ran the host AdamW at down to half its rate and CPU steps 6-30 times slower) */
+    MPI_Comm local;
+    if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local) != MPI_SUCCESS)
+        return zinf_errc(ZINF_ECOMM, "MPI_Comm_split_type failed");
+    int nl = 0;
+    MPI_Comm_size(local, &nl);
+    placement *node = calloc((size_t)nl, sizeof *node);
+    int rc = node ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (!rc)
+        rc = wait_setup(c, r, MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, node, (int)sizeof me, MPI_BYTE, local, &r),
+                        "the all-gather of a node's ranks' CPUs and threads");
+    MPI_Comm_free(&local);
+    if (!rc) {
+        int threads = 0, ncpu = union_cpus(node, nl);
+        for (int k = 0; k < nl; k++) threads += node[k].threads;
+        int share = ncpu > 0 ? ncpu / nl : 0;
+        if (!me.given && ncpu > 0 && threads > ncpu && me.threads > (share > 1 ? share : 1)) {
+            me.threads = share > 1 ? share : 1;
+            me.lowered = 1;
+#ifdef _OPENMP
+            omp_set_num_threads(me.threads);
+#endif
+        }
+    }
+    free(node);
+    ZINF_TRY(zinf_comm_agree(c, rc));
+
+    placement *all = c->rank == 0 ? calloc((size_t)c->size, sizeof *all) : NULL;
+    ZINF_TRY(zinf_comm_agree(c, c->rank == 0 && !all ? zinf_errc(ZINF_ENOMEM, "out of host memory") : 0));
+    rc = wait_setup(c, r, MPI_Igather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, c->world, &r),
+                    "the gather of the ranks' CPUs and threads");
+    if (rc || c->rank != 0) {
+        free(all);
+        return rc;
+    }
+    /* one line per node, ranks in order; nodes past the eighth are counted */
+    bool *done = calloc((size_t)c->size, sizeof *done);
+    int *on = malloc((size_t)c->size * sizeof *on);
+    placement *nd = malloc((size_t)c->size * sizeof *nd);
+    int lines = 0, more = 0;
+    for (int r0 = 0; r0 < c->size && done && on && nd; r0++) {
+        if (done[r0]) continue;
+        int n = 0, lowered = 0;
+        bool same = true;
+        for (int k = r0; k < c->size; k++)
+            if (!done[k] && !strcmp(all[k].host, all[r0].host)) {
+                done[k] = true;
+                nd[n] = all[k];
+                on[n++] = k;
+                same &= all[k].threads == all[r0].threads;
+                lowered |= all[k].lowered;
+            }
+        int threads = 0;
+        for (int k = 0; k < n; k++) threads += nd[k].threads;
+        int ncpu = union_cpus(nd, n);
+        if (ncpu > 0 && threads > ncpu)
+            zinf_warn("%s: %d rank%s run %d OpenMP threads on %d CPU%s (OMP_NUM_THREADS=%s): the threads wait for each "
+                      "other's cores (zinf-launch binds each rank to its share of the cores; under plain mpirun: "
+                      "--map-by slot:PE=N --bind-to core -x OMP_NUM_THREADS=N)", all[r0].host, n, n == 1 ? "" : "s",
+                      threads, ncpu, ncpu == 1 ? "" : "s", given ? given : "unset");
+        if (lines++ >= 8) { more++; continue; }
+        char text[2048];
+        size_t o = 0;
+        if (same) o += (size_t)snprintf(text, sizeof text, "%d OpenMP thread%s each%s; CPUs of", nd[0].threads,
+                                        nd[0].threads == 1 ? "" : "s",
+                                        lowered ? " (OMP_NUM_THREADS unset: the CPUs the ranks share, split among them)"
+                                                : "");
+        for (int k = 0; k < n && o + 200 < sizeof text; k++) {
+            if (k == 16) { o += (size_t)snprintf(text + o, sizeof text - o, " ..."); break; }
+            if (same) o += (size_t)snprintf(text + o, sizeof text - o, "%s rank %d: %s", k ? "," : "", on[k], nd[k].cpus);
+            else o += (size_t)snprintf(text + o, sizeof text - o, "%s rank %d: %s (%d OpenMP thread%s)", k ? "," : "",
+                                       on[k], nd[k].cpus, nd[k].threads, nd[k].threads == 1 ? "" : "s");
+        }
+        zinf_info("zinf: %s: %d rank%s%s %s", all[r0].host, n, n == 1 ? "" : "s", same ? "," : ";", text);
+    }
+    if (more) zinf_info("zinf: ... and %d more node%s", more, more == 1 ? "" : "s");
+    /* the OpenMP runtime binds the first thread to one place at the start, and every thread
+     * started later inherits it */
+    const char *pb = getenv("OMP_PROC_BIND");
+    if (pb && *pb && strcasecmp(pb, "false"))
+        zinf_warn("OMP_PROC_BIND=%s: the OpenMP runtime binds each rank's first thread to one place, and zinf's "
+                  "other threads (NVMe I/O, the overlapped host step, CUDA's and NCCL's) start there and stay on "
+                  "that core; leave it unset (zinf-launch binds each rank to its share of the cores)", pb);
+    free(done);
+    free(on);
+    free(nd);
+    free(all);
     return 0;
 }

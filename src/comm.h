@@ -88,6 +88,10 @@ int zinf_comm_iallreduce(zinf_comm *c, void *buf, int64_t count, zinf_dtype dt, 
 int zinf_comm_wait(zinf_comm *c, zinf_req *q);
 /* Wait on the host for every watched device collective (with the timeout). */
 int zinf_comm_drain(zinf_comm *c);
+/* Log where the ranks run, for the first lines of a training log: each node's ranks with their
+ * CPUs (each rank's affinity, condensed) and OpenMP threads, and a warning for a node whose ranks
+ * run more threads than they have CPUs. Collective; rank 0 logs. */
+int zinf_comm_log_placement(zinf_comm *c);
 /* Progress and poll: 1 when done (and the request is finished), 0 when still running. */
 int zinf_comm_test(zinf_comm *c, zinf_req *q);
 

@@ -1,9 +1,13 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_setaffinity, CPU_ALLOC */
+#endif
 #include "launch.h"
 
 #include <ctype.h>
 #include <stdarg.h>
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,6 +16,9 @@
 #include "err.h"
 #include "file.h"
 
+static int own_cpus(int **cpus, int *n);
+static int core_key(int cpu);
+
 /* slots per host, at most: more GPUs or cores than a node has is a typo, and each slot is a
  * rank of the mpirun command line (a million made a 7 MB line) */
 #define MAX_SLOTS 4096
@@ -19,7 +26,8 @@
 void zinf_launch_opts_defaults(zinf_launch_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->num_nodes = o->num_gpus = o->master_port = o->ssh_port = -1;
+    o->num_nodes = o->num_gpus = o->master_port = o->ssh_port = o->nnodes = o->node_rank = -1;
+    o->bind_cores = -1;
     o->mpirun = "mpirun";
 }
 
@@ -483,10 +491,186 @@ static int build_pool(const zinf_launch_opts *o, zinf_launch_pool *pool, char **
     return pool_add(pool, "localhost", strlen("localhost"), n);
 }
 
-int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE *notes)
+/* ---------------------------------------------------------------- torchrun's spellings ----- */
+static const char *env_of(char *const *env, const char *name)
+{
+    size_t l = strlen(name);
+    for (; env && *env; env++)
+        if (!strncmp(*env, name, l) && (*env)[l] == '=') return (*env)[l + 1] ? *env + l + 1 : NULL;
+    return NULL;
+}
+
+/* One setting that can come from several places: the value and how it was given. */
+typedef struct {
+    int64_t v;     /* -1: not given */
+    char how[96];  /* "--num_gpus 2", "NPROC_PER_NODE=2 (environment)" */
+} setting;
+
+#define EVERY_SLOT (-2) /* --nproc_per_node gpu / auto */
+
+/* v given as how: agree with what s holds already, or an error naming both */
+static int settle(setting *s, int64_t v, const char *how)
+{
+    if (v == -1) return 0;
+    if (s->v != -1 && s->v != v) return zinf_err("%s and %s disagree: give one of them", s->how, how);
+    if (s->v == -1) {
+        s->v = v;
+        snprintf(s->how, sizeof s->how, "%s", how);
+    }
+    return 0;
+}
+
+/* a count written as text (a flag's value or a variable), at least lo; gpu/auto where every_ok */
+static int count_text(const char *t, const char *how, int64_t lo, bool every_ok, int64_t *out)
+{
+    int v;
+    if (every_ok && (!strcmp(t, "gpu") || !strcmp(t, "auto"))) { *out = EVERY_SLOT; return 0; }
+    if (every_ok && !strcmp(t, "cpu"))
+        return zinf_err("%s: zinf runs one rank per GPU, or a number of CPU ranks: give that number", how);
+    if (!parse_count(t, strlen(t), MAX_SLOTS * 16 + 1, &v) || v < lo)
+        return zinf_err("%s: expected a whole number%s%s", how, lo ? " from 1" : " from 0", every_ok ? ", gpu or auto" : "");
+    *out = v;
+    return 0;
+}
+
+typedef struct { setting nproc, nnodes, node_rank, port; const char *addr, *addr_how; char addr_buf[96]; } torchrun_view;
+
+static int torchrun_settle(const zinf_launch_opts *o, torchrun_view *t)
+{
+    char how[96];
+    int64_t v;
+    memset(t, 0, sizeof *t);
+    t->nproc.v = t->nnodes.v = t->node_rank.v = t->port.v = -1;
+    snprintf(how, sizeof how, "--num_gpus %lld", (long long)o->num_gpus);
+    ZINF_TRY(settle(&t->nproc, o->num_gpus, how));
+    if (o->nproc_per_node) {
+        snprintf(how, sizeof how, "--nproc_per_node %s", o->nproc_per_node);
+        ZINF_TRY(count_text(o->nproc_per_node, how, 1, true, &v));
+        ZINF_TRY(settle(&t->nproc, v, how));
+    }
+    snprintf(how, sizeof how, "--num_nodes %lld", (long long)o->num_nodes);
+    ZINF_TRY(settle(&t->nnodes, o->num_nodes, how));
+    if (o->nnodes == 0 || o->nnodes < -1) return zinf_err("--nnodes must be at least 1");
+    snprintf(how, sizeof how, "--nnodes %lld", (long long)o->nnodes);
+    ZINF_TRY(settle(&t->nnodes, o->nnodes, how));
+    if (o->node_rank < -1) return zinf_err("--node_rank %lld: expected 0 or more", (long long)o->node_rank);
+    snprintf(how, sizeof how, "--node_rank %lld", (long long)o->node_rank);
+    ZINF_TRY(settle(&t->node_rank, o->node_rank, how));
+    snprintf(how, sizeof how, "--master_port %lld", (long long)o->master_port);
+    ZINF_TRY(settle(&t->port, o->master_port, how));
+    static const struct { const char *name; int64_t lo; bool every; int which; } vars[] = {
+        {"NPROC_PER_NODE", 1, true, 0}, {"NNODES", 1, false, 1}, {"NODE_RANK", 0, false, 2}, {"MASTER_PORT", 1, false, 3}};
+    for (size_t k = 0; k < sizeof vars / sizeof *vars; k++) {
+        const char *e = env_of(o->environ, vars[k].name);
+        if (!e) continue;
+        snprintf(how, sizeof how, "%s=%.60s (environment)", vars[k].name, e);
+        ZINF_TRY(count_text(e, how, vars[k].lo, vars[k].every, &v));
+        if (vars[k].which == 3 && v > 65535) return zinf_err("%s: expected 1-65535", how);
+        setting *s = vars[k].which == 0 ? &t->nproc : vars[k].which == 1 ? &t->nnodes : vars[k].which == 2 ? &t->node_rank : &t->port;
+        ZINF_TRY(settle(s, v, how));
+    }
+    t->addr = o->master_addr;
+    t->addr_how = "--master_addr";
+    const char *ea = env_of(o->environ, "MASTER_ADDR");
+    if (ea && o->master_addr && strcmp(ea, o->master_addr))
+        return zinf_err("--master_addr %s and MASTER_ADDR=%s (environment) disagree: give one of them", o->master_addr, ea);
+    if (ea && !t->addr) {
+        t->addr = ea;
+        t->addr_how = "MASTER_ADDR";
+    }
+    return 0;
+}
+
+char *zinf_launch_equivalent(const zinf_launch_opts *o, int64_t nnodes, int64_t nproc)
+{
+    argv_b a = {0};
+    push(&a, "zinf-launch");
+    push(&a, "--hostfile");
+    push(&a, o->hostfile ? o->hostfile : "HOSTFILE");
+    if (nnodes > 0) {
+        push(&a, "--num_nodes");
+        pushf(&a, "%lld", (long long)nnodes);
+    }
+    if (nproc > 0) {
+        push(&a, "--num_gpus");
+        pushf(&a, "%lld", (long long)nproc);
+    }
+    const struct { const char *flag, *v; } s[] = {{"--include", o->include}, {"--exclude", o->exclude},
+                                                 {"--launcher_args", o->launcher_args},
+                                                 {"--enable_each_rank_log", o->each_rank_log},
+                                                 {"--bind_core_list", o->bind_core_list}};
+    for (size_t k = 0; k < sizeof s / sizeof *s; k++)
+        if (s[k].v) {
+            push(&a, s[k].flag);
+            push(&a, s[k].v);
+        }
+    if (o->ssh_port > 0) {
+        push(&a, "--ssh_port");
+        pushf(&a, "%lld", (long long)o->ssh_port);
+    }
+    if (o->bind_cores >= 0) pushf(&a, "--bind_cores_to_rank=%s", o->bind_cores ? "true" : "false");
+    for (int k = 0; o->prog && o->prog[k]; k++) push(&a, o->prog[k]);
+    char *line = a.rc ? NULL : zinf_launch_cmdline(a.v);
+    zinf_launch_argv_free(a.v);
+    return line;
+}
+
+/* the program each rank runs: PROGRAM, or `zinf-launch --rank_bind MODE PROGRAM` */
+static void push_bind(argv_b *a, const zinf_launch_opts *o, const char *self_launch)
+{
+    if (o->bind_cores == 0) return;
+    push(a, self_launch);
+    push(a, "--rank_bind");
+    push(a, o->bind_core_list ? o->bind_core_list : o->bind_cores == 1 ? "cores" : "auto");
+}
+
+/* Where the launcher sees the node (no hostfile), each of its ranks' share as the ranks will take
+ * it, said in a note; a share the ranks would refuse (too few cores, a CPU the node lacks) is
+ * refused here, before mpirun starts. */
+static int local_plan(const zinf_launch_opts *o, int nlocal, FILE *notes)
+{
+    int *cpus = NULL, n = 0, *list = NULL, nlist = 0, rc = own_cpus(&cpus, &n);
+    if (!rc && o->bind_core_list) rc = zinf_launch_parse_cpulist(o->bind_core_list, "--bind_core_list", &list, &nlist);
+    int *core = rc ? NULL : malloc((size_t)(n ? n : 1) * sizeof *core);
+    int *mine = rc ? NULL : malloc((size_t)(n ? n : 1) * sizeof *mine);
+    if (!rc && (!core || !mine)) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
+    int ncore = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        core[i] = core_key(cpus[i]);
+        bool seen = false;
+        for (int k = 0; k < i && !seen; k++) seen = core[k] == core[i];
+        ncore += !seen;
+    }
+    char line[4096] = "", l[256], have[256];
+    size_t off = 0;
+    int threads = 1;
+    for (int r = 0; r < nlocal && !rc; r++) {
+        int nm = 0;
+        rc = zinf_launch_share(cpus, core, n, list, nlist, r, nlocal, o->bind_cores == 1 || list, mine, &nm, &threads);
+        zinf_launch_cpulist(mine, nm, l, sizeof l);
+        if (!rc && off + 64 < sizeof line) off += (size_t)snprintf(line + off, sizeof line - off, "%s rank %d on CPUs %s", r ? "," : "", r, l);
+    }
+    const char *omp = env_of(o->environ, "OMP_NUM_THREADS");
+    char t[64];
+    if (omp) snprintf(t, sizeof t, "OMP_NUM_THREADS=%.20s as set", omp);
+    else snprintf(t, sizeof t, "OMP_NUM_THREADS=%d", threads);
+    zinf_launch_cpulist(cpus, n, have, sizeof have);
+    if (rc == 1 && notes)
+        fprintf(notes, "zinf-launch: this node's ranks: not bound, %d ranks on %d core%s (CPUs %s); %s\n", nlocal, ncore,
+                ncore == 1 ? "" : "s", have, t);
+    else if (!rc && notes) fprintf(notes, "zinf-launch: this node's ranks:%s; %s\n", line, t);
+    free(cpus);
+    free(core);
+    free(mine);
+    free(list);
+    return rc < 0 ? rc : 0;
+}
+
+int zinf_launch_plan(const zinf_launch_opts *opts, char ***argv, int *nranks, FILE *notes)
 {
     *argv = NULL;
     *nranks = 0;
+    const zinf_launch_opts *o = opts;
     if (o->launcher && strcasecmp(o->launcher, "openmpi") != 0)
         return zinf_err("--launcher %s: zinf-launch runs OpenMPI's mpirun (--launcher openmpi); under Slurm "
                         "start the ranks with srun (jobs/slurm/)", o->launcher);
@@ -498,14 +682,53 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
         return zinf_err("--ssh_port %lld: expected 1-65535", (long long)o->ssh_port);
     if (o->master_port == 0 || o->master_port < -1 || o->master_port > 65535)
         return zinf_err("--master_port %lld: expected 1-65535", (long long)o->master_port);
+    /* torchrun's flags and environment give the same counts: one value each */
+    torchrun_view t;
+    ZINF_TRY(torchrun_settle(o, &t));
+    if ((o->include || o->exclude) && (t.nproc.v != -1 || t.nnodes.v != -1))
+        return zinf_err("%s cannot be combined with --include or --exclude", t.nproc.v != -1 ? t.nproc.how : t.nnodes.how);
+    if (t.node_rank.v > 0 || (t.node_rank.v == 0 && t.nnodes.v > 1)) {
+        char *eq = zinf_launch_equivalent(o, t.nnodes.v, t.nproc.v);
+        if (notes) fprintf(notes, "zinf-launch: %s\n", eq ? eq : "zinf-launch --hostfile HOSTFILE ...");
+        free(eq);
+        char first[160] = "";
+        if (t.addr) snprintf(first, sizeof first, ", %s (%s) first", t.addr, t.addr_how);
+        return zinf_err("%s with %s is torchrun's start of one node at a time; zinf starts every node from one "
+                        "place, once: run the command above on one node with a hostfile of 'HOST slots=N' lines naming "
+                        "the nodes%s, or under Slurm submit jobs/slurm/train-multinode.sbatch",
+                        t.nnodes.v > 0 ? t.nnodes.how : "one node", t.node_rank.how, first);
+    }
+    if (t.nnodes.v > 1 && !o->hostfile) {
+        char *eq = zinf_launch_equivalent(o, t.nnodes.v, t.nproc.v);
+        if (notes && o->num_nodes < 0) fprintf(notes, "zinf-launch: %s\n", eq ? eq : "zinf-launch --hostfile HOSTFILE ...");
+        free(eq);
+        return zinf_err("%s needs a --hostfile%s", t.nnodes.how,
+                        o->num_nodes < 0 ? " naming the nodes (the command above), or Slurm "
+                                           "(jobs/slurm/train-multinode.sbatch)" : "");
+    }
+    if (o->bind_cores == 0 && o->bind_core_list)
+        return zinf_err("--bind_core_list %s with --bind_cores_to_rank false: the list is the cores to bind to; give one "
+                        "of them", o->bind_core_list);
+    if (o->bind_core_list) {
+        int *l, nl;
+        ZINF_TRY(zinf_launch_parse_cpulist(o->bind_core_list, "--bind_core_list", &l, &nl));
+        free(l);
+    }
+    zinf_launch_opts eff = *o;
+    eff.num_gpus = t.nproc.v == EVERY_SLOT ? -1 : t.nproc.v;
+    eff.num_nodes = t.nnodes.v;
+    o = &eff;
     zinf_launch_pool pool = {0};
     char **cvd = NULL;
     int ncvd = 0;
     int rc = build_pool(o, &pool, &cvd, &ncvd, notes);
     if (!rc) rc = zinf_launch_filter(&pool, o->include, o->exclude);
     if (!rc) rc = zinf_launch_limit(&pool, o->num_nodes, o->num_gpus);
-    if (!rc && notes && (o->master_addr || o->master_port > 0))
-        fprintf(notes, "zinf-launch: --master_addr and --master_port are not used: MPI does the rendezvous\n");
+    if (!rc && notes && (t.addr || t.port.v > 0))
+        fprintf(notes, "zinf-launch: %s%s%s %s not used: MPI does the rendezvous\n", t.addr ? t.addr_how : "",
+                t.addr && t.port.v > 0 ? " and " : "",
+                t.port.v <= 0 ? "" : !strncmp(t.port.how, "--", 2) ? "--master_port" : "MASTER_PORT",
+                t.addr && t.port.v > 0 ? "are" : "is");
 
     /* a host whose ranks are not on GPUs 0..k-1 in order gets its own CUDA_VISIBLE_DEVICES */
     int total = 0, hosts = 0;
@@ -534,8 +757,10 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
         if (!rc) push(&a, hl);
         free(hl);
     }
-    /* ranks fill each host's slots before the next host's, as DeepSpeed numbers them; no binding:
-     * each rank runs an OpenMP team over the node's cores */
+    /* ranks fill each host's slots before the next host's, as DeepSpeed numbers them; mpirun binds
+     * nothing: each rank's `zinf-launch --rank_bind` takes its share of the node's cores itself,
+     * where it can see the node (its cores, its other ranks), and with --bind_cores_to_rank false
+     * each rank runs an OpenMP team over all of them */
     push(&a, "--map-by");
     push(&a, "slot");
     push(&a, "--bind-to");
@@ -560,6 +785,12 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
     if (o->self_dir && !strcmp(o->prog[0], "zinf")) {
         snprintf(self_zinf, sizeof self_zinf, "%s/zinf", o->self_dir);
         if (access(self_zinf, X_OK) != 0) self_zinf[0] = 0;
+    }
+    /* and the zinf-launch beside the launcher binds each rank */
+    char self_launch[4096] = "zinf-launch";
+    if (o->self_dir) {
+        snprintf(self_launch, sizeof self_launch, "%s/zinf-launch", o->self_dir);
+        if (access(self_launch, X_OK) != 0) snprintf(self_launch, sizeof self_launch, "zinf-launch");
     }
     for (int i = 0, first = 1; i < pool.n && !rc && (per_host || first); i++) {
         zinf_launch_host *H = &pool.h[i];
@@ -590,6 +821,7 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
             }
         }
         first = 0;
+        push_bind(&a, o, self_launch);
         push(&a, self_zinf[0] ? self_zinf : o->prog[0]);
         for (int k = 1; o->prog[k]; k++) push(&a, o->prog[k]);
     }
@@ -603,6 +835,8 @@ int zinf_launch_plan(const zinf_launch_opts *o, char ***argv, int *nranks, FILE 
         }
         fputc('\n', notes);
     }
+    /* the ranks of this node, where no hostfile names others */
+    if (!rc && !o->hostfile && o->bind_cores != 0 && pool.n == 1) rc = local_plan(o, pool.h[0].n, notes);
     for (int i = 0; i < ncvd; i++) free(cvd[i]);
     free(cvd);
     zinf_launch_argv_free(x.v);
@@ -650,4 +884,242 @@ int zinf_launch_count_gpus(void)
     for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+/* ---------------------------------------------------------------- cores per rank ----------- */
+/* CPU ids below this: a larger one is a typo (Linux's own limit is 8192 by default) */
+#define MAX_CPU 65536
+
+int zinf_launch_parse_cpulist(const char *s, const char *what, int **cpus, int *n)
+{
+    *cpus = NULL;
+    *n = 0;
+    if (!*s) return zinf_err("%s: empty (expected CPU numbers and ranges, e.g. 0-7,16-23)", what);
+    int *v = NULL, nv = 0, cap = 0, last = -1;
+    for (const char *p = s; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *dash = memchr(p, '-', len);
+        int a = 0, b = 0;
+        int rc = 0;
+        if (!parse_count(p, dash ? (size_t)(dash - p) : len, MAX_CPU, &a) ||
+            (dash && !parse_count(dash + 1, len - (size_t)(dash + 1 - p), MAX_CPU, &b)))
+            rc = zinf_err("%s '%s': '%.*s' is not a CPU number or a range A-B of them (below %d)", what, s, (int)len, p,
+                          MAX_CPU);
+        else if (!dash) b = a;
+        if (!rc && b < a) rc = zinf_err("%s '%s': the range %.*s ends before it starts", what, s, (int)len, p);
+        if (!rc && a <= last)
+            rc = zinf_err("%s '%s': %.*s: the entries must ascend without overlapping (as DeepSpeed's)", what, s,
+                          (int)len, p);
+        for (int c = a; !rc && c <= b; c++) {
+            if (nv == cap) {
+                cap = cap ? 2 * cap : 64;
+                int *w = realloc(v, (size_t)cap * sizeof *w);
+                if (!w) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
+                else v = w;
+            }
+            if (!rc) v[nv++] = c;
+        }
+        if (rc) {
+            free(v);
+            return rc;
+        }
+        last = b;
+        p += len + (comma ? 1 : 0);
+        if (comma && !*p) {
+            free(v);
+            return zinf_err("%s '%s': nothing after the last ','", what, s);
+        }
+    }
+    *cpus = v;
+    *n = nv;
+    return 0;
+}
+
+void zinf_launch_cpulist(const int *cpus, int n, char *buf, size_t cap)
+{
+    size_t o = 0;
+    if (!cap) return;
+    buf[0] = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && cpus[j + 1] == cpus[j] + 1) j++;
+        char one[32];
+        if (j == i) snprintf(one, sizeof one, "%s%d", i ? "," : "", cpus[i]);
+        else snprintf(one, sizeof one, "%s%d-%d", i ? "," : "", cpus[i], cpus[j]);
+        size_t l = strlen(one);
+        if (o + l + 5 > cap) { /* room for ",..." after it */
+            snprintf(buf + o, cap - o, "%s...", i ? "," : "");
+            return;
+        }
+        memcpy(buf + o, one, l + 1);
+        o += l;
+        i = j + 1;
+    }
+}
+
+int zinf_launch_share(const int *cpus, const int *core_of, int ncpu, const int *list, int nlist, int local_rank,
+                      int local_size, bool strict, int *out, int *nout, int *threads)
+{
+    *nout = 0;
+    *threads = 1;
+    if (local_size < 1 || local_rank < 0 || local_rank >= local_size)
+        return zinf_err("local rank %d of %d: not a rank of this node", local_rank, local_size);
+    char have[256];
+    if (list) {
+        for (int k = 0; k < nlist; k++) {
+            bool found = false;
+            for (int i = 0; i < ncpu && !found; i++) found = cpus[i] == list[k];
+            if (!found) {
+                zinf_launch_cpulist(cpus, ncpu, have, sizeof have);
+                return zinf_err("--bind_core_list: CPU %d is not among this node's CPUs (%s)", list[k], have);
+            }
+        }
+        int per = nlist / local_size;
+        if (per < 1)
+            return zinf_err("--bind_core_list lists %d CPU%s for the %d ranks of this node: at least one each", nlist,
+                            nlist == 1 ? "" : "s", local_size);
+        for (int k = per * local_rank; k < per * (local_rank + 1); k++) out[(*nout)++] = list[k];
+        *threads = per;
+        return 0;
+    }
+    /* the cores in the order of their first CPU */
+    int *core = malloc((size_t)(ncpu ? ncpu : 1) * sizeof *core), ncore = 0;
+    if (!core) return zinf_errc(ZINF_ENOMEM, "out of memory");
+    for (int i = 0; i < ncpu; i++) {
+        bool seen = false;
+        for (int k = 0; k < ncore && !seen; k++) seen = core[k] == core_of[i];
+        if (!seen) core[ncore++] = core_of[i];
+    }
+    int per = ncore / local_size;
+    if (per < 1) {
+        free(core);
+        zinf_launch_cpulist(cpus, ncpu, have, sizeof have);
+        if (strict)
+            return zinf_err("--bind_cores_to_rank: %d ranks on this node's %d core%s (CPUs %s): each rank needs a "
+                            "core of its own", local_size, ncore, ncore == 1 ? "" : "s", have);
+        return 1;
+    }
+    for (int i = 0; i < ncpu; i++) {
+        int k = 0;
+        while (core[k] != core_of[i]) k++;
+        if (k >= per * local_rank && k < per * (local_rank + 1)) out[(*nout)++] = cpus[i];
+    }
+    free(core);
+    *threads = per;
+    return 0;
+}
+
+/* This process's CPUs, ascending; *n of them. */
+static int own_cpus(int **cpus, int *n)
+{
+    *cpus = NULL;
+    *n = 0;
+    for (int size = 1024; size <= MAX_CPU; size *= 4) {
+        cpu_set_t *set = CPU_ALLOC(size);
+        if (!set) return zinf_errc(ZINF_ENOMEM, "out of memory");
+        size_t bytes = CPU_ALLOC_SIZE(size);
+        if (sched_getaffinity(0, bytes, set) != 0) {
+            int e = errno;
+            CPU_FREE(set);
+            if (e == EINVAL) continue; /* more CPUs than the set holds */
+            return zinf_errc(-e, "sched_getaffinity: %s", strerror(e));
+        }
+        int cnt = CPU_COUNT_S(bytes, set);
+        int *v = malloc((size_t)(cnt ? cnt : 1) * sizeof *v);
+        if (!v) {
+            CPU_FREE(set);
+            return zinf_errc(ZINF_ENOMEM, "out of memory");
+        }
+        for (int c = 0; c < size && *n < cnt; c++)
+            if (CPU_ISSET_S(c, bytes, set)) v[(*n)++] = c;
+        CPU_FREE(set);
+        *cpus = v;
+        return 0;
+    }
+    return zinf_err("sched_getaffinity: more than %d CPUs", MAX_CPU);
+}
+
+int zinf_launch_affinity(char *buf, size_t cap, int *n)
+{
+    int *cpus;
+    ZINF_TRY(own_cpus(&cpus, n));
+    zinf_launch_cpulist(cpus, *n, buf, cap);
+    free(cpus);
+    return 0;
+}
+
+/* the core a CPU is a hardware thread of: its package and core id from /sys, else the CPU itself */
+static int core_key(int cpu)
+{
+    int id[2] = {-1, -1};
+    static const char *const what[2] = {"physical_package_id", "core_id"};
+    for (int k = 0; k < 2; k++) {
+        char path[128];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, what[k]);
+        FILE *f = fopen(path, "r");
+        if (!f) return MAX_CPU + cpu;
+        if (fscanf(f, "%d", &id[k]) != 1) id[k] = -1;
+        fclose(f);
+    }
+    if (id[0] < 0 || id[1] < 0) return MAX_CPU + cpu;
+    return id[0] * MAX_CPU + id[1] % MAX_CPU;
+}
+
+static int local_env(const char *name, int *v)
+{
+    const char *s = getenv(name);
+    if (!s || !parse_count(s, strlen(s), MAX_SLOTS * 16, v))
+        return zinf_err("--rank_bind: %s is %s%s%s: this mode runs in the ranks of the mpirun command zinf-launch "
+                        "builds (Open MPI sets it)", name, s ? "'" : "not set", s ? s : "", s ? "'" : "");
+    return 0;
+}
+
+int zinf_launch_rank_bind(const char *mode, FILE *notes)
+{
+    bool strict = !strcmp(mode, "cores"), listed = !strict && strcmp(mode, "auto") != 0;
+    int lr, ls;
+    ZINF_TRY(local_env("OMPI_COMM_WORLD_LOCAL_RANK", &lr));
+    ZINF_TRY(local_env("OMPI_COMM_WORLD_LOCAL_SIZE", &ls));
+    int *list = NULL, nlist = 0, *cpus = NULL, n = 0;
+    if (listed) ZINF_TRY(zinf_launch_parse_cpulist(mode, "--bind_core_list", &list, &nlist));
+    int rc = own_cpus(&cpus, &n);
+    int *core = rc ? NULL : malloc((size_t)(n ? n : 1) * sizeof *core);
+    int *mine = rc ? NULL : malloc((size_t)(n ? n : 1) * sizeof *mine);
+    if (!rc && (!core || !mine)) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
+    for (int i = 0; i < n && !rc; i++) core[i] = core_key(cpus[i]);
+    int nmine = 0, threads = 1;
+    if (!rc) rc = zinf_launch_share(cpus, core, n, list, nlist, lr, ls, strict || listed, mine, &nmine, &threads);
+    if (rc == 1) { /* more ranks than cores: unbound, one thread each */
+        rc = 0;
+        if (notes && lr == 0) {
+            char have[256];
+            zinf_launch_cpulist(cpus, n, have, sizeof have);
+            fprintf(notes, "zinf-launch: %d ranks on this node's CPUs %s, fewer cores than ranks: not bound, %s\n", ls,
+                    have, getenv("OMP_NUM_THREADS") ? "OMP_NUM_THREADS as set" : "1 OpenMP thread each");
+        }
+    } else if (!rc) {
+        int top = mine[nmine - 1] + 1;
+        cpu_set_t *set = CPU_ALLOC(top);
+        if (!set) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
+        else {
+            size_t bytes = CPU_ALLOC_SIZE(top);
+            CPU_ZERO_S(bytes, set);
+            for (int i = 0; i < nmine; i++) CPU_SET_S(mine[i], bytes, set);
+            if (sched_setaffinity(0, bytes, set) != 0) rc = zinf_errc(-errno, "sched_setaffinity: %s", strerror(errno));
+            CPU_FREE(set);
+        }
+        /* OMP_PROC_BIND and OMP_PLACES stay unset: with them, the OpenMP runtime binds the initial
+         * thread to the first place when the program starts, and every thread it creates later
+         * (NVMe I/O, the overlapped host step, the CUDA driver's and NCCL's) inherits that one
+         * core; bound to the rank's share, the team's threads spread over its cores anyway */
+    }
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    if (!rc && !getenv("OMP_NUM_THREADS") && setenv("OMP_NUM_THREADS", t, 1)) rc = zinf_errc(-errno, "setenv");
+    free(list);
+    free(cpus);
+    free(core);
+    free(mine);
+    return rc;
 }

@@ -45,6 +45,16 @@ typedef struct {
     int64_t num_nodes, num_gpus;    /* < 0: not given */
     const char *master_addr;        /* accepted with a note: MPI does the rendezvous */
     int64_t master_port;            /* < 0: not given */
+    /* torchrun's spellings, and its environment (NPROC_PER_NODE, NNODES, NODE_RANK, MASTER_ADDR,
+     * MASTER_PORT in environ): the same counts as --num_gpus and --num_nodes, a value given two
+     * ways that differ is an error naming both, and a node-by-node start (NODE_RANK) is refused
+     * with the command that starts every node from here */
+    const char *nproc_per_node;     /* a number, or gpu / auto: every GPU slot (NULL: not given) */
+    int64_t nnodes, node_rank;      /* < 0: not given */
+    /* cores per rank: each rank runs `zinf-launch --rank_bind MODE PROGRAM`, which binds it to its
+     * share of its node's cores and sets OMP_NUM_THREADS (unless set) before it execs PROGRAM */
+    int bind_cores;                 /* --bind_cores_to_rank: -1 not given (bound), 0 false, 1 true */
+    const char *bind_core_list;     /* the CPUs to share out, "1,3-5,7" (NULL: the node's cores) */
     const char *launcher;           /* NULL or "openmpi" */
     const char *launcher_args;      /* more mpirun arguments, split at blanks ('..' and ".." quote) */
     int64_t ssh_port;               /* < 0: not given */
@@ -71,5 +81,40 @@ char *zinf_launch_cmdline(char *const *argv);
 
 /* GPUs of this node as the NVIDIA driver lists them (/proc/driver/nvidia/gpus); 0 when none. */
 int zinf_launch_count_gpus(void);
+
+/* The command that starts the same job from one node with a hostfile (what a torchrun-style
+ * node-by-node start becomes), as one shell line; NULL when out of memory. */
+char *zinf_launch_equivalent(const zinf_launch_opts *o, int64_t nnodes, int64_t nproc);
+
+/* ---- cores per rank ---- */
+/* A CPU list in DeepSpeed's --bind_core_list syntax ("1,3-5,7": numbers and ranges, ascending,
+ * not overlapping, no blanks) into *cpus (malloc'd) and *n; what names it in errors. */
+int zinf_launch_parse_cpulist(const char *s, const char *what, int **cpus, int *n);
+/* cpus[0..n) (ascending) condensed to "0-3,8,10-11" in buf; a list too long ends in "...". */
+void zinf_launch_cpulist(const int *cpus, int n, char *buf, size_t cap);
+
+/* One rank's share of its node: cpus[0..ncpu) are the node's CPUs (ascending) and core_of[i] the
+ * core cpus[i] is a hardware thread of. Without a list, the node's cores are dealt out in order,
+ * cores / local_size to each local rank (those left over stay free, as DeepSpeed leaves them),
+ * each with all of its cores' hardware threads, one OpenMP thread per core. With a list
+ * (--bind_core_list), its CPUs are dealt out the same way, one thread per CPU. The rank's CPUs
+ * go to out (room for ncpu), their count to *nout.
+ * Returns 0; 1 when the node has fewer cores than local ranks and !strict (no binding; *threads
+ * is 1); or an error (strict, or a listed CPU that the node lacks). */
+int zinf_launch_share(const int *cpus, const int *core_of, int ncpu, const int *list, int nlist, int local_rank,
+                      int local_size, bool strict, int *out, int *nout, int *threads);
+
+/* What `zinf-launch --rank_bind MODE` does in each rank: MODE is auto (the default binding),
+ * cores (--bind_cores_to_rank: fewer cores than ranks is an error) or a CPU list. It reads the
+ * rank's place on its node from Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/_SIZE, the node's CPUs
+ * from its own affinity and /sys, binds itself (sched_setaffinity) and sets OMP_NUM_THREADS
+ * where it is not set. OMP_PROC_BIND and OMP_PLACES are left alone: set, they make the OpenMP
+ * runtime bind the program's first thread to one core at its start, and every thread started
+ * later (NVMe I/O, the overlapped host step, CUDA's and NCCL's) inherits that core. notes (when not NULL) gets one line from
+ * local rank 0 when the ranks are left unbound. */
+int zinf_launch_rank_bind(const char *mode, FILE *notes);
+
+/* This process's CPUs (its affinity) condensed into buf, their count into *n. */
+int zinf_launch_affinity(char *buf, size_t cap, int *n);
 
 #endif

@@ -903,6 +903,7 @@ static int setup(run *r)
               "%s backend (%s)", mc.name, (double)r->m.num_params / 1e6, mc.n_layer, mc.n_embd, mc.n_head,
               mc.vocab_size, r->T, mc.n_kv_head, mc.head_dim, mc.model_type, comm->size, comm->size > 1 ? "s" : "",
               r->be.name, zinf_dtype_name(r->be.cdt));
+    ZINF_TRY(zinf_comm_agree(comm, zinf_comm_log_placement(comm)));
     zinf_info("zinf: batch %lld = micro %lld x accumulation %lld x world %d; %lld steps; %s lr %g; "
               "ZeRO stage %d%s", (long long)c->train_batch_size, (long long)c->train_micro_batch_size_per_gpu,
               (long long)c->gradient_accumulation_steps, comm->size, (long long)total,

@@ -119,6 +119,7 @@ struct zinf_zero {
         zinf_adamw_args a;
         double wd;
         int rc;
+        int nth;            /* the main thread's team size: a new thread starts from OMP_NUM_THREADS's */
         char msg[1024];
     } ov;
     void *parbuf;           /* NVMe parameter shards: the host buffer a shard is read into */
@@ -1496,8 +1497,8 @@ static void *ov_main(void *arg)
     zinf_zero *z = arg;
     /* a core fewer than the team would take: the main thread keeps the device fed meanwhile
      * (AdamW is elementwise: the split between threads changes no result) */
-    int nth = omp_get_max_threads();
-    if (nth > 2) omp_set_num_threads(nth - 1);
+    int nth = z->ov.nth;
+    omp_set_num_threads(nth > 2 ? nth - 1 : nth);
     pthread_mutex_lock(&z->ov.mu);
     for (;;) {
         while (!z->ov.run && !z->ov.quit) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
@@ -1529,6 +1530,7 @@ int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight
             return zinf_errc(ZINF_ENOMEM, "cannot create a condition variable");
         }
         z->ov.run = z->ov.quit = false;
+        z->ov.nth = omp_get_max_threads(); /* what zinf_comm_log_placement may have lowered */
         if (pthread_create(&z->ov.th, NULL, ov_main, z)) {
             pthread_cond_destroy(&z->ov.cv);
             pthread_mutex_destroy(&z->ov.mu);

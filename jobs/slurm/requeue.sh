@@ -85,11 +85,15 @@ zinf_job_srun() {
 
 # zinf_job_mpirun ARGS...: the ranks started by Open MPI's mpirun, which reads the nodes and
 # slots from the Slurm allocation and starts its daemons on the other nodes through Slurm; for
-# sites whose srun has no MPI plugin that matches their Open MPI. No binding: each rank runs
-# OMP_NUM_THREADS threads.
+# sites whose srun has no MPI plugin that matches their Open MPI. mpirun binds nothing; each rank
+# runs `zinf-launch --rank_bind auto` (the one beside zinf, else on PATH), which binds it to its
+# share of the CPUs the job has on its node and keeps OMP_NUM_THREADS (set above) for its team.
 zinf_job_mpirun() {
     zinf_job_setup
     zinf_train_args "$@"
+    local launch=zinf-launch
+    case $ZINF_BIN in */*) [ ! -x "$(dirname "$ZINF_BIN")/zinf-launch" ] || launch=$(dirname "$ZINF_BIN")/zinf-launch ;; esac
+    ZINF_ARGS=("$launch" --rank_bind auto "${ZINF_ARGS[@]}")
     local nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}} v xs=()
     # the thread counts and search paths for the ranks on the other nodes; only those that are
     # set, since mpirun warns about each -x variable that is not

@@ -3,7 +3,10 @@
 # it prints is the one it runs and a shell runs it the same way; each rank gets the GPU its slot
 # names and the variables it exports; a Slurm-style SIGUSR1 to the launcher stops the job with a
 # checkpoint and status 75; bad hostfiles, filters and counts are one line each, and --dry-run
-# runs nothing. (tests/mpi/test_multihost.sh launches across hosts.)
+# runs nothing; each rank gets its share of the node's cores and as many OpenMP threads, as
+# DeepSpeed's rule (written out below in awk over /sys's topology) deals them; torchrun's
+# variables and flags count as DeepSpeed's, and a node-by-node start is refused with the command
+# that starts every node from here. (tests/mpi/test_multihost.sh launches across hosts.)
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 LAUNCH=${ZINF_LAUNCH:-$(dirname "$ZINF")/zinf-launch}
 [ -x "$LAUNCH" ] || { echo "SKIP: $LAUNCH not built"; exit 77; }
@@ -135,6 +138,125 @@ launch --dry-run --num_gpus 2 --master_addr 10.0.0.1 --master_port 29500 touch "
 expect_ok "dry run"
 expect_has "dry run" "--master_addr and --master_port are not used: MPI does the rendezvous" "mpirun -np 2"
 [ ! -e "$TMP/ran" ] && pass || fail "--dry-run ran the program"
+
+# --- 5. cores per rank ---------------------------------------------------------------------------
+# the reference: DeepSpeed's rule (cores_per_rank = cores // ranks, rank r takes the r-th run of
+# them) over the CPUs this shell may use, a core being a (package, core id) of /sys, with every
+# hardware thread of a rank's cores; "unbound" where there are fewer cores than ranks
+ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+expand() { printf '%s\n' "$1" | tr ',' '\n' | awk -F- '{ e = NF > 1 ? $2 : $1; for (i = $1; i <= e; i++) print i }'; }
+topo() { cat "/sys/devices/system/cpu/cpu$1/topology/$2" 2>/dev/null || echo "cpu$1"; }
+CORES=$(for c in $(expand "$ALLOWED"); do echo "$c $(topo "$c" physical_package_id):$(topo "$c" core_id)"; done)
+NCORES=$(printf '%s\n' "$CORES" | awk '{ print $2 }' | sort -u | wc -l)
+share() { # NP R: rank R's CPUs, condensed as the kernel writes them
+    printf '%s\n' "$CORES" | awk -v np="$1" -v r="$2" '
+        { cpu[NR] = $1; if (!($2 in idx)) idx[$2] = n++; ci[NR] = idx[$2] }
+        END { per = int(n / np); if (per < 1) { print "unbound"; exit }
+              s = ""; prev = -2; open = 0
+              for (i = 1; i <= NR; i++) {
+                  if (ci[i] < r * per || ci[i] >= (r + 1) * per) continue
+                  c = cpu[i]
+                  if (c == prev + 1) { open = 1 } else { if (open) s = s "-" prev; s = s (s == "" ? "" : ",") c; open = 0 }
+                  prev = c }
+              if (open) s = s "-" prev
+              print s }'; }
+cat > "$TMP/cpus.sh" <<'EOF'
+#!/bin/sh
+echo "rank=$OMPI_COMM_WORLD_RANK threads=${OMP_NUM_THREADS:-unset} places=${OMP_PLACES:-unset} bind=${OMP_PROC_BIND:-unset} cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+EOF
+chmod +x "$TMP/cpus.sh"
+ABS=$(readlink -f "$LAUNCH")
+# a clean environment: the command is exactly this
+OUTPUT=$(env -i PATH="$PATH" HOME="$TMP" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$LAUNCH" --dry-run --num_gpus 2 "$TMP/cpus.sh" 2>&1); RC=$?
+expect_has "the command" "zinf-launch: mpirun -np 2 --host localhost:2 --map-by slot --bind-to none -x PATH $ABS --rank_bind auto $TMP/cpus.sh"
+# rank_line NP R: what rank R of NP prints, from the reference (OMP_PLACES and OMP_PROC_BIND stay
+# unset: the OpenMP runtime would bind the first thread to one core, and every thread after it)
+rank_line() {
+    sh=$(share "$1" "$2")
+    if [ "$sh" = unbound ]; then echo "rank=$2 threads=1 places=unset bind=unset cpus=$ALLOWED"
+    else echo "rank=$2 threads=$((NCORES / $1)) places=unset bind=unset cpus=$sh"; fi
+}
+for np in 1 2 3; do
+    OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus "$np" "$TMP/cpus.sh" 2>&1); RC=$?
+    expect_ok "$np ranks bound"
+    for r in $(seq 0 $((np - 1))); do expect_has "$np ranks, rank $r" "$(rank_line "$np" "$r")"; done
+done
+# the note says the same before mpirun starts
+OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --dry-run --num_gpus 1 "$TMP/cpus.sh" 2>&1)
+expect_has "the note" "zinf-launch: this node's ranks: rank 0 on CPUs $(share 1 0); OMP_NUM_THREADS=$NCORES"
+# torchrun's variable and flag: the same ranks as --num_gpus
+OUTPUT=$(env -u OMP_NUM_THREADS NPROC_PER_NODE=2 "$LAUNCH" "$TMP/cpus.sh" 2>&1); RC=$?
+expect_ok "NPROC_PER_NODE=2"
+expect_has "NPROC_PER_NODE=2" "$(rank_line 2 0)" "$(rank_line 2 1)"
+OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --nproc_per_node 2 "$TMP/cpus.sh" 2>&1)
+expect_has "--nproc_per_node 2" "$(rank_line 2 0)" "$(rank_line 2 1)"
+# the user's OMP_NUM_THREADS is kept (and said so); binding still applies
+OUTPUT=$(OMP_NUM_THREADS=3 "$LAUNCH" --num_gpus 1 "$TMP/cpus.sh" 2>&1)
+expect_has "OMP_NUM_THREADS=3" "OMP_NUM_THREADS=3 as set" "rank=0 threads=3 places=unset bind=unset cpus=$(share 1 0)"
+# DeepSpeed's list: its last CPU for one rank, one thread per listed CPU
+LAST=$(expand "$ALLOWED" | tail -1)
+OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus 1 --bind_core_list "$LAST" "$TMP/cpus.sh" 2>&1)
+expect_has "--bind_core_list $LAST" "rank=0 threads=1 places=unset bind=unset cpus=$LAST"
+# --bind_cores_to_rank false: as before, every rank on every CPU, the thread count left alone
+OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus 2 --bind_cores_to_rank false "$TMP/cpus.sh" 2>&1)
+expect_has "unbound" "rank=1 threads=unset places=unset bind=unset cpus=$ALLOWED" "--bind-to none"
+case "$OUTPUT" in *"--rank_bind"*) fail "--bind_cores_to_rank false still binds: $OUTPUT" ;; *) pass ;; esac
+# the training log names each rank's CPUs and threads; unbound ranks whose threads outnumber the
+# CPUs draw a warning
+NCPU=$(expand "$ALLOWED" | wc -l)
+plural() { [ "$1" = 1 ] || echo s; }
+# shellcheck disable=SC2086
+OUTPUT=$(env -u OMP_NUM_THREADS "$LAUNCH" --num_gpus 2 zinf $TRAIN --max_steps 1 --out "$TMP/log1" 2>&1); RC=$?
+expect_ok "log of a bound run"
+if [ "$(share 2 0)" != unbound ]; then
+    expect_has "log of a bound run" "zinf: $(hostname): 2 ranks, $((NCORES / 2)) OpenMP thread$(plural $((NCORES / 2))) each; CPUs of rank 0: $(share 2 0), rank 1: $(share 2 1)"
+fi
+# shellcheck disable=SC2086
+OUTPUT=$(OMP_NUM_THREADS=$NCPU "$MPIRUN" --oversubscribe --bind-to none -np 2 "$ZINF" $TRAIN --max_steps 1 --out "$TMP/log2" 2>&1); RC=$?
+expect_has "oversubscribed" "zinf: warning: $(hostname): 2 ranks run $((2 * NCPU)) OpenMP threads on $NCPU CPU" \
+    "zinf: $(hostname): 2 ranks, $NCPU OpenMP thread$(plural "$NCPU") each; CPUs of rank 0: $ALLOWED, rank 1: $ALLOWED"
+
+# plain mpirun, unbound, OMP_NUM_THREADS unset: each rank's team would span every CPU, so zinf
+# splits the shared CPUs among the ranks itself (no warning then)
+# shellcheck disable=SC2086
+OUTPUT=$(env -u OMP_NUM_THREADS "$MPIRUN" --oversubscribe --bind-to none -np 2 "$ZINF" $TRAIN --max_steps 1 --out "$TMP/log4" 2>&1); RC=$?
+T2=$((NCPU / 2)); [ "$T2" -ge 1 ] || T2=1
+expect_has "unbound, no OMP_NUM_THREADS" "zinf: $(hostname): 2 ranks, $T2 OpenMP thread$(plural "$T2") each (OMP_NUM_THREADS unset: the CPUs the ranks share, split among them); CPUs of rank 0: $ALLOWED, rank 1: $ALLOWED"
+case "$OUTPUT" in *"zinf: warning: $(hostname)"*) fail "unbound, no OMP_NUM_THREADS: a warning: $OUTPUT" ;; *) pass ;; esac
+# shellcheck disable=SC2086
+OUTPUT=$(OMP_PROC_BIND=close "$LAUNCH" --num_gpus 1 zinf $TRAIN --max_steps 1 --out "$TMP/log3" 2>&1)
+expect_has "OMP_PROC_BIND" "zinf: warning: OMP_PROC_BIND=close: the OpenMP runtime binds each rank's first thread to one place"
+
+# refusals: one line each (the pool's note may come first), nothing run
+bad "more ranks than cores" "--bind_cores_to_rank: $((NCORES + 1)) ranks on this node's $NCORES core" --num_gpus $((NCORES + 1)) --bind_cores_to_rank true "$TMP/cpus.sh"
+bad "list too short" "--bind_core_list lists 1 CPU for the 2 ranks of this node: at least one each" --num_gpus 2 --bind_core_list "$LAST" "$TMP/cpus.sh"
+bad "list off" "--bind_core_list 0 with --bind_cores_to_rank false" --num_gpus 1 --bind_core_list 0 --bind_cores_to_rank false "$TMP/cpus.sh"
+bad "bad list" "--bind_core_list '2-1': the range 2-1 ends before it starts" --num_gpus 1 --bind_core_list 2-1 "$TMP/cpus.sh"
+bad "missing CPU" "--bind_core_list: CPU 65535 is not among this node's CPUs ($ALLOWED)" --num_gpus 1 --bind_core_list 65535 "$TMP/cpus.sh"
+bad "rank_bind outside mpirun" "--rank_bind: OMPI_COMM_WORLD_LOCAL_RANK is not set: this mode runs in the ranks of the mpirun command zinf-launch builds" --rank_bind auto "$TMP/cpus.sh"
+bad "two counts" "--num_gpus 2 and --nproc_per_node 3 disagree: give one of them" --num_gpus 2 --nproc_per_node 3 "$TMP/cpus.sh"
+export NPROC_PER_NODE=2
+bad "flag and variable" "--num_gpus 3 and NPROC_PER_NODE=2 (environment) disagree: give one of them" --num_gpus 3 "$TMP/cpus.sh"
+unset NPROC_PER_NODE
+export MASTER_PORT=29500
+bad "ports" "--master_port 29501 and MASTER_PORT=29500 (environment) disagree: give one of them" --master_port 29501 --num_gpus 1 "$TMP/cpus.sh"
+unset MASTER_PORT
+# torchrun's node-by-node start: the one line and the command that starts both nodes from here
+OUTPUT=$(NNODES=2 NODE_RANK=1 MASTER_ADDR=10.0.0.1 NPROC_PER_NODE=2 "$LAUNCH" "$TMP/cpus.sh" --x 'a b' 2>&1); RC=$?
+CHECKS=$((CHECKS + 1))
+[ "$RC" = 2 ] || fail "node by node: exit $RC, want 2"
+[ "$OUTPUT" = "zinf-launch: zinf-launch --hostfile HOSTFILE --num_nodes 2 --num_gpus 2 $TMP/cpus.sh --x 'a b'
+zinf-launch: error: NNODES=2 (environment) with NODE_RANK=1 (environment) is torchrun's start of one node at a time; zinf starts every node from one place, once: run the command above on one node with a hostfile of 'HOST slots=N' lines naming the nodes, 10.0.0.1 (MASTER_ADDR) first, or under Slurm submit jobs/slurm/train-multinode.sbatch" ] ||
+    fail "node by node printed: $OUTPUT"
+OUTPUT=$("$LAUNCH" --nnodes 2 --node_rank 0 --nproc_per_node 2 "$TMP/cpus.sh" 2>&1); RC=$?
+expect_has "--node_rank 0" "--nnodes 2 with --node_rank 0 is torchrun's start of one node at a time"
+case "$OUTPUT" in *rank=*) fail "a node-by-node start ran ranks" ;; *) pass ;; esac
+# the printed command, given a hostfile naming this node, runs the job (one node here)
+printf 'localhost slots=2\n' > "$TMP/one"
+LINE=$(NNODES=1 NODE_RANK=1 NPROC_PER_NODE=2 "$LAUNCH" "$TMP/cpus.sh" 2>&1 | sed -n 's/^zinf-launch: \(zinf-launch --hostfile.*\)/\1/p')
+OUTPUT=$(eval "env -u OMP_NUM_THREADS $(printf '%s' "$LINE" | sed "s|^zinf-launch --hostfile HOSTFILE|$LAUNCH --hostfile $TMP/one|")" 2>&1); RC=$?
+expect_ok "the printed command: $LINE"
+expect_has "the printed command" "$(rank_line 2 0)" "$(rank_line 2 1)"
 
 echo "test_launch: $CHECKS checks, $FAILS failed"
 [ "$FAILS" -eq 0 ]

@@ -167,7 +167,8 @@ static void test_plan(const char *dir)
     /* every host whole: one app context, hosts in file order; exports sorted, HOME and NCCLX not */
     CHECK(n == 10, "ranks %d", n);
     CHECK(!strcmp(s, "mpirun -np 10 --host worker-0:4,worker-1:4,worker-2:2 --map-by slot --bind-to none "
-                     "-x NCCL_DEBUG -x OMP_NUM_THREADS -x PATH -x ZINF_COMM_TIMEOUT zinf train --max_steps 3"),
+                     "-x NCCL_DEBUG -x OMP_NUM_THREADS -x PATH -x ZINF_COMM_TIMEOUT zinf-launch --rank_bind auto zinf train "
+                     "--max_steps 3"),
           "%s", s);
     free(s);
     zinf_launch_argv_free(argv);
@@ -187,9 +188,10 @@ static void test_plan(const char *dir)
     /* OpenMPI applies -x to its own app context: every context repeats the exports */
     CHECK(!strcmp(s, "mpirun --map-by slot --bind-to none --mca btl_tcp_if_include eth0 x -v "
                      "-np 2 --host worker-0:2 -x NCCL_IB_DISABLE=1 -x FOO=a=b c -x NCCL_DEBUG -x OMP_NUM_THREADS "
-                     "-x PATH -x ZINF_COMM_TIMEOUT env CUDA_VISIBLE_DEVICES=2,3 zinf train --max_steps 3 : "
-                     "-np 2 --host worker-2:2 -x NCCL_IB_DISABLE=1 -x FOO=a=b c -x NCCL_DEBUG -x OMP_NUM_THREADS "
-                     "-x PATH -x ZINF_COMM_TIMEOUT zinf train --max_steps 3"),
+                     "-x PATH -x ZINF_COMM_TIMEOUT env CUDA_VISIBLE_DEVICES=2,3 zinf-launch --rank_bind auto zinf train "
+                     "--max_steps 3 : -np 2 --host worker-2:2 -x NCCL_IB_DISABLE=1 -x FOO=a=b c -x NCCL_DEBUG "
+                     "-x OMP_NUM_THREADS -x PATH -x ZINF_COMM_TIMEOUT zinf-launch --rank_bind auto zinf train "
+                     "--max_steps 3"),
           "%s", s);
     free(s);
     zinf_launch_argv_free(argv);
@@ -246,6 +248,216 @@ static void test_plan(const char *dir)
     expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "hostfile /nonexistent/hostfile: No such file", "missing");
 }
 
+/* DeepSpeed's --bind_core_list grammar (its help's example: "1,3-5,7" => [1,3,4,5,7]) */
+static void test_cpulist(void)
+{
+    int *v, n;
+    CHECK(zinf_launch_parse_cpulist("1,3-5,7", "L", &v, &n) == 0 && n == 5 && v[0] == 1 && v[1] == 3 && v[2] == 4 &&
+              v[3] == 5 && v[4] == 7, "1,3-5,7: %s", zinf_errmsg());
+    char buf[64];
+    zinf_launch_cpulist(v, n, buf, sizeof buf);
+    CHECK(!strcmp(buf, "1,3-5,7"), "condensed again: %s", buf);
+    free(v);
+    int c[] = {0, 1, 2, 3, 8, 10, 11, 13};
+    zinf_launch_cpulist(c, 8, buf, sizeof buf);
+    CHECK(!strcmp(buf, "0-3,8,10-11,13"), "%s", buf);
+    zinf_launch_cpulist(c, 8, buf, 12);
+    CHECK(!strcmp(buf, "0-3,8,..."), "a short buffer ends in ...: %s", buf);
+    const struct { const char *in, *want; } bad[] = {
+        {"3-1", "L '3-1': the range 3-1 ends before it starts"},
+        {"0-3,2", "L '0-3,2': 2: the entries must ascend without overlapping"},
+        {"4,1", "4,1': 1: the entries must ascend"},
+        {"1,1", "1: the entries must ascend"},
+        {"a", "'a' is not a CPU number or a range A-B"},
+        {"1 ,2", "'1 ' is not a CPU number"},
+        {"1-", "'1-' is not a CPU number"},
+        {"1,", "nothing after the last ','"},
+        {"", "L: empty"},
+        {"70000", "'70000' is not a CPU number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        expect_err(zinf_launch_parse_cpulist(bad[i].in, "L", &v, &n), bad[i].want, bad[i].in);
+}
+
+/* The share of each local rank, against DeepSpeed's rule written out here: cores_per_rank =
+ * cores // ranks, rank r takes cores [r*cpr, (r+1)*cpr), the rest stay free; zinf gives a rank
+ * every hardware thread of its cores and one OpenMP thread per core. */
+static const char *share_of(const int *cpus, const int *core, int n, const int *list, int nl, int r, int size,
+                            bool strict, int *threads, int *rc)
+{
+    static char buf[128];
+    int out[64], no = 0;
+    *rc = zinf_launch_share(cpus, core, n, list, nl, r, size, strict, out, &no, threads);
+    zinf_launch_cpulist(out, no, buf, sizeof buf);
+    return buf;
+}
+
+static void test_share(void)
+{
+    /* two sockets of 4 cores with 2 threads each, numbered as Linux numbers Intel's: CPU i and
+     * i + 8 are one core */
+    int cpus[16], core[16];
+    for (int i = 0; i < 16; i++) cpus[i] = i, core[i] = i % 8;
+    int th, rc;
+    const char *want2[] = {"0-3,8-11", "4-7,12-15"};
+    for (int r = 0; r < 2; r++) {
+        const char *got = share_of(cpus, core, 16, NULL, 0, r, 2, false, &th, &rc);
+        CHECK(rc == 0 && !strcmp(got, want2[r]) && th == 4, "2 ranks, rank %d: %s, %d threads",
+              r, got, th);
+    }
+    /* 3 ranks: 8 // 3 = 2 cores each, cores 6 and 7 free */
+    const char *want3[] = {"0-1,8-9", "2-3,10-11", "4-5,12-13"};
+    for (int r = 0; r < 3; r++) {
+        const char *got = share_of(cpus, core, 16, NULL, 0, r, 3, true, &th, &rc);
+        CHECK(rc == 0 && !strcmp(got, want3[r]) && th == 2, "3 ranks, rank %d: %s, %d threads", r, got, th);
+    }
+    /* 8 ranks: a core each; 9: more ranks than cores */
+    CHECK(!strcmp(share_of(cpus, core, 16, NULL, 0, 7, 8, true, &th, &rc), "7,15") && th == 1 && rc == 0,
+          "8 ranks, rank 7");
+    share_of(cpus, core, 16, NULL, 0, 0, 9, false, &th, &rc);
+    CHECK(rc == 1 && th == 1, "9 ranks by default: unbound, 1 thread (rc %d)", rc);
+    share_of(cpus, core, 16, NULL, 0, 0, 9, true, &th, &rc);
+    CHECK(rc < 0 && strstr(zinf_errmsg(), "--bind_cores_to_rank: 9 ranks on this node's 8 cores (CPUs 0-15): each rank "
+                                          "needs a core of its own"), "9 ranks, strict: %s", zinf_errmsg());
+    /* siblings side by side (CPU 2k and 2k+1 one core), a cpuset of 12 CPUs from 4 on */
+    int c2[12], k2[12];
+    for (int i = 0; i < 12; i++) c2[i] = 4 + i, k2[i] = (4 + i) / 2;
+    CHECK(!strcmp(share_of(c2, k2, 12, NULL, 0, 1, 2, false, &th, &rc), "10-15") && th == 3, "adjacent siblings");
+    /* a list: its CPUs dealt out in order, one thread per CPU */
+    int list[] = {1, 3, 4, 5, 7, 9};
+    CHECK(!strcmp(share_of(cpus, core, 16, list, 6, 1, 2, true, &th, &rc), "5,7,9") && th == 3, "list, rank 1");
+    CHECK(!strcmp(share_of(cpus, core, 16, list, 5, 1, 2, true, &th, &rc), "4-5") && th == 2, "list of 5 by 2");
+    share_of(cpus, core, 16, list, 6, 0, 7, true, &th, &rc);
+    CHECK(rc < 0 && strstr(zinf_errmsg(), "--bind_core_list lists 6 CPUs for the 7 ranks of this node: at least one each"),
+          "list too short: %s", zinf_errmsg());
+    int far[] = {3, 16};
+    share_of(cpus, core, 16, far, 2, 0, 1, true, &th, &rc);
+    CHECK(rc < 0 && strstr(zinf_errmsg(), "--bind_core_list: CPU 16 is not among this node's CPUs (0-15)"), "%s",
+          zinf_errmsg());
+}
+
+/* torchrun's flags and environment, the node-by-node start, and binding off */
+static void test_torchrun(const char *dir)
+{
+    char *prog[] = {"zinf", "train", "--model", "gpt2", NULL};
+    char *env[8] = {"PATH=/bin", NULL};
+    zinf_launch_opts o;
+    zinf_launch_opts_defaults(&o);
+    o.prog = prog;
+    o.environ = env;
+    char **argv;
+    int n;
+    env[1] = "NPROC_PER_NODE=2";
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 2, "NPROC_PER_NODE=2 on a node without GPUs: %s",
+          zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.num_gpus = 2; /* the same value two ways is fine */
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 2, "%s", zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.num_gpus = 3;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "--num_gpus 3 and NPROC_PER_NODE=2 (environment) disagree: give one of them", "flag vs variable");
+    o.num_gpus = -1;
+    o.nproc_per_node = "4";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "--nproc_per_node 4 and NPROC_PER_NODE=2 (environment) disagree", "torchrun flag vs variable");
+    env[1] = NULL;
+    o.local_gpus = 8;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 4, "--nproc_per_node 4 of 8 GPUs: %d", n);
+    zinf_launch_argv_free(argv);
+    o.nproc_per_node = "gpu";
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 8, "--nproc_per_node gpu: every GPU: %d", n);
+    zinf_launch_argv_free(argv);
+    o.nproc_per_node = "two";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--nproc_per_node two: expected a whole number from 1, gpu or auto",
+               "bad count");
+    o.nproc_per_node = NULL;
+    env[1] = "NNODES=1";
+    env[2] = "NODE_RANK=0";
+    env[3] = "MASTER_ADDR=10.1.2.3";
+    env[4] = "MASTER_PORT=29500";
+    char *notes = NULL;
+    size_t nn = 0;
+    FILE *f = open_memstream(&notes, &nn);
+    CHECK(zinf_launch_plan(&o, &argv, &n, f) == 0 && n == 8, "one node, node rank 0: %s", zinf_errmsg());
+    fclose(f);
+    CHECK(strstr(notes, "zinf-launch: MASTER_ADDR and MASTER_PORT are not used: MPI does the rendezvous\n") != NULL,
+          "%s", notes);
+    free(notes);
+    zinf_launch_argv_free(argv);
+    o.master_port = 29501;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--master_port 29501 and MASTER_PORT=29500 (environment) disagree",
+               "ports");
+    o.master_port = -1;
+    o.master_addr = "10.9.9.9";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "--master_addr 10.9.9.9 and MASTER_ADDR=10.1.2.3 (environment) disagree", "addresses");
+    o.master_addr = NULL;
+    /* node by node: refused, with the command that starts both nodes from one */
+    env[1] = "NNODES=2";
+    env[2] = "NODE_RANK=1";
+    env[5] = "NPROC_PER_NODE=8";
+    f = open_memstream(&notes, &nn);
+    expect_err(zinf_launch_plan(&o, &argv, &n, f),
+               "NNODES=2 (environment) with NODE_RANK=1 (environment) is torchrun's start of one node at a time; zinf "
+               "starts every node from one place, once: run the command above on one node with a hostfile of 'HOST "
+               "slots=N' lines naming the nodes, 10.1.2.3 (MASTER_ADDR) first, or under Slurm submit "
+               "jobs/slurm/train-multinode.sbatch", "node by node");
+    fclose(f);
+    CHECK(!strcmp(notes, "zinf-launch: zinf-launch --hostfile HOSTFILE --num_nodes 2 --num_gpus 8 zinf train --model "
+                         "gpt2\n"), "the command: %s", notes);
+    free(notes);
+    env[2] = NULL; /* NNODES=2 alone: a hostfile is needed */
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "NNODES=2 (environment) needs a --hostfile naming the nodes",
+               "NNODES without hostfile");
+    o.nnodes = 3;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--nnodes 3 and NNODES=2 (environment) disagree", "nnodes");
+    env[1] = NULL;
+    o.nnodes = -1;
+    o.node_rank = 1;
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "one node with --node_rank 1 is torchrun's start", "node rank alone");
+    o.node_rank = -1;
+    env[5] = NULL;
+    /* the equivalent keeps the other flags, spelled so that a shell runs it */
+    o.bind_core_list = "0-27,56-83";
+    o.launcher_args = "--mca btl ^openib";
+    char *eq = zinf_launch_equivalent(&o, 4, 8);
+    CHECK(eq && !strcmp(eq, "zinf-launch --hostfile HOSTFILE --num_nodes 4 --num_gpus 8 --launcher_args "
+                            "'--mca btl ^openib' --bind_core_list 0-27,56-83 zinf train --model gpt2"), "%s", eq);
+    free(eq);
+    o.launcher_args = NULL;
+    /* binding off: no zinf-launch --rank_bind in the ranks' command; a list with it is a conflict */
+    o.bind_core_list = NULL;
+    o.bind_cores = 0;
+    o.num_gpus = 2;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    char *s = joined(argv);
+    CHECK(!strcmp(s, "mpirun -np 2 --host localhost:2 --map-by slot --bind-to none -x PATH zinf train --model gpt2"),
+          "unbound: %s", s);
+    free(s);
+    zinf_launch_argv_free(argv);
+    o.bind_core_list = "0,1";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "--bind_core_list 0,1 with --bind_cores_to_rank false: the list is the cores to bind to", "list, off");
+    o.bind_cores = 1;
+    /* with a hostfile the launcher leaves the list to each host's ranks (without one it checks it
+     * against this machine's CPUs, which differ from machine to machine) */
+    char hf[4096];
+    snprintf(hf, sizeof hf, "%s/localhost", dir);
+    FILE *h = fopen(hf, "w");
+    fputs("localhost slots=2\n", h);
+    fclose(h);
+    o.hostfile = hf;
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
+    s = joined(argv);
+    CHECK(strstr(s, " -x PATH zinf-launch --rank_bind 0,1 zinf train --model gpt2") != NULL, "listed: %s", s);
+    free(s);
+    zinf_launch_argv_free(argv);
+    o.bind_core_list = "1-0";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "--bind_core_list '1-0': the range 1-0 ends before it starts",
+               "bad list");
+}
+
 /* a hostfile of a large cluster: 6000 nodes of 8 GPUs, one --host list of every node */
 static void test_large(const char *dir)
 {
@@ -291,6 +503,9 @@ int main(void)
     test_limit();
     test_plan(dir);
     test_large(dir);
+    test_cpulist();
+    test_share();
+    test_torchrun(dir);
     test_cmdline();
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
