@@ -523,6 +523,7 @@ static int bpe_piece(const zinf_tok *t, tls_state *s, const uint8_t *p, size_t n
         }
         sym[m++] = id;
     }
+    if (m == 0) return 0; /* no byte of the piece has a token */
     for (int i = 0; i < m; i++) {
         prev[i] = i - 1;
         next[i] = i + 1 < m ? i + 1 : -1;
@@ -575,7 +576,7 @@ static int bpe_piece(const zinf_tok *t, tls_state *s, const uint8_t *p, size_t n
                 return zinf_errc(ZINF_ENOMEM, "tokenizer: out of memory");
         }
     }
-    for (int i = m > 0 ? 0 : -1; i >= 0; i = next[i]) ZINF_TRY(ids_push(out, sym[i]));
+    for (int i = 0; i >= 0; i = next[i]) ZINF_TRY(ids_push(out, sym[i]));
     if (cs && out->n - out0 <= CACHE_IDS) {
         cs->hash = h;
         cs->klen = (uint8_t)n;
