@@ -856,6 +856,15 @@ static const char *const KNOWN_RE[] = {
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 };
 
+/* True when s[0..n) are hex digits. */
+static bool all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
+            return false;
+    return true;
+}
+
 static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal, split_behavior b,
                      const char *what)
 {
@@ -868,8 +877,23 @@ static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal
         return zinf_err("%s: pre_tokenizer has more than %d splitting steps", t->path, MAX_STAGES);
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *c = pcre2_compile((PCRE2_SPTR)pattern, plen,
-                                  PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &ec, &eo, NULL);
+    /* tokenizers compiles with Oniguruma, where \uHHHH names a code point; PCRE2 spells it
+     * \x{HHHH} (which Oniguruma takes too) */
+    char *re = malloc(plen * 2 + 1);
+    if (!re) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", t->path);
+    size_t rn = 0;
+    for (size_t i = 0; i < plen; i++) {
+        if (!literal && pattern[i] == '\\' && i + 6 <= plen && pattern[i + 1] == 'u' && all_hex(pattern + i + 2, 4)) {
+            rn += (size_t)sprintf(re + rn, "\\x{%.4s}", pattern + i + 2);
+            i += 5;
+            continue;
+        }
+        re[rn++] = pattern[i];
+        if (pattern[i] == '\\' && i + 1 < plen) re[rn++] = pattern[++i];
+    }
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, rn, PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &ec,
+                                  &eo, NULL);
+    free(re);
     if (!c) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);

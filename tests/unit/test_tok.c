@@ -287,6 +287,17 @@ static void unit_checks(void)
         CHECK(zinf_tok_next_cut(t, "a\nb\nc", 5, 0) == 5, "a regex zinf does not know: no cut");
         zinf_tok_free(t);
     }
+    /* Oniguruma's \uHHHH and \x{HHHH} in a regex, as tokenizers reads them: "-" and "c" split */
+    p = write_tok(dir, "bsux.json", "",
+                  "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\":"
+                  " \"\\\\u002d|\\\\x{63}\"}, \"behavior\": \"Isolated\", \"invert\": false},"
+                  " {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+                  "null", "null");
+    CHECK(zinf_tok_load(p, &t) == 0, "load \\u escapes: %s", zinf_errmsg());
+    if (t) {
+        expect_ids(t, "ab-abc", 1, (int32_t[]){256, '-', 256, 'c'}, 4, "\\u002d and \\x{63} in a Split regex");
+        zinf_tok_free(t);
+    }
 
     /* refusals, one line each naming the file and the feature */
     char missing[4200];
