@@ -77,7 +77,9 @@ struct zinf_tok {
     /* added tokens */
     added_tok *added;
     int nadded;
-    uint8_t first_raw[256], first_norm[256]; /* first bytes of added tokens, per kind */
+    uint8_t first_raw[256], first_norm[256]; /* first bytes of added tokens, per kind: bit 0 a
+                                              * token of one byte, bit 1 a longer one */
+    uint8_t pair_raw[8192], pair_norm[8192]; /* bitmaps of the first two bytes of the longer ones */
     uint8_t first_lstrip[256];              /* first bytes of added tokens with lstrip */
     bool nfc;
     bool cuttable;          /* every stage's regex is one zinf_tok_next_cut knows, no added token
@@ -631,8 +633,12 @@ static int find_added(const zinf_tok *t, const uint8_t *s, size_t n, size_t from
                       size_t *start)
 {
     const uint8_t *first = normalized ? t->first_norm : t->first_raw;
+    const uint8_t *pair = normalized ? t->pair_norm : t->pair_raw;
     for (size_t i = from; i < n; i++) {
-        if (!first[s[i]]) continue;
+        uint8_t f = first[s[i]];
+        if (!f) continue;
+        unsigned two = i + 1 < n ? (unsigned)s[i] << 8 | s[i + 1] : 0;
+        if (!(f & 1) && (i + 1 >= n || !(pair[two >> 3] >> (two & 7) & 1))) continue;
         int best = -1;
         for (int k = 0; k < t->nadded; k++) {
             const added_tok *a = &t->added[k];
@@ -1175,7 +1181,11 @@ static int load_added(zinf_tok *t, json_t *added)
         a->lstrip = json_is_true(json_object_get(v, "lstrip"));
         a->rstrip = json_is_true(json_object_get(v, "rstrip"));
         a->single_word = json_is_true(json_object_get(v, "single_word"));
-        (a->normalized ? t->first_norm : t->first_raw)[(uint8_t)a->content[0]] = 1;
+        (a->normalized ? t->first_norm : t->first_raw)[(uint8_t)a->content[0]] |= a->len == 1 ? 1 : 2;
+        if (a->len > 1) {
+            unsigned two = (unsigned)(uint8_t)a->content[0] << 8 | (uint8_t)a->content[1];
+            (a->normalized ? t->pair_norm : t->pair_raw)[two >> 3] |= (uint8_t)(1u << (two & 7));
+        }
         if (a->lstrip) t->first_lstrip[(uint8_t)a->content[0]] = 1;
         if (memchr(a->content, '\n', a->len)) t->cuttable = false;
         /* an added token that is not in the vocabulary decodes to its content */
