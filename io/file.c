@@ -84,3 +84,21 @@ int zinf_read_file(const char *what, const char *path, char **buf, size_t *len)
     *len = n;
     return 0;
 }
+
+int zinf_mkdir_p(const char *path)
+{
+    char p[4096];
+    if ((size_t)snprintf(p, sizeof p, "%s", path) >= sizeof p) return zinf_err("%s: the path is too long", path);
+    for (char *s = p + 1;; s++) {
+        if (*s && *s != '/') continue;
+        char keep = *s;
+        *s = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) return zinf_errc(-errno, "cannot create %s: %s", p, strerror(errno));
+        *s = keep;
+        if (!keep) break;
+    }
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode))
+        return zinf_errc(ZINF_EINVAL, "%s is %s, not a directory", path, stat(path, &st) ? "missing" : zinf_file_kind(st.st_mode));
+    return 0;
+}

@@ -15,6 +15,9 @@ int zinf_read_file(const char *what, const char *path, char **buf, size_t *len);
  * "WHAT PATH: is a directory, not a regular file" (a FIFO, a character device, ...): -EISDIR for
  * a directory, ZINF_EINVAL for the rest. *fd is blocking again; *st its fstat. */
 int zinf_open_regular(const char *what, const char *path, int *fd, struct stat *st);
+/* Create directory path and the ones above it that are missing (mode 0755); an error names the
+ * directory that could not be made, or path when it is something other than a directory. */
+int zinf_mkdir_p(const char *path);
 /* "a directory", "a FIFO", "a character device", ... for an st_mode */
 const char *zinf_file_kind(unsigned mode);
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "log.h"
 #include "file.h"
 #include "sft.h"
 
@@ -626,6 +627,8 @@ static const zinf_template templates[] = {
 #define NTEMPLATES (sizeof templates / sizeof *templates)
 
 const char *zinf_template_names(void) { return "qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml"; }
+bool zinf_template_dated(const zinf_template *t) { return t->dated; }
+
 const char *zinf_template_name(const zinf_template *t) { return t->name; }
 
 const zinf_template *zinf_template_find(const char *name)
@@ -758,12 +761,12 @@ void zinf_segs_free(zinf_segs *s)
 }
 
 /* llama3_2's date: the one given, ZINF_CHAT_DATE, else today (UTC) as "26 Jul 2024" */
-static int today(char *out, size_t cap, const zinf_chat_opts *o)
+void zinf_chat_date(const zinf_chat_opts *o, char *out, size_t cap)
 {
     const char *d = o && o->date ? o->date : getenv("ZINF_CHAT_DATE");
     if (d && *d) {
         snprintf(out, cap, "%s", d);
-        return 0;
+        return;
     }
     time_t now = time(NULL);
     struct tm tm;
@@ -771,7 +774,7 @@ static int today(char *out, size_t cap, const zinf_chat_opts *o)
     static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     snprintf(out, cap, "%02d %s %04d", tm.tm_mday, mon[tm.tm_mon], tm.tm_year + 1900);
-    return 0;
+    return;
 }
 
 /* Python's \s over ASCII and the Unicode spaces that appear in practice */
@@ -815,7 +818,7 @@ static int build_contexts(const zinf_template *t, const zinf_chat *c, const zinf
     ZINF_TRY(ctx_push(l, 0));
     if (t->dated) {
         char date[64];
-        today(date, sizeof date, o);
+        zinf_chat_date(o, date, sizeof date);
         sbuf tmp = {0};
         int rc = sb_subst(&tmp, t->prefix, "{{DATE}}", date);
         if (!rc) rc = sb_subst(&l->s[l->n - 1], tmp.p, "{{SYSTEM}}", system ? system : "");
@@ -1068,8 +1071,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
     if (!rc && o->val_input) {
         /* ms-swift loads --val_dataset on its own, sampled like a training set without a split */
         if (o->split_ratio > 0 && out)
-            fprintf(stderr, "zinf: warning: --split_dataset_ratio %g is ignored: --val_dataset is given\n",
-                    o->split_ratio);
+            zinf_warn("--split_dataset_ratio %g is ignored: --val_dataset is given", o->split_ratio);
         int64_t *none = NULL, nn;
         rc = zinf_chat_read(o->val_input, &va);
         if (!rc && va.n == 0)
@@ -1085,7 +1087,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
     /* one date for the whole run (ms-swift fixes it when the template is made) */
     char date[64];
     zinf_chat_opts co = o->chat;
-    today(date, sizeof date, &co);
+    zinf_chat_date(&co, date, sizeof date);
     co.date = date;
     if (!rc) rc = encode_set(o, &co, t, tok, &tr, ti, nt, &train, &drop_t, &cut_t);
     if (!rc) rc = encode_set(o, &co, t, tok, o->val_input ? &va : &tr, vi, nv, &val, &drop_v, &cut_v);

@@ -8,6 +8,7 @@
 #ifndef ZINF_CHAT_H
 #define ZINF_CHAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,6 +68,8 @@ typedef struct zinf_template zinf_template;
  * NULL with an error naming the template and listing the known ones. */
 const zinf_template *zinf_template_find(const char *name);
 const char *zinf_template_name(const zinf_template *t);
+/* The template writes today's date (llama3_2's "Today Date") */
+bool zinf_template_dated(const zinf_template *t);
 /* The names, comma-separated, for messages and --help. */
 const char *zinf_template_names(void);
 /* The template for a model directory: config.json's model_type and the features of
@@ -78,6 +81,9 @@ typedef struct zinf_chat_opts {
     const char *date;   /* llama3_2's "Today Date": "26 Jul 2024"; NULL: today (UTC) or
                          * ZINF_CHAT_DATE from the environment */
 } zinf_chat_opts;
+
+/* The date a dated template writes: o->date, else ZINF_CHAT_DATE, else today (UTC), "26 Nov 2026" */
+void zinf_chat_date(const zinf_chat_opts *o, char *out, size_t cap);
 
 typedef struct zinf_segs {
     char **text;

@@ -172,6 +172,7 @@ static int attrs_of(zinf_ckpt_attrs *a, const zinf_ckpt_meta *meta, const zinf_m
     memset(a, 0, sizeof *a);
     a->step = meta->step, a->opt_steps = meta->opt_steps, a->seed = meta->seed;
     a->train_batch_size = meta->train_batch_size, a->max_length = meta->max_length, a->run_id = meta->run_id;
+    a->consumed_samples = meta->consumed_samples;
     a->loss_scale = meta->ls.cur_scale, a->ls_hysteresis = meta->ls.cur_hysteresis;
     a->ls_iter = meta->ls.cur_iter, a->ls_last_overflow = meta->ls.last_overflow_iter;
     a->saved_world_size = world;
@@ -497,6 +498,14 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
     return 0;
 }
 
+char *zinf_ckpt_stored_config(const char *path)
+{
+    zinf_ckf c;
+    char *text = zinf_ckf_open(&c, path) ? NULL : zinf_ckf_config(&c);
+    zinf_ckf_close(&c);
+    return text;
+}
+
 /* ---------------------------------------------------------------- load --------------------- */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta)
 {
@@ -509,6 +518,7 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
     if (!rc) rc = zinf_ckf_no_extra(&c, m);
     meta->step = a->step, meta->opt_steps = a->opt_steps, meta->seed = a->seed;
     meta->train_batch_size = a->train_batch_size, meta->max_length = a->max_length, meta->run_id = a->run_id;
+    meta->consumed_samples = a->consumed_samples;
     meta->ls.cur_scale = a->loss_scale, meta->ls.cur_hysteresis = a->ls_hysteresis;
     meta->ls.cur_iter = a->ls_iter, meta->ls.last_overflow_iter = a->ls_last_overflow;
     int64_t maxp;

@@ -22,7 +22,9 @@ typedef struct zinf_ckpt_meta {
     int64_t step;             /* training steps done */
     int64_t opt_steps;        /* optimizer updates applied (Adam's t, the scheduler's step) */
     uint64_t seed;            /* --seed: parameter initialisation and data order */
-    int64_t train_batch_size; /* the data position is step x train_batch_size sequences */
+    int64_t train_batch_size; /* sequences per step when it was saved */
+    int64_t consumed_samples; /* the data position: sequences of the stream read so far (the next
+                               * step reads from here); step x train_batch_size before format 3 */
     int64_t max_length;       /* tokens per sequence; 0 when the checkpoint did not record it */
     uint64_t run_id;          /* made when a run starts fresh, kept by its resumptions */
     zinf_loss_scaler ls;
@@ -47,6 +49,10 @@ int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)
  * I/O); the collectives are zinf_comm's, with the time limit. An error is agreed on by every rank
  * and printed once. */
 int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_ckpt_meta *meta);
+
+/* The resolved config a checkpoint stores (/meta/config), as zinf_config_print wrote it: a
+ * malloc'd string, or NULL when the file cannot be read (the load says why). */
+char *zinf_ckpt_stored_config(const char *path);
 
 /* fsync a file or a directory (a rename is durable once its directory is synced) */
 int zinf_fsync_path(const char *path, bool dir);

@@ -35,6 +35,7 @@ static const attr_row rows[] = {
     ROW("train_batch_size", 'i', train_batch_size, 1, 1, BIG),
     ROW("max_length", 'i', max_length, 2, 0, 1 << 30),
     ROW("run_id", 'u', run_id, 2, 0, 0),
+    ROW("consumed_samples", 'i', consumed_samples, 3, 0, BIG),
     ROW("loss_scale", 'd', loss_scale, 1, 0, 0),
     ROW("loss_scale_hysteresis", 'i', ls_hysteresis, 1, 0, BIG),
     ROW("loss_scale_iter", 'i', ls_iter, 1, 0, BIG),
@@ -246,6 +247,10 @@ int zinf_ckf_open(zinf_ckf *c, const char *path)
             return zinf_errc(ZINF_EINVAL, "%s: the root attributes or /meta/config do not match their checksum "
                                           "(the file was edited or is corrupted)", path);
     }
+    /* before format 3 every step read train_batch_size sequences */
+    if (a->format < 3 && __builtin_mul_overflow(a->step, a->train_batch_size, &a->consumed_samples))
+        return zinf_errc(ZINF_EINVAL, "%s: step %lld x train_batch_size %lld overflows (the file was edited or is "
+                                      "corrupted)", path, (long long)a->step, (long long)a->train_batch_size);
     return 0;
 }
 

@@ -14,8 +14,10 @@
 #include "model.h"
 
 /* format 2 adds run_id, max_length, meta_checksum, and names the model by model_type and its
- * config's text (format 1: GPT-2's six integers); format 1 files still load */
-#define ZINF_CKPT_FORMAT 2
+ * config's text (format 1: GPT-2's six integers); format 3 adds consumed_samples, the data
+ * position, which a resume at another batch size needs; formats 1 and 2 still load (their
+ * position is step x train_batch_size) */
+#define ZINF_CKPT_FORMAT 3
 #define ZINF_CKPT_FORMAT_MIN 1
 
 extern const char *const zinf_ckpt_group[3]; /* "/master", "/optim/m", "/optim/v" */
@@ -28,6 +30,7 @@ typedef struct zinf_ckpt_attrs {
     uint64_t seed;            /* --seed: parameter initialisation and data order */
     int64_t train_batch_size; /* the data position is step x train_batch_size sequences */
     int64_t max_length;       /* tokens per sequence (0: not recorded, format 1) */
+    int64_t consumed_samples; /* format 3: sequences of the data stream read by the steps done */
     uint64_t run_id;          /* made when a run starts fresh, kept across resumes (0: format 1) */
     double loss_scale;
     int64_t ls_hysteresis, ls_iter, ls_last_overflow;

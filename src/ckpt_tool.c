@@ -15,6 +15,7 @@
 
 #include "ckpt.h"
 #include "err.h"
+#include "file.h"
 #include "hf.h"
 #include "model.h"
 #include "safetensors.h"
@@ -40,7 +41,7 @@ typedef struct ck {
     hid_t f;
     zinf_model m; /* the unit layout (no memory, no backend) from the shape attributes */
     int64_t format, step, opt_steps, train_batch_size, saved_world_size;
-    int64_t ls_hysteresis, ls_iter, ls_last_overflow, max_length;
+    int64_t ls_hysteresis, ls_iter, ls_last_overflow, max_length, consumed_samples;
     uint64_t seed, run_id;
     double loss_scale;
     char version[64];
@@ -78,7 +79,7 @@ static int ck_open(ck *c, const char *spec)
     c->format = a->format, c->step = a->step, c->opt_steps = a->opt_steps, c->train_batch_size = a->train_batch_size;
     c->saved_world_size = a->saved_world_size, c->ls_hysteresis = a->ls_hysteresis, c->ls_iter = a->ls_iter;
     c->ls_last_overflow = a->ls_last_overflow, c->seed = a->seed, c->loss_scale = a->loss_scale;
-    c->max_length = a->max_length, c->run_id = a->run_id;
+    c->max_length = a->max_length, c->run_id = a->run_id, c->consumed_samples = a->consumed_samples;
     snprintf(c->version, sizeof c->version, "%s", a->version);
     /* the model: its layout names and shapes every dataset the file must hold */
     zinf_model_cfg mc;
@@ -188,6 +189,7 @@ int zinf_ckpt_info(const char *spec, FILE *out)
             (long long)c.ls_hysteresis, (long long)c.ls_iter, (long long)c.ls_last_overflow);
     fprintf(out, "seed             %llu\n", (unsigned long long)c.seed);
     fprintf(out, "batch size       %lld sequences per step\n", (long long)c.train_batch_size);
+    fprintf(out, "data position    %lld sequences read (the next step starts there)\n", (long long)c.consumed_samples);
     if (c.max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c.max_length);
     if (c.run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c.run_id);
     fprintf(out, "saved by         %lld rank%s\n", (long long)c.saved_world_size, c.saved_world_size == 1 ? "" : "s");
@@ -262,22 +264,6 @@ int zinf_ckpt_verify(const char *spec, FILE *out)
 }
 
 /* ---------------------------------------------------------------- export: output files ----- */
-static int mkdir_p(const char *dir)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1;; s++) {
-        if (*s && *s != '/') continue;
-        char keep = *s;
-        *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return zinf_errc(-errno, "--out %s: cannot create %s: %s", dir, p, strerror(errno));
-        *s = keep;
-        if (!keep) break;
-    }
-    struct stat st;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return zinf_errc(ZINF_EINVAL, "--out %s: not a directory", dir);
-    return 0;
-}
 
 /* ---------------------------------------------------------------- export: HF directory ---- */
 /* hf.c's zinf_hf_write lays out HF's tensors and asks for blocks of zinf's; this source reads
@@ -443,7 +429,7 @@ static int export_run(const char *spec, const char *dir, const zinf_export_opts 
 {
     ck c;
     int rc = ck_open(&c, spec);
-    if (!rc) rc = mkdir_p(dir);
+    if (!rc && (rc = zinf_mkdir_p(dir))) rc = zinf_err_prefix(rc, "--out %s", dir);
     float *buf = rc || x->fmt != ZINF_EXPORT_HDF5 ? NULL : block_buf(&c.m); /* hf.c has its own */
     if (!rc && x->fmt == ZINF_EXPORT_HDF5 && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
     char tmp[2][4200];

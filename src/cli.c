@@ -227,9 +227,54 @@ static void print_flags(FILE *out, const flag *tab)
     {"max_length", F_INT, &(fl)->max_length, &(fl)->max_length_set, "sequence length T (default: the model's n_positions)"}, \
     {"bf16", F_BOOL, &(fl)->bf16, &(fl)->bf16_set, "bf16 mixed precision (fills bf16.enabled \"auto\")"},      \
     {"fp16", F_BOOL, &(fl)->fp16, &(fl)->fp16_set, "fp16 mixed precision (fills fp16.enabled \"auto\")"},      \
-    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps (default steps_per_print)"}, \
+    {"torch_dtype", F_STR, &(fl)->torch_dtype, &(fl)->torch_dtype_set, "bfloat16, float16 or float32: sets --bf16/--fp16 where not given (ms-swift's rule), so fills the precision blocks' \"auto\""}, \
+    {"logging_steps", F_INT, &(fl)->logging_steps, &(fl)->logging_steps_set, "log every N steps, and the first and last (default 500, as HF; not steps_per_print)"}, \
     {"eval_steps", F_INT, &(fl)->eval_steps, &(fl)->eval_steps_set, "evaluate on --val every N steps (default: logging steps)"}, \
-    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: never)"}
+    {"save_steps", F_INT, &(fl)->save_steps, &(fl)->save_steps_set, "checkpoint every N steps and at the end (default 500; 0: only when a signal stops the run)"}, \
+    {"logging_strategy", F_STR, &(fl)->logging_strategy, &(fl)->logging_strategy_set, "steps (every --logging_steps, default), epoch (at each epoch's end) or no (the last step only)"}, \
+    {"eval_strategy", F_STR, &(fl)->eval_strategy, &(fl)->eval_strategy_set, "with --val: steps (every --eval_steps, default), epoch or no"}, \
+    {"evaluation_strategy", F_STR, &(fl)->eval_strategy, &(fl)->eval_strategy_set, "alias of --eval_strategy (HF's older name)"}, \
+    {"save_strategy", F_STR, &(fl)->save_strategy, &(fl)->save_strategy_set, "steps (every --save_steps and at the end, default), epoch (each epoch's end and the end) or no (only when a signal stops the run)"}
+
+/* The flags that make SFT shards of a chat dataset, for `zinf data --sft` and `zinf train
+ * --dataset` alike: one table, one check. */
+typedef struct sft_flags {
+    const char *tokenizer, *tmpl, *system, *trunc, *val_dataset;
+    double split;
+    uint64_t data_seed;
+} sft_flags;
+#define FLAGS_SFT(sf) \
+    {"tokenizer", F_STR, &(sf)->tokenizer, NULL, "tokenizer.json, or a model directory holding one: its byte-level BPE ids are the tokens"}, \
+    {"template", F_STR, &(sf)->tmpl, NULL, "chat template (qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml); " \
+                                        "default: from the tokenizer's model directory"}, \
+    {"system", F_STR, &(sf)->system, NULL, "system message of samples that have none (default: the template's)"}, \
+    {"truncation_strategy", F_STR, &(sf)->trunc, NULL, "a sample over --max_length: delete (default), left, right"}, \
+    {"split_dataset_ratio", F_DBL, &(sf)->split, NULL, "fraction of the samples held out for validation (default 0)"}, \
+    {"val_dataset", F_STR, &(sf)->val_dataset, NULL, "validation chat dataset, FILE or FILE#N"}, \
+    {"data_seed", F_U64, &(sf)->data_seed, NULL, "seed of FILE#N sampling and of the split (default 42)"}
+
+static void sft_flags_defaults(sft_flags *sf) { *sf = (sft_flags){.trunc = "delete", .data_seed = 42}; }
+
+/* Whether any flag of the SFT table differs from its default */
+static bool sft_flags_given(const sft_flags *sf)
+{
+    return sf->tmpl || sf->system || sf->split != 0 || sf->val_dataset || strcmp(sf->trunc, "delete") ||
+           sf->data_seed != 42;
+}
+
+/* The chat-data options of the flags (input, prefix and max_length left to the caller) */
+static int sft_opts(const char *cmd, const sft_flags *sf, zinf_chat_data_opts *o)
+{
+    if (sf->data_seed > UINT32_MAX)
+        return zinf_err("%s: --data_seed %llu exceeds 2^32-1", cmd, (unsigned long long)sf->data_seed);
+    *o = (zinf_chat_data_opts){.val_input = sf->val_dataset, .tokenizer = sf->tokenizer, .template_name = sf->tmpl,
+                               .split_ratio = sf->split, .seed = (uint32_t)sf->data_seed, .chat = {.system = sf->system}};
+    if (!strcmp(sf->trunc, "delete")) o->truncation = ZINF_TRUNC_DELETE;
+    else if (!strcmp(sf->trunc, "left")) o->truncation = ZINF_TRUNC_LEFT;
+    else if (!strcmp(sf->trunc, "right")) o->truncation = ZINF_TRUNC_RIGHT;
+    else return zinf_err("%s: --truncation_strategy %s: expected delete, left or right", cmd, sf->trunc);
+    return 0;
+}
 
 static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *help)
 {
@@ -237,12 +282,19 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     zinf_train_opts_defaults(&o);
     zinf_flags *fl = &o.flags;
     bool h = false;
+    sft_flags sf;
+    sft_flags_defaults(&sf);
     const flag tab[] = {
         {"config", F_STR, &o.config_path, NULL, "DeepSpeed JSON config (// comments allowed); default: stage 0, values from the flags"},
-        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling)"},
+        {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling); also ms-swift's built-in names zero0, zero1, zero2, zero2_offload, zero3, zero3_offload (bundled files)"},
         {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (gpt2, llama, qwen2, qwen3, mistral; default test-mini)"},
         {"data", F_STR, &o.data, NULL, "glob of training token shards"},
         {"val", F_STR, &o.val, NULL, "glob of validation token shards"},
+        {"dataset", F_STR, &o.dataset, NULL, "instead of --data: a JSONL chat dataset (FILE or FILE#N), rendered with the model's "
+                                             "template and tokenizer into SFT shards once and cached (see --dataset_cache)"},
+        {"dataset_cache", F_STR, &o.dataset_cache, NULL, "where --dataset's shards are kept, one directory per set of inputs "
+                                                         "(default OUT/sft-cache)"},
+        FLAGS_SFT(&sf),
         {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
         {"resume", F_STR, &o.resume, NULL, "continue from a checkpoint: auto (the newest in --out, else a fresh start), a file or a directory"},
         {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only this run's newest N checkpoints (default 0: all); another run's are never removed"},
@@ -250,6 +302,8 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
         {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face directory's weights (config.json, model.safetensors or its shards); a resumed run ignores it"},
         {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
+        {"report_to", F_STR, &o.report_to, NULL, "tensorboard: also write HF's TensorBoard scalars (train/loss, train/learning_rate, train/grad_norm, train/epoch, eval/loss) at each logged step; none (default)"},
+        {"logging_dir", F_STR, &o.logging_dir, NULL, "--report_to tensorboard's directory (default OUT/runs/MonDD_HH-MM-SS_HOST, as HF)"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
         {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},
@@ -279,6 +333,11 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     }
     /* every value by the rule of the config key it fills, or its own (config.c) */
     ZINF_TRY(zinf_comm_agree(comm, zinf_flags_check(fl)));
+    ZINF_TRY(zinf_comm_agree(comm, sft_opts("train", &sf, &o.sft)));
+    if (!o.dataset && (sft_flags_given(&sf) || sf.tokenizer || o.dataset_cache))
+        return zinf_comm_agree(comm, zinf_err("train: --tokenizer, --template, --system, --truncation_strategy, "
+                                              "--split_dataset_ratio, --val_dataset, --data_seed and --dataset_cache "
+                                              "go with --dataset"));
     if (o.save_total_limit < 0)
         return zinf_comm_agree(comm, zinf_err("train: --save_total_limit must be >= 0 (0: keep every checkpoint)"));
     if (fl->comm_timeout_set) comm->timeout_s = fl->comm_timeout; /* 0: no limit */
@@ -337,16 +396,16 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
 
 static int cmd_data(int argc, char **argv, int first, bool *help)
 {
-    const char *input = NULL, *prefix = NULL, *tokp = NULL, *tmpl = NULL, *trunc = "delete", *val_dataset = NULL,
-               *system = NULL;
-    double valf = 0, split = 0;
+    const char *input = NULL, *prefix = NULL;
+    double valf = 0;
     int64_t shard = 0, random_n = 0, vocab = 50257, max_length = 0;
-    uint64_t seed = 1, data_seed = 42;
+    uint64_t seed = 1;
     bool h = false, sft = false;
+    sft_flags sf;
+    sft_flags_defaults(&sf);
     const flag tab[] = {
         {"input", F_STR, &input, NULL, "UTF-8 text file to tokenise (without --tokenizer: bytes are tokens, vocabulary "
                                        "256); with --sft, a JSONL chat dataset, FILE or FILE#N"},
-        {"tokenizer", F_STR, &tokp, NULL, "tokenizer.json, or a model directory holding one: its byte-level BPE ids are the tokens"},
         {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
         {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
@@ -354,14 +413,8 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         {"vocab", F_INT, &vocab, NULL, "vocabulary of --random tokens (default 50257)"},
         {"seed", F_U64, &seed, NULL, "seed of --random tokens (default 1)"},
         {"sft", F_BOOL, &sft, NULL, "--input is a chat dataset: render it with a template into SFT shards"},
-        {"template", F_STR, &tmpl, NULL, "chat template (qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml); "
-                                         "default: from the --tokenizer directory"},
-        {"system", F_STR, &system, NULL, "system message of samples that have none (default: the template's)"},
         {"max_length", F_INT, &max_length, NULL, "tokens per sample at most (default 0: no limit)"},
-        {"truncation_strategy", F_STR, &trunc, NULL, "a sample over --max_length: delete (default), left, right"},
-        {"split_dataset_ratio", F_DBL, &split, NULL, "fraction of the samples held out for validation (default 0)"},
-        {"val_dataset", F_STR, &val_dataset, NULL, "validation chat dataset, FILE or FILE#N"},
-        {"data_seed", F_U64, &data_seed, NULL, "seed of FILE#N sampling and of the split (default 42)"},
+        FLAGS_SFT(&sf),
         {"help", F_BOOL, &h, NULL, "this text"},
         {NULL, 0, NULL, NULL, NULL},
     };
@@ -382,33 +435,28 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     if (!prefix) return zinf_err("data: --out is required");
     if (sft) {
         if (!input) return zinf_err("data: --sft needs --input DATA.jsonl");
-        if (!tokp) return zinf_err("data: --sft needs --tokenizer");
+        if (!sf.tokenizer) return zinf_err("data: --sft needs --tokenizer");
         if (random_n || valf != 0 || shard != 0)
             return zinf_err("data: --sft takes no --random, --val_fraction or --shard_tokens "
                             "(use --split_dataset_ratio or --val_dataset)");
         if (max_length < 0 || max_length > INT32_MAX)
             return zinf_err("data: --max_length %lld is out of range", (long long)max_length);
-        if (data_seed > UINT32_MAX) return zinf_err("data: --data_seed %llu exceeds 2^32-1", (unsigned long long)data_seed);
-        zinf_chat_data_opts o = {.input = input, .val_input = val_dataset, .tokenizer = tokp,
-                                 .template_name = tmpl, .prefix = prefix, .max_length = max_length,
-                                 .split_ratio = split, .seed = (uint32_t)data_seed, .chat = {.system = system}};
-        if (!strcmp(trunc, "delete")) o.truncation = ZINF_TRUNC_DELETE;
-        else if (!strcmp(trunc, "left")) o.truncation = ZINF_TRUNC_LEFT;
-        else if (!strcmp(trunc, "right")) o.truncation = ZINF_TRUNC_RIGHT;
-        else return zinf_err("data: --truncation_strategy %s: expected delete, left or right", trunc);
+        zinf_chat_data_opts o;
+        ZINF_TRY(sft_opts("data", &sf, &o));
+        o.input = input, o.prefix = prefix, o.max_length = max_length;
         return zinf_chat_make_shards(&o, stdout);
     }
-    if (tmpl || system || max_length || split != 0 || val_dataset || strcmp(trunc, "delete") || data_seed != 42)
+    if (max_length || sft_flags_given(&sf))
         return zinf_err("data: --template, --system, --max_length, --truncation_strategy, --split_dataset_ratio, "
                         "--data_seed and --val_dataset need --sft");
     if (random_n) {
-        if (input || tokp) return zinf_err("data: --random and --input or --tokenizer exclude each other");
+        if (input || sf.tokenizer) return zinf_err("data: --random and --input or --tokenizer exclude each other");
         if (vocab > INT32_MAX) return zinf_err("data: --vocab %lld is too large", (long long)vocab);
         return zinf_data_make_random(prefix, random_n, (int)vocab, seed, stdout);
     }
     if (!input) return zinf_err("data: --input (or --random) is required");
-    if (tokp) return zinf_data_make_tokens(input, tokp, prefix, valf, shard, stdout);
-    return zinf_data_make_bytes(input, prefix, valf, shard, stdout);
+    if (sf.tokenizer) return zinf_data_make_tokens(input, sf.tokenizer, prefix, valf, shard, stdout);
+    return zinf_data_make_bytes(input, prefix, valf, shard, stdout, stderr);
 }
 
 /* ---------------------------------------------------------------- estimate ----------------- */
@@ -420,11 +468,14 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     /* spelt with dashes, as zinf-estimate(1) and the README have always written them */
     const flag tab[] = {
         {"model", F_STR, &o.model, NULL, "preset, Hugging Face model directory or config.json (required)"},
-        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config: only its row, with its buffer sizes"},
+        {"config", F_STR, &o.config, NULL, "DeepSpeed JSON config, or ms-swift's built-in name (zero3_offload, ...): only its row, with its buffer sizes"},
         {"nodes", F_INT, &o.nodes, NULL, "number of nodes (default 1)"},
         {"gpus-per-node", F_INT, &o.gpus_per_node, NULL, "GPUs, that is ranks, per node (default 1)"},
-        {"precision", F_STR, &o.precision, NULL, "mixed (default: the ZeRO paper's 2+2+12 bytes per parameter) or fp32 "
-         "(the CPU backend's 4+4+8, per unit with the padding)"},
+        {"precision", F_STR, &o.precision, NULL, "mixed (the ZeRO paper's 2+2+12 bytes per parameter) or fp32 (4+4+8, as the "
+         "CPU backend holds them); default: what zinf's engine holds in the precision --bf16/--fp16 or the config "
+         "give, as train would (16-bit: 2+4+12, fp32 gradient accumulators; neither: fp32)"},
+        {"bf16", F_BOOL, &o.bf16, NULL, "bf16 compute, as zinf train --bf16 (fills bf16.enabled \"auto\")"},
+        {"fp16", F_BOOL, &o.fp16, NULL, "fp16 compute, as zinf train --fp16 (fills fp16.enabled \"auto\")"},
         {"stage", F_INT, &o.stage, &o.stage_set, "only the row of this stage (0-3), without offload; not with --config"},
         {"print-bytes", F_BOOL, &o.print_bytes, NULL, "instead of the table, one line of exact bytes per rank at rest "
          "(param= ... total=, a run's mem_* figures); with --config also device= host= nvme="},
@@ -442,7 +493,7 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
     if (h) {
         *help = true;
         printf("usage: zinf estimate --model M [--config C] [--nodes N] [--gpus-per-node G]\n"
-               "                     [--precision mixed|fp32] [--stage S] [--print-bytes]\n"
+               "                     [--bf16 | --fp16 | --precision mixed|fp32] [--stage S] [--print-bytes]\n"
                "                     [--micro-batch B [--seq-len T] [--recompute none|full|keep-attention]]\n\n"
                "Print per-GPU and per-node memory for the model states and ZeRO's buffers, for every stage and\n"
                "offload choice, or only for the stage and offload devices of the DeepSpeed config C, or only\n"

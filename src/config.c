@@ -25,7 +25,8 @@
  *  - stage3_prefetch_bucket_size: pp_int(5e7) in zero/config.py; the docs say 5e8.
  *  - sub_group_size: 1e9 in zero/config.py; the ZERO_FORMAT docstring says 1e12.
  *  - steps_per_print: STEPS_PER_PRINT_DEFAULT is None (never print); 10 in older releases and
- *    the docs. zinf keeps null and logs every 10 steps unless --logging_steps says otherwise.
+ *    the docs. It drives DeepSpeed's own progress prints only; the Trainer's log (zinf's) follows
+ *    --logging_steps, 500 by default as in HF's TrainingArguments.
  *  - WarmupLR.warmup_max_lr: None -> the optimizer's lr in the code; the docstring and the docs
  *    say 0.001 (WarmupDecayLR still passes 0.001 explicitly).
  *  - WarmupCosineLR: warmup_min_ratio 0.0, cos_min_ratio 0.0001 in the constructor; the argparse
@@ -47,6 +48,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #include <jansson.h>
@@ -75,6 +77,12 @@ void zinf_flags_defaults(zinf_flags *f)
     f->logging_steps = 500;
     f->eval_steps = 0; /* None: follows logging_steps */
     f->save_steps = 500;
+}
+
+/* HF's IntervalStrategy names; -1 for another */
+static int ival_of(const char *s)
+{
+    return !strcmp(s, "steps") ? ZINF_IVAL_STEPS : !strcmp(s, "no") ? ZINF_IVAL_NO : !strcmp(s, "epoch") ? ZINF_IVAL_EPOCH : -1;
 }
 
 /* The flags a config key can be tied to ("auto" takes the flag; a given flag must agree). */
@@ -112,6 +120,44 @@ static double flag_val(const zinf_flags *f, int id)
 static bool flag_given(const zinf_flags *f, int id)
 {
     return id != FL_NONE && *(const bool *)((const char *)f + FLAGS[id].set);
+}
+
+/* The precision --torch_dtype asks for: the --bf16 and --fp16 values it stands for. 0, or
+ * ZINF_EINVAL for a dtype zinf does not have. */
+static int torch_dtype_bools(const char *dt, bool *bf16, bool *fp16)
+{
+    *bf16 = dt && (!strcmp(dt, "bfloat16") || !strcmp(dt, "bf16"));
+    *fp16 = dt && (!strcmp(dt, "float16") || !strcmp(dt, "fp16") || !strcmp(dt, "half"));
+    if (*bf16 || *fp16 || (dt && (!strcmp(dt, "float32") || !strcmp(dt, "fp32") || !strcmp(dt, "float"))))
+        return 0;
+    return zinf_err("--torch_dtype %s: expected bfloat16, float16 or float32", dt ? dt : "(null)");
+}
+
+/* --torch_dtype as ms-swift applies it: --bf16 and --fp16 follow it where they are not given,
+ * and a given one must agree with it. The flags then fill bf16.enabled/fp16.enabled "auto" and
+ * must agree with written values, as --bf16/--fp16 do. */
+static int apply_torch_dtype(zinf_flags *f)
+{
+    if (!f->torch_dtype_set) return 0;
+    bool bf, fp;
+    ZINF_TRY(torch_dtype_bools(f->torch_dtype, &bf, &fp));
+    if ((f->bf16_set && f->bf16 != bf) || (f->fp16_set && f->fp16 != fp))
+        return zinf_err("--torch_dtype %s and --%s %s disagree: give one of them", f->torch_dtype,
+                        f->bf16_set && f->bf16 != bf ? "bf16" : "fp16",
+                        (f->bf16_set && f->bf16 != bf ? f->bf16 : f->fp16) ? "true" : "false");
+    if (!f->bf16_set) f->bf16 = bf, f->bf16_set = true;
+    if (!f->fp16_set) f->fp16 = fp, f->fp16_set = true;
+    return 0;
+}
+
+/* How a message names flag `id`: --bf16/--fp16 as the --torch_dtype they came from */
+static const char *flag_opt(const zinf_flags *f, int id, char *buf, size_t cap)
+{
+    if ((id == FL_BF16 || id == FL_FP16) && f->torch_dtype_set) {
+        snprintf(buf, cap, "--torch_dtype %s", f->torch_dtype);
+        return buf;
+    }
+    return FLAGS[id].opt;
 }
 
 /* ============================================================================ key tables */
@@ -459,11 +505,23 @@ static const keydef KEYS_FLOPS[] = {
     NOEFF("recompute_fwd_factor"),
 };
 
+/* DeepSpeed's monitor/config.py: TensorBoardConfig and CSVConfig */
+static const keydef KEYS_TB[] = {
+    {"enabled", T_BOOL, 0, CO(tensorboard_enabled), .def = 0},
+    {"output_path", T_STR, F_NULL, CO(tensorboard_output_path), .sdef = ""},
+    {"job_name", T_STR, 0, CO(tensorboard_job_name), .sdef = "DeepSpeedJobName"},
+};
+static const keydef KEYS_CSV[] = {
+    {"enabled", T_BOOL, 0, CO(csv_monitor_enabled), .def = 0},
+    {"output_path", T_STR, F_NULL, CO(csv_monitor_output_path), .sdef = ""},
+    {"job_name", T_STR, 0, CO(csv_monitor_job_name), .sdef = "DeepSpeedJobName"},
+};
+
 static const blockdef B_FP16 = PBLOCK(KEYS_FP16), B_BF16 = PBLOCK(KEYS_BF16),
                       B_OPT = BLOCK(KEYS_OPT), B_SCHED = BLOCK(KEYS_SCHED),
                       B_ZERO = PBLOCK(KEYS_ZERO), B_AIO = BLOCK(KEYS_AIO), B_AC = BLOCK(KEYS_AC),
                       B_CKPT = BLOCK(KEYS_CKPT), B_COMMS = PBLOCK(KEYS_COMMS),
-                      B_FLOPS = BLOCK(KEYS_FLOPS);
+                      B_FLOPS = BLOCK(KEYS_FLOPS), B_TB = PBLOCK(KEYS_TB), B_CSV = PBLOCK(KEYS_CSV);
 
 static const keydef KEYS_TOP[] = {
     /* batch: 0 = not given; resolve() applies the batch rule */
@@ -508,10 +566,10 @@ static const keydef KEYS_TOP[] = {
     NOEFF("data_efficiency", .flags = F_ERR_ENABLED, .note = "it changes which samples are seen"),
     NOEFF("curriculum_learning", .flags = F_ERR_ENABLED,
           .note = "it changes the sequence lengths trained on"),
-    NOEFF("tensorboard"),
-    NOEFF("wandb"),
-    NOEFF("csv_monitor"),
-    NOEFF("comet"),
+    {"tensorboard", T_OBJ, 0, 0, .sub = &B_TB},
+    {"csv_monitor", T_OBJ, 0, 0, .sub = &B_CSV},
+    NOEFF("wandb", .note = "zinf sends nothing off the machine: use the tensorboard block, or metrics.jsonl"),
+    NOEFF("comet", .note = "zinf sends nothing off the machine: use the tensorboard block, or metrics.jsonl"),
     NOEFF("pipeline"),
     NOEFF("sparse_attention"),
     {"communication_data_type", T_ENUM, F_NULL, CO(communication_data_type), .sdef = "",
@@ -672,7 +730,8 @@ static void set_default(const ctx *c, const keydef *k, size_t base)
         if (k->flags & F_I32) *(int *)slot = (int)k->idef;
         else *(int64_t *)slot = k->idef;
         break;
-    case T_STR: case T_PATHS: ((char *)slot)[0] = 0; break;
+    case T_STR: snprintf(slot, 1024, "%s", k->sdef ? k->sdef : ""); break; /* T_STR slots are 1024 bytes */
+    case T_PATHS: ((char *)slot)[0] = 0; break;
     case T_ENUM: *(int *)slot = k->sdef && *k->sdef ? enum_index(k->en, k->sdef) : 0; break;
     case T_BETAS: ((double *)slot)[0] = k->def, ((double *)slot)[1] = k->def2; break;
     default: slot_set(slot, k, k->def, 0); break;
@@ -700,12 +759,15 @@ static int check_flag(const ctx *c, const keydef *k, const void *slot, const cha
         if (!flag_given(c->fl, fl)) continue;
         double want = flag_val(c->fl, fl), have = slot_get(slot, k, i);
         if (same(want, have)) continue;
-        char a[64], b[64], p[340];
+        char a[64], b[64], p[340], o[64];
         fmt_num(a, sizeof a, k, have);
         fmt_num(b, sizeof b, k, want);
         if (ncomp == 2) snprintf(p, sizeof p, "%s[%d]", path, i);
         else snprintf(p, sizeof p, "%s", path);
-        return cerr(c, NULL, "%s is %s in the config but %s is %s", p, a, FLAGS[fl].opt, b);
+        if ((fl == FL_BF16 || fl == FL_FP16) && c->fl->torch_dtype_set)
+            return cerr(c, NULL, "%s is %s in the config but --torch_dtype %s needs it %s", p, a,
+                        c->fl->torch_dtype, b);
+        return cerr(c, NULL, "%s is %s in the config but %s is %s", p, a, flag_opt(c->fl, fl, o, sizeof o), b);
     }
     return 0;
 }
@@ -1018,12 +1080,12 @@ static int absent(ctx *c, const keydef *k, void *slot, const char *path, bool bl
              : k->type == T_BETAS && flag_given(c->fl, k->flag + 1) ? k->flag + 1
                                                                      : FL_NONE;
     if (fl == FL_NONE) return 0;
-    char d[64];
+    char d[64], o[64];
     if (k->type == T_BETAS) snprintf(d, sizeof d, "[%g, %g]", k->def, k->def2);
     else fmt_num(d, sizeof d, k, k->type == T_INT ? (double)k->idef : k->def);
     cwarn(c, "%s has no effect: %s is not in the config, so DeepSpeed's default %s applies "
              "(write \"auto\" there to take the flag)",
-          FLAGS[fl].opt, path, d);
+          flag_opt(c->fl, fl, o, sizeof o), path, d);
     return 0;
 }
 
@@ -1298,12 +1360,17 @@ static int resolve(ctx *c, json_t *root)
     g->max_steps = f->max_steps_set ? f->max_steps : -1;
     g->num_train_epochs = f->num_train_epochs;
     g->seq_len = f->max_length;
-    /* DeepSpeed's steps_per_print defaults to None (no periodic line); zinf then logs every 10 */
-    g->logging_steps = f->logging_steps_set      ? f->logging_steps
-                       : g->steps_per_print > 0 ? g->steps_per_print
-                                                : 10;
+    /* HF's TrainingArguments: logging_steps 500, eval_steps None = logging_steps, save_steps 500;
+     * steps_per_print is DeepSpeed's own print and sets none of them */
+    g->logging_steps = f->logging_steps;
     g->eval_steps = f->eval_steps_set ? f->eval_steps : g->logging_steps;
     g->save_steps = f->save_steps;
+    /* steps, unless the strategy flags say otherwise; with --val zinf evaluates, as HF does with
+     * eval_strategy steps (HF's own default is no, ms-swift's follows save_strategy) */
+    g->logging_strategy = f->logging_strategy_set ? ival_of(f->logging_strategy) : ZINF_IVAL_STEPS;
+    g->eval_strategy = f->eval_strategy_set ? ival_of(f->eval_strategy) : ZINF_IVAL_STEPS;
+    g->save_strategy = f->save_strategy_set ? ival_of(f->save_strategy) : ZINF_IVAL_STEPS;
+    if (g->save_strategy == ZINF_IVAL_NO) g->save_steps = 0; /* saves only when a signal stops the run */
     return 0;
 }
 
@@ -1447,6 +1514,15 @@ static const struct flagrule {
 
 int zinf_flags_check(const zinf_flags *f)
 {
+    const struct { const char *opt, *v; bool set; } iv[] = {
+        {"--logging_strategy", f->logging_strategy, f->logging_strategy_set},
+        {"--eval_strategy", f->eval_strategy, f->eval_strategy_set},
+        {"--save_strategy", f->save_strategy, f->save_strategy_set}};
+    for (size_t i = 0; i < sizeof iv / sizeof *iv; i++)
+        if (iv[i].set && (!iv[i].v || ival_of(iv[i].v) < 0))
+            return zinf_err("%s %s: expected steps, epoch or no%s", iv[i].opt, iv[i].v ? iv[i].v : "(null)",
+                            iv[i].v && !strcmp(iv[i].v, "best") ? " (best needs an evaluation metric to choose by, "
+                                                                  "which zinf does not keep)" : "");
     char exp[96], val[64], path[340];
     for (int id = FL_NONE + 1; id < (int)(sizeof FLAGS / sizeof FLAGS[0]); id++) {
         if (FLAGS[id].kind == 'b' || !flag_given(f, id)) continue;
@@ -1487,6 +1563,9 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     const char *src = source_name && *source_name ? source_name : "(config)";
     memset(cfg, 0, sizeof *cfg);
     ZINF_TRY(zinf_flags_check(flags));
+    zinf_flags withdt = *flags; /* --torch_dtype as the --bf16/--fp16 it stands for */
+    ZINF_TRY(apply_torch_dtype(&withdt));
+    flags = &withdt;
     snprintf(cfg->path, sizeof cfg->path, "%s", source_name ? source_name : "");
     cfg->world_size = world_size;
     if (world_size < 1) return zinf_err("%s: world size %d is not positive", src, world_size);
@@ -1504,6 +1583,66 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     if (rc == 0 && flags->total_steps > 0)
         rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags);
     return rc;
+}
+
+#ifndef ZINF_PKGDATADIR
+#define ZINF_PKGDATADIR "/usr/local/share/zinf"
+#endif
+#ifndef ZINF_SRCDIR
+#define ZINF_SRCDIR "."
+#endif
+int zinf_config_builtin(const char *spec, char *path, size_t cap)
+{
+    static const char *const names[] = {"zero0", "zero1", "zero2", "zero2_offload", "zero3", "zero3_offload"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) known = known || !strcmp(spec, names[i]);
+    if (!known) return 0;
+    const char *dirs[] = {ZINF_PKGDATADIR "/deepspeed", ZINF_SRCDIR "/jobs/configs/deepspeed"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(path, cap, "%s/%s.json", dirs[i], spec);
+        if (access(path, R_OK) == 0) return 1;
+    }
+    return zinf_err("--deepspeed %s: ms-swift's built-in config, but %s/%s.json is not installed (nor in %s)", spec, ZINF_PKGDATADIR "/deepspeed", spec,
+                    ZINF_SRCDIR "/jobs/configs/deepspeed");
+}
+
+static int diff_walk(json_t *a, json_t *b, const char *prefix, char *out, size_t cap, size_t *len)
+{
+    int n = 0;
+    const char *k;
+    json_t *va;
+    json_object_foreach(a, k, va) {
+        json_t *vb = json_object_get(b, k);
+        char path[512];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k);
+        if (!vb || !strcmp(path, "zinf.warnings")) continue;
+        if (json_is_object(va) && json_is_object(vb)) {
+            n += diff_walk(va, vb, path, out, cap, len);
+            continue;
+        }
+        if (json_equal(va, vb)) continue;
+        char *ta = json_dumps(va, JSON_ENCODE_ANY | JSON_COMPACT), *tb = json_dumps(vb, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (*len < cap)
+            *len += (size_t)snprintf(out + *len, cap - *len, "%s%s %s -> %s", n || *len ? ", " : "", path,
+                                     ta ? ta : "?", tb ? tb : "?");
+        free(ta);
+        free(tb);
+        n++;
+    }
+    return n;
+}
+
+int zinf_config_diff(const char *old_json, const char *new_json, char *out, size_t cap)
+{
+    if (cap) out[0] = 0;
+    json_t *a = json_loads(old_json, 0, NULL), *b = json_loads(new_json, 0, NULL);
+    int n = ZINF_EINVAL;
+    size_t len = 0;
+    if (json_is_object(a) && json_is_object(b)) n = diff_walk(a, b, "", out, cap, &len);
+    else zinf_err("a stored config is not a JSON object");
+    json_decref(a);
+    json_decref(b);
+    return n;
 }
 
 int zinf_config_load(zinf_config *cfg, const char *path, const zinf_flags *flags, int world_size,
@@ -1633,6 +1772,10 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, FILE *out)
         if (c->ac_profile) note(cfg, out, true, "activation_checkpointing.profile: not implemented");
     }
     if (c->sparse_gradients) note(cfg, out, true, "sparse_gradients: not implemented; gradients are dense");
+    if (c->steps_per_print > 0 && c->steps_per_print != c->logging_steps)
+        note(cfg, out, false, "steps_per_print %lld sets DeepSpeed's own progress print; zinf logs every "
+             "--logging_steps (%lld) steps, as HF's Trainer does", (long long)c->steps_per_print,
+             (long long)c->logging_steps);
     return 0;
 }
 
@@ -1701,7 +1844,13 @@ void zinf_config_print(const zinf_config *cfg, FILE *out)
                           (json_int_t)cfg->seq_len, "logging_steps", (json_int_t)cfg->logging_steps,
                           "eval_steps", (json_int_t)cfg->eval_steps, "save_steps",
                           (json_int_t)cfg->save_steps, "warnings", cfg->n_warnings);
-    if (z) json_object_set_new(o, "zinf", z);
+    static const char *const IVAL[] = {"steps", "no", "epoch"};
+    if (z) {
+        json_object_set_new(z, "logging_strategy", json_string(IVAL[cfg->logging_strategy]));
+        json_object_set_new(z, "eval_strategy", json_string(IVAL[cfg->eval_strategy]));
+        json_object_set_new(z, "save_strategy", json_string(IVAL[cfg->save_strategy]));
+        json_object_set_new(o, "zinf", z);
+    }
     /* 17 digits: every double prints back to itself and stays a finite JSON number */
     json_dumpf(o, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     fputc('\n', out);

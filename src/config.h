@@ -31,9 +31,15 @@ typedef struct zinf_flags {
     int64_t max_length;     bool max_length_set;      /* sequence length T */
     bool bf16;              bool bf16_set;
     bool fp16;              bool fp16_set;
+    const char *torch_dtype; bool torch_dtype_set;   /* bfloat16, float16, float32: sets --bf16/--fp16
+                                                      * when they are not given (ms-swift's rule) */
     int64_t logging_steps;  bool logging_steps_set;
     int64_t eval_steps;     bool eval_steps_set;
     int64_t save_steps;     bool save_steps_set;
+    /* HF's interval strategies: steps (the *_steps interval), epoch (at each epoch's end) or no */
+    const char *logging_strategy; bool logging_strategy_set;
+    const char *eval_strategy;    bool eval_strategy_set;
+    const char *save_strategy;    bool save_strategy_set;
     double comm_timeout;    bool comm_timeout_set;    /* seconds, 0 = no limit (zinf train) */
     int64_t hidden_size;    /* from the model: fills the size "auto"s; 0 = unknown */
     int64_t total_steps;    /* resolved number of optimizer steps for schedulers; 0 = unknown */
@@ -193,7 +199,18 @@ typedef struct zinf_config {
     char swap_engine[16];       /* --swap_engine: "io_uring" (O_DIRECT) or "psync" (buffered) */
     int64_t zinf_optimizer_host_bytes; /* NVMe optimizer offload: host memory kept per rank */
     bool zinf_overlap_host_step;       /* the host step may run during the backward pass */
+    /* DeepSpeed's monitors (monitor/config.py): written to output_path/job_name by rank 0 */
+    bool tensorboard_enabled;
+    char tensorboard_output_path[1024], tensorboard_job_name[1024]; /* "", "DeepSpeedJobName" */
+    bool csv_monitor_enabled;
+    char csv_monitor_output_path[1024], csv_monitor_job_name[1024];
+    /* HF's --logging_strategy, --eval_strategy, --save_strategy: ZINF_IVAL_* */
+    int logging_strategy, eval_strategy, save_strategy;
 } zinf_config;
+
+/* When the loop logs, evaluates or saves: every *_steps steps, never (but logging's last step),
+ * or where the data position crosses the end of an epoch (HF's IntervalStrategy) */
+enum { ZINF_IVAL_STEPS = 0, ZINF_IVAL_NO = 1, ZINF_IVAL_EPOCH = 2 };
 
 enum { ZINF_COMM_UNSET = 0, ZINF_COMM_FP16 = 1, ZINF_COMM_BF16 = 2, ZINF_COMM_FP32 = 3 };
 
@@ -219,6 +236,19 @@ int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_siz
  * warmup_num_steps from --warmup_ratio when --warmup_steps was not given), then re-check them.
  * Before this call such values are -1. */
 int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags);
+/* ms-swift's built-in DeepSpeed config names (--deepspeed zero0 ... zero3_offload), bundled with
+ * zinf as the same JSON: when `spec` is one of them, the path of its file (installed under
+ * ZINF_PKGDATADIR/deepspeed, or in the source tree's jobs/configs/deepspeed when run from the
+ * build tree) goes to `path` and 1 is returned; 0 when `spec` is not such a name (a file path);
+ * ZINF_EINVAL when the name is known and no file is found. */
+int zinf_config_builtin(const char *spec, char *path, size_t cap);
+
+/* The keys whose values differ between two configs as zinf_config_print writes them, as
+ * "path OLD -> NEW" items joined by ", " into out (cut at cap bytes); a key that only one of them
+ * has (another zinf's keys) and zinf.warnings are left out. Returns how many differ, or
+ * ZINF_EINVAL when either text is not a JSON object. */
+int zinf_config_diff(const char *old_json, const char *new_json, char *out, size_t cap);
+
 /* Print the resolved config as DeepSpeed JSON (every key zinf knows, with its resolved value). */
 void zinf_config_print(const zinf_config *cfg, FILE *out);
 

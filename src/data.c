@@ -39,6 +39,7 @@
 #include "tok.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <omp.h>
@@ -292,8 +293,8 @@ static int shard_check(shard *f, const char *path, int vocab_size)
     int version = h[1], sft = version == 3 || version == 4;
     int tokbytes = version == 1 || version == 3 ? 2 : version == 2 || version == 4 ? 4 : 0;
     if (h[0] != ZINF_DATA_MAGIC) {
-        rc = zinf_err("%s: bad magic %d (expected %d): not a token shard", path, h[0],
-                      ZINF_DATA_MAGIC);
+        rc = zinf_err("%s: bad magic %d (expected %d): not a token shard (zinf data makes shards from text; "
+                      "zinf-data(1) gives the format)", path, h[0], ZINF_DATA_MAGIC);
     } else if (!tokbytes) {
         rc = zinf_err("%s: unknown version %d (expected 1 or 2 for uint16 or uint32 tokens, 3 or 4 for SFT "
                       "samples of those)", path, version);
@@ -549,7 +550,8 @@ int zinf_data_open_packing(zinf_data **out, const char *pattern, int T, int voca
 
     glob_t g;
     int grc = glob(pattern, 0, NULL, &g); /* glob sorts the names */
-    if (grc == GLOB_NOMATCH) return zinf_err("no files match '%s'", pattern);
+    if (grc == GLOB_NOMATCH)
+        return zinf_err("no files match '%s' (zinf data makes token shards from text: zinf data --help)", pattern);
     if (grc != 0) {
         globfree(&g);
         return zinf_errc(ZINF_EIO, "glob '%s' failed (%s)", pattern,
@@ -901,18 +903,48 @@ static const uint32_t *tokens_view(const void *src, int64_t off, int64_t m, uint
     return (const uint32_t *)src + off;
 }
 
+/* Whether b[0..n) is UTF-8 by its structure: each lead byte followed by as many continuation
+ * bytes (10xxxxxx) as it announces */
+static bool utf8_text(const unsigned char *b, int64_t n)
+{
+    for (int64_t i = 0; i < n;) {
+        int k = b[i] < 0x80 ? 0 : (b[i] & 0xE0) == 0xC0 ? 1 : (b[i] & 0xF0) == 0xE0 ? 2 : (b[i] & 0xF8) == 0xF0 ? 3 : -1;
+        if (k < 0 || (k > 0 && i + k >= n)) return false;
+        for (int j = 1; j <= k; j++)
+            if ((b[i + j] & 0xC0) != 0x80) return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+/* Whether a text is JSON Lines: its first non-blank byte opens an object and its first line
+ * ends closing one */
+static bool looks_jsonl(const unsigned char *b, int64_t n)
+{
+    int64_t i = 0, e;
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+    if (i >= n || b[i] != '{') return false;
+    for (e = i; e < n && b[e] != '\n'; e++) {}
+    while (e > i && (b[e - 1] == '\r' || b[e - 1] == ' ' || b[e - 1] == '\t')) e--;
+    return e > i && b[e - 1] == '}';
+}
+
 /* Write n tokens of src as <prefix>_train_NNNNNN.bin shards of at most shard_tokens and, when
  * val_fraction > 0, <prefix>_val_000000.bin holding the last val_fraction of them (at least one
  * token when asked for); report each file to out. what names the input in messages, unit its
  * tokens ("bytes", "tokens"). */
 static int write_split(const char *what, const char *unit, const char *prefix, const void *src,
                        token_view view, int64_t n, double val_fraction, int64_t shard_tokens,
-                       FILE *out)
+                       FILE *out, const unsigned char *utf8)
 {
     if (n == 0) return zinf_err("%s: empty input, nothing to tokenize", what);
     int64_t nval = (int64_t)((double)n * val_fraction);
     if (val_fraction > 0 && nval == 0) nval = 1;
     int64_t ntrain = n - nval;
+    /* UTF-8 bytes (utf8, the tokens themselves) are split between characters, never inside one
+     * (the validation part then begins a few bytes earlier) */
+    if (utf8 && nval > 0)
+        while (ntrain > 0 && (utf8[ntrain] & 0xC0) == 0x80) ntrain--, nval++;
     if (ntrain < 1)
         return zinf_err("%s: %lld %s is too little to split off a validation part", what, (long long)n, unit);
     if (shard_tokens <= 0 || shard_tokens > ntrain) shard_tokens = ntrain;
@@ -939,14 +971,19 @@ static int write_split(const char *what, const char *unit, const char *prefix, c
 }
 
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
-                         int64_t shard_tokens, FILE *out)
+                         int64_t shard_tokens, FILE *out, FILE *warn)
 {
     if (!(val_fraction >= 0 && val_fraction < 1))
         return zinf_err("--val_fraction %g must be in [0, 1)", val_fraction);
     unsigned char *text;
     int64_t n;
     ZINF_TRY(slurp(text_path, &text, &n));
-    int rc = write_split(text_path, "bytes", prefix, text, bytes_view, n, val_fraction, shard_tokens, out);
+    if (warn && n > 0 && looks_jsonl(text, n))
+        fprintf(warn, "zinf: warning: %s looks like JSON Lines (ms-swift's dataset format): zinf data makes a "
+                      "token of every byte, braces and keys included, with no chat template; give it plain "
+                      "text, or a chat dataset to zinf data --sft\n", text_path);
+    int rc = write_split(text_path, "bytes", prefix, text, bytes_view, n, val_fraction, shard_tokens, out,
+                         utf8_text(text, n) ? text : NULL);
     free(text);
     return rc;
 }
@@ -1016,7 +1053,7 @@ int zinf_data_make_tokens(const char *text_path, const char *tok_path, const cha
         int64_t k = 0;
         for (int64_t i = 0; i < npieces; i++)
             for (size_t j = 0; j < ids[i].n; j++) all[k++] = (uint32_t)ids[i].id[j];
-        rc = write_split(text_path, "tokens", prefix, all, tokens_view, total, val_fraction, shard_tokens, out);
+        rc = write_split(text_path, "tokens", prefix, all, tokens_view, total, val_fraction, shard_tokens, out, NULL);
         if (!rc && out)
             fprintf(out, "%s: %lld bytes -> %lld tokens, encoded in %.3f s on %d threads (%.2f MB/s per thread)\n",
                     text_path, (long long)n, (long long)total, secs, nthreads,

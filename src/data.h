@@ -58,9 +58,11 @@ int64_t zinf_data_slice_start(int64_t step, int64_t global_batch, int micro, int
 
 /* `zinf data`: turn a text file into byte-level shards (vocabulary 256, uint16 tokens).
  * Writes <prefix>_train_NNNNNN.bin and, when val_fraction > 0, <prefix>_val_000000.bin holding the
- * last val_fraction of the bytes. shard_tokens bounds the tokens per train shard. Reports to out. */
+ * last val_fraction of the bytes (UTF-8 text split between characters). shard_tokens bounds the
+ * tokens per train shard. Reports to out; a warning (a JSON Lines input, tokenised as its text) to
+ * warn (may be NULL). */
 int zinf_data_make_bytes(const char *text_path, const char *prefix, double val_fraction,
-                         int64_t shard_tokens, FILE *out);
+                         int64_t shard_tokens, FILE *out, FILE *warn);
 
 /* `zinf data --tokenizer PATH`: the same with the ids of a tokenizer.json (tok.h) as tokens,
  * HF's encode of the whole file (added tokens in the text matched, no post-processor ids),

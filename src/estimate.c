@@ -118,6 +118,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "zero.h"
@@ -200,6 +202,13 @@ int zinf_estimate_states(double psi, int stage, int off_opt, int off_param, doub
     return 0;
 }
 
+static int check_precision(int precision)
+{
+    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32 && precision != ZINF_EST_ENGINE16)
+        return zinf_err("precision %d: expected mixed (0), fp32 (1) or the engine's 16-bit (2)", precision);
+    return 0;
+}
+
 /* The engine's units for model c: zinf_model_init without a backend, the exact counts it shards. */
 static int layout(const zinf_model_cfg *c, zinf_model *m)
 {
@@ -232,8 +241,7 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
 {
     for (int k = 0; k < ZINF_EST_NKINDS; k++) bytes_out[k] = 0;
     if (!m) return zinf_err("estimate: no model");
-    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32)
-        return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
+    ZINF_TRY(check_precision(precision));
     if (stage < 0 || stage > 3) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     if (world < 1) return zinf_err("world size %d: must be at least 1", world);
     zinf_model mm;
@@ -246,9 +254,15 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
         const int64_t p = stage == 0 ? n : pn / W;
         if (stage < 3) bytes_out[ZINF_EST_PARAM] += e * pn;
         else bytes_out[ZINF_EST_PARAM_SHARD] += e * p;
-        if (stage < 2) bytes_out[ZINF_EST_GRAD] += e * pn;
-        else bytes_out[ZINF_EST_GRAD_ACC] += e * p;
-        if (precision == ZINF_EST_MIXED) bytes_out[ZINF_EST_MASTER] += 4 * p;
+        if (precision == ZINF_EST_MIXED) { /* the paper: 16-bit gradients */
+            if (stage < 2) bytes_out[ZINF_EST_GRAD] += e * pn;
+            else bytes_out[ZINF_EST_GRAD_ACC] += e * p;
+        } else { /* the engine: its fp32 gradient accumulators, by zero.c's own rule */
+            zinf_mem_kind gk;
+            int64_t na = zinf_zero_grad_acc(stage, precision == ZINF_EST_FP32, pn, p, &gk);
+            bytes_out[gk == ZINF_MEM_GRAD ? ZINF_EST_GRAD : ZINF_EST_GRAD_ACC] += 4 * na;
+        }
+        if (precision != ZINF_EST_FP32) bytes_out[ZINF_EST_MASTER] += 4 * p;
         bytes_out[ZINF_EST_ADAM] += 8 * p;
     }
     zinf_model_free(&mm);
@@ -261,21 +275,24 @@ int zinf_estimate_rank_states_fp32(const zinf_model_cfg *m, int stage, int world
     return zinf_estimate_rank_states(m, ZINF_EST_FP32, stage, world, bytes_out);
 }
 
-/* fp32 model states and their placement: the exact per-unit bytes of zero.c */
-static int states_fp32(const zinf_model_cfg *m, int stage, int off_opt, int off_param,
-                       double ratio, int nodes, int gpus_per_node, zinf_mem_estimate *out)
+/* The engine's model states (fp32, or 16-bit compute) and their placement: the exact per-unit
+ * bytes of zero.c */
+static int states_exact(const zinf_model_cfg *m, int precision, int stage, int off_opt, int off_param,
+                        double ratio, int nodes, int gpus_per_node, zinf_mem_estimate *out)
 {
     int64_t b[ZINF_EST_NKINDS];
-    ZINF_TRY(zinf_estimate_rank_states_fp32(m, stage, nodes * gpus_per_node, b));
+    ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, nodes * gpus_per_node, b));
     out->stage = stage;
     out->offload_optimizer = off_opt;
     out->offload_param = off_param;
     out->params = (double)(b[ZINF_EST_PARAM] + b[ZINF_EST_PARAM_SHARD]);
     out->grads = (double)(b[ZINF_EST_GRAD] + b[ZINF_EST_GRAD_ACC]);
-    const double adam = (double)b[ZINF_EST_ADAM];
-    /* an offloaded optimizer updates an fp32 master of the shard (4 bytes = adam / 2) where it
-     * runs, unless the parameter shard itself lives there */
-    const double master = off_opt && off_opt != off_param ? ratio * adam / 2.0 : 0.0;
+    /* 16-bit: the master of the shard lives with m and v. fp32: an offloaded optimizer updates an
+     * fp32 master of the shard (4 bytes = adam / 2) where it runs, unless the parameter shard
+     * itself lives there */
+    const double adam = precision == ZINF_EST_FP32 ? (double)b[ZINF_EST_ADAM]
+                                                   : (double)(b[ZINF_EST_ADAM] + b[ZINF_EST_MASTER]);
+    const double master = precision == ZINF_EST_FP32 && off_opt && off_opt != off_param ? ratio * adam / 2.0 : 0.0;
     out->optim = adam + master;
 
     double gpu = 0, cpu = 0, nvme = 0; /* per GPU */
@@ -335,8 +352,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
 {
     memset(out, 0, sizeof *out);
     if (!m) return zinf_err("estimate: no model");
-    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32)
-        return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
+    ZINF_TRY(check_precision(precision));
     const bool fp32 = precision == ZINF_EST_FP32;
     const double esz = fp32 ? 4.0 : 2.0; /* bytes per element of the compute dtype */
     const int64_t nparams = zinf_model_num_params(m);
@@ -347,9 +363,9 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     if (cfg && off_opt && (int)cfg->offload_optimizer.device == off_opt &&
         cfg->offload_optimizer.ratio > 0 && cfg->offload_optimizer.ratio < 1)
         ratio = cfg->offload_optimizer.ratio;
-    if (fp32) {
+    if (precision != ZINF_EST_MIXED) {
         ZINF_TRY(check_combo(stage, off_opt, off_param, nodes, gpus_per_node));
-        ZINF_TRY(states_fp32(m, stage, off_opt, off_param, ratio, nodes, gpus_per_node, out));
+        ZINF_TRY(states_exact(m, precision, stage, off_opt, off_param, ratio, nodes, gpus_per_node, out));
     } else {
         ZINF_TRY(zinf_estimate_states(psi, stage, off_opt, off_param, ratio, nodes, gpus_per_node,
                                       out));
@@ -396,8 +412,9 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;
     const double tile = dmin(sub, shard);
-    /* fp32 gradient tile for the step: in fp32 only the copy for an offloaded optimizer */
-    if (off_opt == ZINF_EST_NONE) { if (!fp32) gbuf += 4.0 * tile; }
+    /* fp32 gradient tile for the step: in the paper's accounting on the GPU (the engine's device
+     * step reads its fp32 accumulators in place); with an offloaded optimizer the host copy */
+    if (off_opt == ZINF_EST_NONE) { if (precision == ZINF_EST_MIXED) gbuf += 4.0 * tile; }
     else hbuf += 4.0 * tile;
     if (off_opt == ZINF_EST_NVME) hbuf += opt_bufs * 4.0 * tile; /* pinned swap staging */
     if (off_param == ZINF_EST_NVME) hbuf += par_bufs * par_bufsize * esz;
@@ -420,6 +437,18 @@ int zinf_estimate(const zinf_model_cfg *m, int stage, int off_opt, int off_param
 }
 
 /* ------------------------------------------------------------------ printing --------------- */
+/* The free bytes under the first of the config's NVMe paths (one per line), 0 when none is given
+ * or it cannot be examined from here */
+static double nvme_free(const char *paths)
+{
+    char first[1024];
+    snprintf(first, sizeof first, "%s", paths ? paths : "");
+    first[strcspn(first, "\n")] = 0;
+    struct statvfs sv;
+    if (!first[0] || statvfs(first, &sv)) return 0;
+    return (double)sv.f_bavail * (double)sv.f_frsize;
+}
+
 typedef struct { int stage, opt, param; } row;
 
 /* every row DeepSpeed accepts that the table shows without a config */
@@ -465,8 +494,7 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
 {
     if (!m) return zinf_err("estimate: no model");
     ZINF_TRY(check_combo(0, 0, 0, nodes, gpus_per_node));
-    if (precision != ZINF_EST_MIXED && precision != ZINF_EST_FP32)
-        return zinf_err("precision %d: expected mixed (0) or fp32 (1)", precision);
+    ZINF_TRY(check_precision(precision));
     if (stage > 3 || stage < -1) return zinf_err("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     if (cfg && stage >= 0)
         return zinf_err("estimate: a stage and a config both choose the row; give one of them");
@@ -478,8 +506,10 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     ZINF_TRY(L);
     const int world = nodes * gpus_per_node;
 
-    fprintf(out, "zinf estimate: memory for parameters, gradients and optimizer states "
-                 "(%s Adam)\n", fp32 ? "fp32" : "mixed-precision");
+    fprintf(out, "zinf estimate: memory for parameters, gradients and optimizer states (%s)\n",
+            fp32 ? "fp32 Adam, as zinf's engine holds them"
+                 : precision == ZINF_EST_ENGINE16 ? "16-bit compute, as zinf's engine holds them"
+                                                  : "mixed-precision Adam, the ZeRO paper's accounting");
     fprintf(out, "  hardware: %d node%s x %d GPU%s per node = %d GPU%s (data-parallel world %d)\n",
             nodes, nodes > 1 ? "s" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "", world,
             world > 1 ? "s" : "", world);
@@ -493,6 +523,12 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
         fprintf(out, "  states:   4Psi fp32 params + 4Psi fp32 grads + 8Psi Adam m/v (the master is the\n"
                      "            params); stage 1 shards m/v over the %d GPU%s, stage 2 also the grads,\n"
                      "            stage 3 also the params; each unit padded to a multiple of %d, exactly\n",
+                world, world > 1 ? "s" : "", world);
+    else if (precision == ZINF_EST_ENGINE16)
+        fprintf(out, "  states:   2Psi 16-bit params + 4Psi fp32 gradient accumulators + 12Psi fp32 master/m/v;\n"
+                     "            stage 1 shards the optimizer states over the %d GPU%s, stage 2 also the\n"
+                     "            accumulators, stage 3 also the params; each unit padded to a multiple of %d\n"
+                     "            (--precision mixed: the ZeRO paper's 2+2+12)\n",
                 world, world > 1 ? "s" : "", world);
     else
         fprintf(out, "  states:   2Psi 16-bit params + 2Psi 16-bit grads + 12Psi fp32 master/m/v; stage 1\n"
@@ -510,16 +546,15 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
                             (double)cfg->stage3_max_live_parameters,
                             (double)cfg->stage3_param_persistence_threshold};
         print_items(out, "buffers:", bnames, v, cfg->zero_stage == 3 ? 6 : 3);
-        if (!fp32 && !cfg->fp16 && !cfg->bf16)
+        if (precision == ZINF_EST_MIXED && !cfg->fp16 && !cfg->bf16)
             fprintf(out, "  note:     the config enables neither fp16 nor bf16 (fp32 training: "
                          "4+4+8 bytes per\n"
-                         "            parameter); the figures assume 16-bit params and grads, as "
-                         "DeepSpeed's do;\n"
-                         "            --precision fp32 counts fp32 training\n");
+                         "            parameter); --precision mixed counts 16-bit params and grads, as "
+                         "DeepSpeed's do\n");
         if (fp32 && (cfg->fp16 || cfg->bf16))
-            fprintf(out, "  note:     the config enables %s (mixed precision); the figures count "
-                         "fp32 training\n"
-                         "            (--precision fp32); without it they count mixed precision\n",
+            fprintf(out, "  note:     the config enables %s; the figures count fp32 training (--precision "
+                         "fp32, or\n"
+                         "            the CPU backend, which computes in fp32)\n",
                     cfg->fp16 ? "fp16" : "bf16");
     } else {
         const double v[] = {DS_REDUCE_BUCKET, DS_ALLGATHER_BUCKET, DS_SUB_GROUP, DS_PREFETCH,
@@ -544,23 +579,38 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     } else {
         for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) rows[nrows++] = ROWS[i];
     }
+    /* what this machine has: its host memory, and the free space where the config's NVMe paths are */
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    const double host = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    const char *npath = cfg ? (cfg->offload_param.nvme_path[0] ? cfg->offload_param.nvme_path
+                                                               : cfg->offload_optimizer.nvme_path) : "";
+    const double disk = nvme_free(npath);
+    bool over_host = false, over_disk = false;
     for (size_t i = 0; i < nrows; i++) {
         const row r = rows[i];
         zinf_mem_estimate e;
         ZINF_TRY(zinf_estimate_prec(m, precision, r.stage, r.opt, r.param, nodes, gpus_per_node, L,
                                     cfg, &e));
+        const bool oh = host > 0 && e.cpu_bytes_per_node > host, od = disk > 0 && e.nvme_bytes_per_node > disk;
+        over_host = over_host || oh, over_disk = over_disk || od;
         char optname[32];
         double ratio = cfg ? cfg->offload_optimizer.ratio : 1.0;
         if (cfg && r.opt && ratio > 0 && ratio < 1)
             snprintf(optname, sizeof optname, "%s (ratio %.2g)", DEV[r.opt], ratio);
         else
             snprintf(optname, sizeof optname, "%s", DEV[r.opt]);
-        fprintf(out, "  %c %5d  %-17s  %-13s  %9.2f  %9.2f  %9.2f  %10.2f  %10.2f\n",
+        fprintf(out, "  %c %5d  %-17s  %-13s  %9.2f  %9.2f  %9.2f  %10.2f  %10.2f%s%s\n",
                 cfg ? '*' : ' ', r.stage, optname, DEV[r.param], e.gpu_bytes / GIB,
                 (e.gpu_bytes - e.gpu_buffers) / GIB, e.gpu_buffers / GIB,
-                e.cpu_bytes_per_node / GIB, e.nvme_bytes_per_node / GIB);
+                e.cpu_bytes_per_node / GIB, e.nvme_bytes_per_node / GIB, oh ? "  host!" : "", od ? "  disk!" : "");
     }
     fprintf(out, "\n");
+    if (host > 0)
+        fprintf(out, "  this machine has %.2f GiB of host memory: %s\n", host / GIB,
+                over_host ? "rows marked host! need more per node than that" : "every row's CPU column fits in it");
+    if (disk > 0)
+        fprintf(out, "  %s has %.2f GiB free: %s\n", npath, disk / GIB,
+                over_disk ? "rows marked disk! need more NVMe per node than that" : "the NVMe column fits in it");
     if (cfg)
         fprintf(out, "  * the config's stage and offload devices\n");
     fprintf(out, "  GiB = 2^30 bytes. GPU = model states kept on the GPU + buffers (reduction and "
@@ -568,7 +618,7 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
                  "  gathered units%s); per node = %d GPU%s' host and NVMe shares. "
                  "Activations are\n"
                  "  not included (--micro-batch adds them). See zinf-estimate(1).\n",
-            fp32 ? "" : ", fp32 gradient tile", gpus_per_node, gpus_per_node > 1 ? "s" : "");
+            precision == ZINF_EST_MIXED ? ", fp32 gradient tile" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "");
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
     return 0;
@@ -607,7 +657,9 @@ static int rank_places(const zinf_model_cfg *m, int precision, int stage, int wo
     for (int k = 0; k < ZINF_AT_N; k++) at[k] = 0;
     for (int u = 0; u < n; u++) {
         at[stage == 3 ? pl[u].par : ZINF_AT_DEVICE] += e * (stage == 3 ? p[u] : pn[u]); /* parameters */
-        at[ZINF_AT_DEVICE] += e * (stage < 2 ? pn[u] : p[u]);                          /* gradients */
+        at[ZINF_AT_DEVICE] += precision == ZINF_EST_MIXED /* gradients: the paper's 16-bit, or the engine's fp32 accumulators */
+                                  ? e * (stage < 2 ? pn[u] : p[u])
+                                  : 4 * zinf_zero_grad_acc(stage, precision == ZINF_EST_FP32, pn[u], p[u], NULL);
         if (precision == ZINF_EST_MIXED || !pl[u].master_alias) at[pl[u].opt] += 4 * p[u]; /* master */
         at[pl[u].opt] += 8 * p[u];                                                    /* Adam m, v */
     }
@@ -679,7 +731,7 @@ void zinf_estimate_opts_defaults(zinf_estimate_opts *o)
     memset(o, 0, sizeof *o);
     o->nodes = 1;
     o->gpus_per_node = 1;
-    o->precision = "mixed";
+    o->precision = NULL;
 }
 
 /* the counts the flags give: whole numbers from 1 to 1000000 */
@@ -698,10 +750,16 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
     const int nodes = (int)o->nodes, gpus = (int)o->gpus_per_node;
     if ((long long)nodes * gpus > INT_MAX / 2)
         return zinf_err("estimate: %d nodes x %d GPUs per node is too many", nodes, gpus);
-    int precision;
-    if (!o->precision || !strcmp(o->precision, "mixed")) precision = ZINF_EST_MIXED;
-    else if (!strcmp(o->precision, "fp32")) precision = ZINF_EST_FP32;
-    else return zinf_err("estimate: --precision %s: expected mixed or fp32", o->precision);
+    /* the precision: --precision, else the engine's in the dtype --bf16/--fp16 or the config
+     * choose (as zinf train would), fp32 where nothing says 16-bit */
+    int precision = -1;
+    if (o->bf16 && o->fp16) return zinf_err("estimate: --bf16 and --fp16 exclude each other");
+    if (o->precision && !strcmp(o->precision, "mixed")) precision = ZINF_EST_MIXED;
+    else if (o->precision && !strcmp(o->precision, "fp32")) precision = ZINF_EST_FP32;
+    else if (o->precision) return zinf_err("estimate: --precision %s: expected mixed or fp32", o->precision);
+    if (precision == ZINF_EST_FP32 && (o->bf16 || o->fp16))
+        return zinf_err("estimate: --precision fp32 and --%s disagree: give one of them", o->bf16 ? "bf16" : "fp16");
+    if (precision < 0 && (o->bf16 || o->fp16)) precision = ZINF_EST_ENGINE16;
     int stage = -1;
     if (o->stage_set) {
         if (o->stage < 0 || o->stage > 3)
@@ -729,6 +787,7 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
     int rc = 0;
     zinf_config *cfg = NULL;
     if (!o->config) {
+        if (precision < 0) precision = ZINF_EST_FP32;
         if (!o->print_bytes) rc = zinf_estimate_print_prec(out, &m, NULL, nodes, gpus, precision, stage);
         else if (stage >= 0) rc = zinf_estimate_print_bytes(out, &m, precision, stage, nodes * gpus, 0, NULL);
         else
@@ -739,9 +798,15 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
         zinf_flags_defaults(&f);
         f.hidden_size = m.n_embd;
         f.per_device_train_batch_size_set = false;
+        f.bf16 = o->bf16, f.bf16_set = o->bf16; /* fill the precision blocks' "auto" as train does */
+        f.fp16 = o->fp16, f.fp16_set = o->fp16;
         cfg = malloc(sizeof *cfg);
         if (!cfg) return zinf_errc(ZINF_ENOMEM, "estimate: out of memory");
-        rc = zinf_config_load(cfg, o->config, &f, nodes * gpus, notes);
+        /* ms-swift's built-in names, as train's --config takes them */
+        char builtin[4096];
+        int b = zinf_config_builtin(o->config, builtin, sizeof builtin);
+        rc = b < 0 ? b : zinf_config_load(cfg, b ? builtin : o->config, &f, nodes * gpus, notes);
+        if (!rc && precision < 0) precision = cfg->bf16 || cfg->fp16 ? ZINF_EST_ENGINE16 : ZINF_EST_FP32;
         if (!rc && o->print_bytes)
             rc = zinf_estimate_print_bytes(out, &m, precision, cfg->zero_stage, nodes * gpus, 0, cfg);
         else if (!rc)

@@ -28,10 +28,12 @@
 enum { ZINF_EST_NONE = 0, ZINF_EST_CPU = 1, ZINF_EST_NVME = 2 };
 
 /* The precision the states are counted in: the paper's mixed precision (16-bit params and grads,
- * fp32 master + m + v: 2 + 2 + 12 bytes per parameter; the default), or fp32 training as zinf's
- * CPU backend does it (4-byte params and grads, Adam m + v 8 bytes, no separate master: it is
- * the fp32 parameters themselves). */
-enum { ZINF_EST_MIXED = 0, ZINF_EST_FP32 = 1 };
+ * fp32 master + m + v: 2 + 2 + 12 bytes per parameter; --precision mixed), fp32 training as
+ * zinf's engine does it (4-byte params and grads, Adam m + v 8 bytes, no separate master: it is
+ * the fp32 parameters themselves; the CPU backend, or a GPU run without bf16/fp16), or zinf's
+ * engine with 16-bit compute (bf16/fp16 on a GPU: 16-bit params, fp32 gradient accumulators,
+ * fp32 master + m + v: 2 + 4 + 12 bytes per parameter, per unit with the padding). */
+enum { ZINF_EST_MIXED = 0, ZINF_EST_FP32 = 1, ZINF_EST_ENGINE16 = 2 };
 
 /* The state categories of one rank, in the order (and with the meaning) of zinf_mem_kind in
  * zero.h, so that they can be compared with the mem_* bytes a run reports. */
@@ -145,7 +147,10 @@ typedef struct zinf_estimate_opts {
     const char *model;                /* preset or HF config.json; required */
     const char *config;               /* DeepSpeed config: only its row, its buffer sizes; or NULL */
     int64_t nodes, gpus_per_node;     /* 1 to 1000000 each; default 1 */
-    const char *precision;            /* "mixed" (default) or "fp32" */
+    const char *precision;            /* "mixed" (the paper's), "fp32", or NULL: what the engine
+                                       * holds in the precision --bf16/--fp16 or the config pick, as
+                                       * zinf train would (fp32 when neither says 16-bit) */
+    bool bf16, fp16;                  /* --bf16, --fp16 as zinf train takes them */
     int64_t stage;                    /* with stage_set: only this stage's row (0-3), no offload */
     bool stage_set;
     bool print_bytes;                 /* exact bytes per rank instead of the table */

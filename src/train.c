@@ -13,15 +13,18 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data.h"
+#include "dataset.h"
 #include "err.h"
 #include "estimate.h"
 #include "file.h"
 #include "kernels.h"
 #include "log.h"
 #include "model.h"
+#include "monitor.h"
 #include "optim.h"
 #include "progress.h"
 #include "sched.h"
@@ -52,6 +55,11 @@ int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const ch
     }
     FILE *warn = comm->rank == 0 ? stderr : NULL;
     if (!config_path) return zinf_comm_agree(comm, zinf_config_default(cfg, flags, comm->size, warn));
+    /* --deepspeed zero3 (ms-swift's names): the bundled file, read as any --config file */
+    char builtin[4096];
+    int b = zinf_config_builtin(config_path, builtin, sizeof builtin);
+    ZINF_TRY(zinf_comm_agree(comm, b < 0 ? b : 0));
+    if (b > 0) config_path = builtin;
     /* rank 0 reads the bytes and every rank parses the same bytes */
     char *buf = NULL;
     size_t len = 0;
@@ -84,9 +92,12 @@ typedef struct run {
     FILE *metrics;           /* OUT/metrics.jsonl on rank 0, else NULL */
     char metrics_path[4200];
     int metrics_rc;          /* its first failed write (0: none); the run ends at the next logs_agreed */
+    zinf_monitor *mon;       /* rank 0: the config's tensorboard and csv_monitor blocks (NULL: neither) */
+    zinf_monitor *hfmon;     /* rank 0: --report_to tensorboard (NULL: not asked for) */
     int32_t *inp, *tgt;
     int32_t *pos, *kv; /* packed SFT rows: positions and sample starts (zinf_batch); else NULL */
     int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
+    char dataset_glob[2][4400]; /* --dataset: the cached shards' train and val globs ("" none) */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     int T;
@@ -100,6 +111,8 @@ typedef struct run {
     bool agreed;             /* the failure was agreed on by every rank and said once */
     bool said_overlap;       /* the overlapped host step has been announced */
     int64_t start_step;      /* steps done before this run: 0, or the checkpoint's step on resume */
+    int64_t data_start;      /* the data stream's position at start_step: 0, or the checkpoint's
+                              * consumed_samples (which any batch size continues from) */
     uint64_t run_id;         /* made by a fresh start, carried by checkpoints through resumptions */
     int lock_fd;             /* rank 0: the flock on --out, held until the process ends */
     char *cfg_json;          /* the resolved config, stored in checkpoints */
@@ -233,18 +246,12 @@ static bool swap_shares_fs(const zinf_config *c, const char *out)
     return false;
 }
 
-static int mkdir_p(const char *path)
+/* Python's os.path.join(dir, name), as DeepSpeed's monitors place their files */
+static void monitor_dir(char *out, size_t cap, const char *dir, const char *name)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
-    return 0;
+    size_t n = strlen(dir);
+    if (!n || name[0] == '/') snprintf(out, cap, "%s", name);
+    else snprintf(out, cap, "%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
 }
 
 /* host seconds (fwd, bwd) and, with timed events, the backend's seconds per part of the step */
@@ -329,6 +336,9 @@ static int logs_agreed(run *r)
 static int finish_logs(run *r)
 {
     int rc = r->metrics_rc;
+    int mrc = zinf_monitor_close(r->mon), hrc = zinf_monitor_close(r->hfmon);
+    r->mon = r->hfmon = NULL;
+    if (!rc) rc = mrc ? mrc : hrc;
     if (r->metrics) {
         errno = 0;
         if (fclose(r->metrics) && !rc) {
@@ -390,7 +400,7 @@ static int train_step(run *r, int64_t step, step_result *out)
     double n_all = 0;
     if (r->nk) {
         for (int k = 0; k < gas; k++) {
-            int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
+            int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, rank, W, mb);
             ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
             r->nk[k] = 0;
             for (int64_t i = 0; i < mb * r->T; i++) r->nk[k] += r->tgt[i] >= 0;
@@ -401,7 +411,7 @@ static int train_step(run *r, int64_t step, step_result *out)
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
         double wk = !r->nk ? 1.0 / (double)gas : n_all > 0 ? (double)W * (double)r->nk[k] / n_all : 0.0;
-        int64_t pos = zinf_data_slice_start(step, c->train_batch_size, k, rank, W, mb);
+        int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, rank, W, mb);
         ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
         if (k == gas - 1 && update_known_early(r)) {
             zinf_adamw_args a = step_args(r, 1.0);
@@ -467,6 +477,37 @@ static int train_step(run *r, int64_t step, step_result *out)
         r->tev_prev = true;
     }
     zinf_zero_times_take(r->z, &out->t.z);
+    return 0;
+}
+
+/* --dataset: rank 0 makes (or finds) the SFT shards of the chat dataset in the cache, tokenized
+ * with --tokenizer or the --model directory's tokenizer and its template, samples over the
+ * sequence length T left out; every rank then reads the same globs. */
+static int sft_dataset(run *r, const char *model, int T)
+{
+    const zinf_train_opts *o = r->o;
+    zinf_comm *comm = r->comm;
+    zinf_chat_data_opts d = o->sft;
+    d.input = o->dataset;
+    d.max_length = T;
+    if (!d.tokenizer) d.tokenizer = model;
+    struct stat st;
+    int rc = 0;
+    if (!d.tokenizer || (stat(d.tokenizer, &st) == 0 && !S_ISDIR(st.st_mode) && !strstr(d.tokenizer, ".json")))
+        rc = zinf_err("--dataset: --tokenizer PATH is needed (tokenizer.json or a model directory) when --model is "
+                      "not a model directory");
+    char cache[4400];
+    snprintf(cache, sizeof cache, "%s/sft-cache", o->out);
+    if (o->dataset_cache) snprintf(cache, sizeof cache, "%s", o->dataset_cache);
+    bool made = false;
+    double t0 = zinf_now();
+    if (!rc && comm->rank == 0)
+        rc = zinf_dataset_prepare(&d, cache, r->dataset_glob[0], r->dataset_glob[1], sizeof r->dataset_glob[0], &made,
+                                  NULL);
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    ZINF_TRY(zinf_comm_bcast(comm, r->dataset_glob, sizeof r->dataset_glob, 0));
+    zinf_info("zinf: --dataset %s: SFT shards %s %s (%.1f s)", o->dataset, made ? "made in" : "found in",
+              r->dataset_glob[0], zinf_now() - t0);
     return 0;
 }
 
@@ -687,7 +728,10 @@ static int setup(run *r)
     zinf_comm *comm = r->comm;
     int rc;
     zinf_log_init(comm->rank, NULL); /* rank 0 prints; the per-rank files are opened below */
-    if (!o->data) return zinf_comm_agree(comm, zinf_err("train: --data is required (a glob of token shards)"));
+    if (!o->data == !o->dataset)
+        return zinf_comm_agree(comm, zinf_err(o->data ? "train: --data and --dataset exclude each other"
+                                                      : "train: --data (a glob of token shards) or --dataset (a JSONL chat "
+                                                        "dataset) is required"));
     ZINF_TRY(zinf_comm_agree(comm, fault_parse(&r->fault)));
     ZINF_TRY(zinf_comm_agree(comm, env_check()));
     zinf_flags flags = o->flags;
@@ -724,6 +768,12 @@ static int setup(run *r)
         return zinf_comm_agree(comm, zinf_err("%s: sliding_window %d is shorter than --max_length %d: zinf's "
                                               "attention has no window (give --max_length %d or less)", mc.name,
                                               mc.sliding_window, r->T, mc.sliding_window));
+    if (o->report_to && strcmp(o->report_to, "tensorboard") && strcmp(o->report_to, "none"))
+        return zinf_comm_agree(comm, zinf_err("--report_to %s: zinf reports to tensorboard or none (nothing leaves the "
+                                              "machine; metrics.jsonl has every logged step)", o->report_to));
+    if (o->logging_dir && !(o->report_to && !strcmp(o->report_to, "tensorboard")))
+        return zinf_comm_agree(comm, zinf_err("--logging_dir %s: it is where --report_to tensorboard writes; give that "
+                                              "too, or leave it out", o->logging_dir));
     if (o->swap_engine && strcmp(o->swap_engine, "io_uring") && strcmp(o->swap_engine, "psync"))
         return zinf_comm_agree(comm, zinf_err("--swap_engine %s: expected io_uring or psync", o->swap_engine));
     snprintf(r->cfg.swap_engine, sizeof r->cfg.swap_engine, "%s", o->swap_engine ? o->swap_engine : "io_uring");
@@ -752,11 +802,17 @@ static int setup(run *r)
         return zinf_comm_agree(comm, zinf_err("--packing: the %s family takes one sample per row (its learned positions "
                                               "are the row offsets); train without --packing, which pads each sample's row",
                                               mc.model_type));
-    rc = zinf_data_open_packing(&r->train, o->data, r->T, mc.vocab_size, o->seed, 1, o->packing);
-    if (!rc && o->val) {
-        rc = zinf_data_open_packing(&r->val, o->val, r->T, mc.vocab_size, o->seed, 0, o->packing);
+    const char *data = o->data, *val = o->val;
+    if (o->dataset) {
+        ZINF_TRY(sft_dataset(r, o->model, r->T));
+        data = r->dataset_glob[0];
+        if (!val && r->dataset_glob[1][0]) val = r->dataset_glob[1];
+    }
+    rc = zinf_data_open_packing(&r->train, data, r->T, mc.vocab_size, o->seed, 1, o->packing);
+    if (!rc && val) {
+        rc = zinf_data_open_packing(&r->val, val, r->T, mc.vocab_size, o->seed, 0, o->packing);
         if (!rc && zinf_data_num_sequences(r->val) < r->cfg.train_micro_batch_size_per_gpu)
-            rc = zinf_err("--val %s: %lld sequences of %d tokens, fewer than one micro-batch (%lld)", o->val,
+            rc = zinf_err("--val %s: %lld sequences of %d tokens, fewer than one micro-batch (%lld)", val,
                           (long long)zinf_data_num_sequences(r->val), r->T,
                           (long long)r->cfg.train_micro_batch_size_per_gpu);
     }
@@ -800,7 +856,7 @@ static int setup(run *r)
     /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
      * written (and only once the flags, config and model were found good: a run refused for them
      * leaves no directory behind); what an interrupted save left there goes */
-    rc = comm->rank == 0 ? mkdir_p(o->out) : 0;
+    rc = comm->rank == 0 ? zinf_mkdir_p(o->out) : 0;
     if (!rc && comm->rank == 0) {
         double w;
         lock_wait(&w);
@@ -857,9 +913,6 @@ static int setup(run *r)
         if (meta.seed != o->seed)
             rc = zinf_err("%s: saved with --seed %llu, this run has %llu: the data order would change", ck,
                           (unsigned long long)meta.seed, (unsigned long long)o->seed);
-        else if (meta.train_batch_size != r->cfg.train_batch_size)
-            rc = zinf_err("%s: saved with train_batch_size %lld, this run has %lld: the data position would not "
-                          "carry over", ck, (long long)meta.train_batch_size, (long long)r->cfg.train_batch_size);
         else if (meta.max_length && meta.max_length != r->T)
             rc = zinf_err("%s: saved with --max_length %lld, this run has %d: the data position would not carry "
                           "over", ck, (long long)meta.max_length, r->T);
@@ -868,7 +921,17 @@ static int setup(run *r)
                           (long long)meta.step, (long long)r->cfg.max_steps);
         ZINF_TRY(zinf_comm_agree(comm, rc));
         r->start_step = meta.step;
+        r->data_start = meta.consumed_samples;
         r->opt_steps = meta.opt_steps;
+        /* another global batch (another world size, micro-batch or accumulation): the data goes on
+         * from the next sequence not yet read, the schedule from the step; said once */
+        if (meta.train_batch_size != r->cfg.train_batch_size)
+            zinf_warn("%s: saved with train_batch_size %lld, this run has %lld (micro %lld x accumulation %lld x "
+                      "world %d): the data continues from sequence %lld, the next not yet read, and the "
+                      "learning-rate schedule from step %lld", ck, (long long)meta.train_batch_size,
+                      (long long)r->cfg.train_batch_size, (long long)r->cfg.train_micro_batch_size_per_gpu,
+                      (long long)r->cfg.gradient_accumulation_steps, comm->size, (long long)meta.consumed_samples,
+                      (long long)meta.step);
         r->run_id = meta.run_id;
         r->ls.cur_scale = meta.ls.cur_scale;
         r->ls.cur_hysteresis = meta.ls.cur_hysteresis;
@@ -886,16 +949,46 @@ static int setup(run *r)
         zinf_config_print(&r->cfg, ms);
         fclose(ms);
     }
+    /* a resume under another config: the keys that changed, in one line */
+    if (ck[0] && comm->rank == 0) {
+        char *old = zinf_ckpt_stored_config(ck), changed[1024];
+        int nd = old ? zinf_config_diff(old, r->cfg_json, changed, sizeof changed) : 0;
+        if (nd > 0) zinf_warn("%s was saved under another config; %d key%s changed: %s", ck, nd, nd > 1 ? "s" : "", changed);
+        free(old);
+    }
     rc = 0;
     if (comm->rank == 0) {
         snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", o->out);
         r->metrics = fopen(r->metrics_path, ck[0] ? "a" : "w"); /* a resumed run appends */
         if (!r->metrics) rc = zinf_errc(-errno, "%s: %s", r->metrics_path, strerror(errno));
+        /* DeepSpeed's monitors write to os.path.join(output_path, job_name) */
+        char tb[4096], csv[4096];
+        monitor_dir(tb, sizeof tb, r->cfg.tensorboard_output_path, r->cfg.tensorboard_job_name);
+        monitor_dir(csv, sizeof csv, r->cfg.csv_monitor_output_path, r->cfg.csv_monitor_job_name);
+        bool tbon = r->cfg.tensorboard_enabled, csvon = r->cfg.csv_monitor_enabled;
+        if (!rc && tbon) rc = zinf_mkdir_p(tb);
+        if (!rc && csvon) rc = zinf_mkdir_p(csv);
+        if (!rc) rc = zinf_monitor_open(&r->mon, tbon ? tb : NULL, csvon ? csv : NULL);
+        /* --report_to tensorboard: HF's TensorBoardCallback, in --logging_dir or, as HF's default,
+         * OUT/runs/MonDD_HH-MM-SS_HOST */
+        if (!rc && o->report_to && !strcmp(o->report_to, "tensorboard")) {
+            char ld[4096], host[256] = "localhost", when[64];
+            time_t t = time(NULL);
+            struct tm tm;
+            gethostname(host, sizeof host - 1);
+            host[sizeof host - 1] = 0;
+            strftime(when, sizeof when, "%b%d_%H-%M-%S", localtime_r(&t, &tm));
+            if (o->logging_dir) snprintf(ld, sizeof ld, "%s", o->logging_dir);
+            else snprintf(ld, sizeof ld, "%s/runs/%s_%s", o->out, when, host);
+            rc = zinf_mkdir_p(ld);
+            if (!rc) rc = zinf_monitor_open(&r->hfmon, ld, NULL);
+            if (!rc) zinf_info("zinf: TensorBoard scalars (--report_to) in %s", ld);
+        }
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/logs", o->out);
-    rc = comm->rank == 0 && o->per_rank_logs ? mkdir_p(dir) : 0;
+    rc = comm->rank == 0 && o->per_rank_logs ? zinf_mkdir_p(dir) : 0;
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_agree(comm, zinf_log_init(comm->rank, o->per_rank_logs ? dir : NULL)));
     const zinf_config *c = &r->cfg;
@@ -915,12 +1008,12 @@ static int setup(run *r)
     zinf_zero_print_mem(r->z);
     if (zinf_data_is_sft(r->train))
         zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
-                  "of %d tokens (%s)", o->data, (long long)zinf_data_num_samples(r->train),
+                  "of %d tokens (%s)", data, (long long)zinf_data_num_samples(r->train),
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "",
                   (long long)zinf_data_num_dropped(r->train), r->T, (long long)nseq, r->T,
                   o->packing ? "packed" : "one sample each, padded");
     else
-        zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", o->data, (long long)nseq, r->T,
+        zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", data, (long long)nseq, r->T,
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     if (ck[0] && r->start_step == r->cfg.max_steps)
@@ -935,6 +1028,8 @@ static void teardown(run *r)
     if (r->lock_fd >= 0) close(r->lock_fd);
     free(r->cfg_json);
     if (r->metrics) fclose(r->metrics);
+    zinf_monitor_close(r->mon);
+    zinf_monitor_close(r->hfmon);
     for (int i = 0; i < 6; i++)
         if (r->tev[i]) r->be.event_free(&r->be, r->tev[i]);
     zinf_zero_free(r->z);
@@ -974,7 +1069,7 @@ static void log_step(run *r, const step_result *s, int64_t done, double val_loss
      * save for each still due; the steps' average leaves out this process's warm-up step */
     double elapsed = zinf_now() - r->t_start;
     double eta = zinf_progress_eta(&r->prog, total - done,
-                                   r->val ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
+                                   r->val && c->eval_strategy != ZINF_IVAL_NO ? zinf_progress_events_left(done, total, c->eval_steps) : 0,
                                    zinf_progress_events_left(done, total, c->save_steps));
     zinf_info("step %5lld/%lld | loss %.4f%s | lr %.3e | norm %.4f | %.0f tok/s | %.1f ms/step | "
               "%s elapsed, %s left%s", (long long)done, (long long)total, s->loss, vbuf, s->lr, s->norm, tps, ms,
@@ -1045,8 +1140,21 @@ static int loop(run *r)
         window_steps++;
         zinf_progress_add(&r->prog, ZINF_PROG_STEP, dt);
         int64_t done = step + 1;
-        bool log_now = done == 1 || done % c->logging_steps == 0 || done == total;
-        bool eval_now = r->val && (done % c->eval_steps == 0 || done == total);
+        if (r->mon && !r->metrics_rc) {
+            /* every step, as DeepSpeed's engine writes them, at the samples read so far */
+            int64_t samples = r->data_start + (done - r->start_step) * c->train_batch_size;
+            int mrc = zinf_monitor_scalar(r->mon, "Train/Samples/train_loss", s.loss, samples);
+            if (!mrc) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/lr", s.lr, samples);
+            if (!mrc && c->fp16) mrc = zinf_monitor_scalar(r->mon, "Train/Samples/loss_scale", r->ls.cur_scale, samples);
+            if (mrc) r->metrics_rc = mrc;
+        }
+        /* the end of an epoch: this step's sequences reach past a multiple of the data's */
+        int64_t nseq = zinf_data_num_sequences(r->train), pos = r->data_start + (done - r->start_step) * c->train_batch_size;
+        bool epoch_end = pos / nseq > (pos - c->train_batch_size) / nseq;
+        bool log_now = done == total || (c->logging_strategy == ZINF_IVAL_STEPS && (done == 1 || done % c->logging_steps == 0)) ||
+                       (c->logging_strategy == ZINF_IVAL_EPOCH && (done == 1 || epoch_end));
+        bool eval_now = r->val && c->eval_strategy != ZINF_IVAL_NO &&
+                        (done == total || (c->eval_strategy == ZINF_IVAL_STEPS ? done % c->eval_steps == 0 : epoch_end));
         double val_loss = NAN;
         if (eval_now) {
             double te = zinf_now();
@@ -1065,10 +1173,12 @@ static int loop(run *r)
         int sig;
         ZINF_TRY(stop_agreed(r, &sig));
         bool save_now = (sig > 0 && !r->o->no_signal_save) ||
-                        (c->save_steps > 0 && (done % c->save_steps == 0 || done == total));
+                        (c->save_strategy == ZINF_IVAL_STEPS && c->save_steps > 0 && (done % c->save_steps == 0 || done == total)) ||
+                        (c->save_strategy == ZINF_IVAL_EPOCH && (epoch_end || done == total));
         if (save_now) {
             zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
                                    .train_batch_size = c->train_batch_size, .max_length = r->T,
+                                   .consumed_samples = r->data_start + (done - r->start_step) * c->train_batch_size,
                                    .run_id = r->run_id, .ls = r->ls};
             double ts = zinf_now();
             rc = zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit);
@@ -1097,6 +1207,20 @@ static int loop(run *r)
         /* the step a signal stops at is the last of this run: logged like the last step, so that
          * metrics.jsonl of a run and its resumption has every logged step */
         if (sig > 0) log_now = true;
+        if (r->hfmon && !r->metrics_rc && (log_now || eval_now)) {
+            /* HF's TensorBoardCallback: the logged values at the global step */
+            double epoch = (double)(r->data_start + (done - r->start_step) * c->train_batch_size) /
+                           (double)zinf_data_num_sequences(r->train);
+            int mrc = 0;
+            if (log_now) {
+                mrc = zinf_monitor_scalar(r->hfmon, "train/loss", s.loss, done);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/grad_norm", s.norm, done);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/learning_rate", s.lr, done);
+                if (!mrc) mrc = zinf_monitor_scalar(r->hfmon, "train/epoch", epoch, done);
+            }
+            if (!mrc && eval_now) mrc = zinf_monitor_scalar(r->hfmon, "eval/loss", val_loss, done);
+            if (mrc) r->metrics_rc = mrc;
+        }
         if (log_now || eval_now) {
             log_step(r, &s, done, val_loss, eval_now, (double)tokens_per_step * (double)window_steps / window_t,
                      1e3 * window_t / (double)window_steps);

@@ -8,12 +8,16 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "chat.h"
 #include "config.h"
 
 typedef struct zinf_train_opts {
     const char *config_path; /* NULL: the embedded default */
     const char *model;       /* preset or HF-style JSON */
     const char *data, *val;  /* globs; val may be NULL */
+    const char *dataset;     /* --dataset FILE[#N]: a chat dataset made into SFT shards (dataset.c) instead of --data */
+    const char *dataset_cache; /* where those shards are kept (NULL: OUT/sft-cache) */
+    zinf_chat_data_opts sft; /* --dataset's template, tokenizer, split...: input, prefix and max_length unset */
     const char *out;         /* output directory (metrics.jsonl, logs) */
     const char *device;      /* "cpu" | "cuda" */
     const char *prompts;     /* NULL or a file of "prompt<TAB>expected" lines */
@@ -29,6 +33,8 @@ typedef struct zinf_train_opts {
     int64_t save_total_limit; /* --save_total_limit: checkpoints kept (0: all) */
     bool overwrite_output_dir; /* a fresh run may start in an --out holding checkpoints */
     bool no_signal_save;       /* a stop by SIGUSR1/SIGTERM saves no checkpoint */
+    const char *report_to;     /* --report_to: "none" (NULL) or "tensorboard" (HF's scalars) */
+    const char *logging_dir;   /* --logging_dir: its directory; NULL: OUT/runs/DATE_HOST as HF */
     zinf_flags flags;
 } zinf_train_opts;
 

@@ -810,6 +810,12 @@ static int check_node_space(zinf_zero *z, const zinf_swap_opts *so, int nso)
  * offload_optimizer moves master, m and v (at stage 3 `ratio` of the shard's elements, whole
  * units in order); offload_param moves the stage-3 parameter shard, NVMe only beyond the first
  * max_in_cpu elements, which stay in host memory (DeepSpeed's meaning). */
+int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_kind *kind)
+{
+    if (kind) *kind = stage < 2 && f32 ? ZINF_MEM_GRAD : ZINF_MEM_GRAD_ACC;
+    return stage < 2 ? pn : p;
+}
+
 void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
                       zinf_unit_place *out)
 {
@@ -1078,12 +1084,13 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
             else be->copy(be, x->master.p, z->stage == 3 ? dtmp : dtmp + x->off, (size_t)x->p * 4, NULL);
             if (rc) break;
         }
-        if (z->stage < 2 && z->f32) {
-            x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * 4); /* the accumulator, kept */
+        zinf_mem_kind gk;
+        int64_t na = zinf_zero_grad_acc(z->stage, z->f32, x->pn, x->p, &gk);
+        if (gk == ZINF_MEM_GRAD) {
+            x->gfull = zalloc(z, ZINF_MEM_GRAD, na * 4); /* the accumulator, kept */
             if (!x->gfull) { rc = NOMEM(z, "gradients", u); break; }
             m->grads[u] = x->gfull;
         } else {
-            int64_t na = z->stage < 2 ? x->pn : x->p;
             x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, na * 4);
             if (!x->gacc) { rc = NOMEM(z, "the gradient accumulator", u); break; }
         }
@@ -1132,7 +1139,7 @@ void zinf_zero_free(zinf_zero *z)
         if (x->state == G_READING) zinf_swap_wait(x->pshard.sw, x->rreq);
         zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
         zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
-        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, (z->stage < 2 ? x->pn : x->p) * 4);
+        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, zinf_zero_grad_acc(z->stage, z->f32, x->pn, x->p, NULL) * 4);
         if (!x->master_alias) state_free(z, &x->master, ZINF_MEM_MASTER);
         state_free(z, &x->pshard, ZINF_MEM_PARAM_SHARD);
         state_free(z, &x->m, ZINF_MEM_ADAM);
@@ -1704,7 +1711,9 @@ void zinf_zero_print_mem(const zinf_zero *z)
     if (z->cached && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " allocator cache %.2f MiB;", (double)z->cached / 1048576.0);
     if (n < (int)sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, " device peak %.2f MiB", (double)z->mem_peak / 1048576.0);
+        snprintf(line + n, sizeof line - (size_t)n, " device peak %.2f MiB%s", (double)z->mem_peak / 1048576.0,
+                 /* the CPU backend's device is the host: said so */
+                 strcmp(z->be->name, "cpu") ? "" : " (the CPU backend's device memory is host memory)");
     zinf_info("%s", line);
     size_t pinned = 0;
     if (z->swap_opt) pinned += zinf_swap_pinned_bytes(z->swap_opt);

@@ -76,6 +76,13 @@ typedef struct zinf_unit_place { zinf_at opt, par; bool master_alias; } zinf_uni
 void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
                       zinf_unit_place *out);
 
+/* The fp32 gradient accumulator a rank keeps of a unit whose padded size is pn and shard p: its
+ * elements (the whole unit at stages 0-1, the shard at stages 2-3; 4 bytes each) and its kind,
+ * ZINF_MEM_GRAD where it is an fp32 run's gradient itself (stages 0-1), else ZINF_MEM_GRAD_ACC
+ * (16-bit compute keeps it beside its 16-bit gradients). zinf_zero_init allocates it by this
+ * rule and zinf estimate counts it by the same. */
+int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_kind *kind);
+
 int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
                    zinf_backend *be, uint64_t seed);
 void zinf_zero_free(zinf_zero *z);

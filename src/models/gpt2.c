@@ -98,6 +98,12 @@ static int gpt2_fixed_fields(json_t *o, const char *src)
     for (size_t i = 0; i < sizeof off / sizeof *off; i++)
         if ((v = json_object_get(o, off[i])) && json_is_true(v))
             return zinf_err("%s: %s true: zinf's GPT-2 does not implement it", src, off[i]);
+    /* dropout given in the file (the published GPT-2 configs have 0.1): zinf trains without it */
+    const char *drop[] = {"resid_pdrop", "embd_pdrop", "attn_pdrop"};
+    for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
+        if ((v = json_object_get(o, drop[i])) && !json_is_null(v) && (!json_is_number(v) || json_number_value(v) != 0))
+            return zinf_err("%s: %s %g: zinf trains without dropout (write 0 to train this model as zinf does)", src,
+                            drop[i], json_is_number(v) ? json_number_value(v) : NAN);
     if ((v = json_object_get(o, "scale_attn_weights")) && json_is_false(v))
         return zinf_err("%s: scale_attn_weights false: zinf's attention scales by 1/sqrt(head size)", src);
     return 0;

@@ -153,6 +153,15 @@ static int read_rope(zinf_model_cfg *c, json_t *o, const char *src)
         return zinf_err("%s: rope_parameters and rope_scaling must be objects or null", src);
     ZINF_TRY(get_num(o, "rope_theta", 10000.0, &c->rope_theta, src));
     c->rope_type = ZINF_ROPE_DEFAULT;
+    /* RoPE over part of each head (transformers' partial_rotary_factor, top-level or in the rope
+     * block), and multimodal RoPE sections: zinf rotates every dimension of a head as one */
+    double prf = 1;
+    ZINF_TRY(get_num(o, "partial_rotary_factor", 1, &prf, src));
+    if (prf == 1 && p) ZINF_TRY(get_num(p, "partial_rotary_factor", 1, &prf, src));
+    if (prf != 1)
+        return zinf_err("%s: partial_rotary_factor %g: zinf's RoPE rotates the whole head (1.0)", src, prf);
+    if (p && json_object_get(p, "mrope_section") && !json_is_null(json_object_get(p, "mrope_section")))
+        return zinf_err("%s: %s.mrope_section: multimodal RoPE is not implemented", src, where);
     if (!p) return 0;
     if (json_object_get(p, "rope_theta")) ZINF_TRY(get_num(p, "rope_theta", c->rope_theta, &c->rope_theta, src));
     json_t *t = json_object_get(p, "rope_type");
@@ -200,7 +209,10 @@ static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
     ZINF_TRY(get_int(o, "head_dim", is(c, "qwen2") ? c->n_embd / c->n_head : is(c, "qwen3") ? 128
                                                                                               : c->n_embd / c->n_head,
                      &c->head_dim, src));
-    if (is(c, "qwen2")) c->head_dim = c->n_embd / c->n_head;
+    /* transformers' Qwen2 takes a head_dim only where it is hidden / heads */
+    if (is(c, "qwen2") && c->head_dim != c->n_embd / c->n_head)
+        return zinf_err("%s: head_dim %d: zinf's qwen2 heads are hidden_size / num_attention_heads = %d wide", src,
+                        c->head_dim, c->n_embd / c->n_head);
     ZINF_TRY(get_num(o, "rms_norm_eps", 1e-6, &c->norm_eps, src));
     ZINF_TRY(get_num(o, "initializer_range", 0.02, &c->init_std, src));
     ZINF_TRY(get_bool(o, "tie_word_embeddings", false, &c->tie_embeddings, src));
@@ -208,6 +220,19 @@ static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
     double drop = 0;
     ZINF_TRY(get_num(o, "attention_dropout", 0, &drop, src));
     if (drop != 0) return zinf_err("%s: attention_dropout %g: zinf trains without dropout", src, drop);
+    /* Llama's pretraining_tp > 1: transformers 4.x cuts every projection into that many slices
+     * (the same product up to rounding, in another order); zinf computes each one whole */
+    int tp = 1;
+    ZINF_TRY(get_int(o, "pretraining_tp", 1, &tp, src));
+    if (tp != 1)
+        return zinf_err("%s: pretraining_tp %d: zinf computes each projection whole (1), not in slices", src, tp);
+    /* weights quantized by GPTQ, AWQ, bitsandbytes...: zinf trains 16- and 32-bit weights */
+    json_t *q = json_object_get(o, "quantization_config");
+    if (q && !json_is_null(q)) {
+        json_t *qm = json_is_object(q) ? json_object_get(q, "quant_method") : NULL;
+        return zinf_err("%s: quantization_config (%s): zinf trains unquantized weights; start from the "
+                        "unquantized model", src, json_is_string(qm) ? json_string_value(qm) : "present");
+    }
     bool attn_bias = false, mlp_bias = false;
     ZINF_TRY(get_bool(o, "attention_bias", false, &attn_bias, src));
     ZINF_TRY(get_bool(o, "mlp_bias", false, &mlp_bias, src));
@@ -227,6 +252,16 @@ static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
         if (mwl >= c->n_layer) win = 0; /* no layer at or past max_window_layers: no window */
     }
     c->sliding_window = win;
+    /* transformers 5's per-layer kinds: a sliding layer where zinf has no window would be one */
+    json_t *lt = json_object_get(o, "layer_types");
+    if (lt && json_is_array(lt) && !win) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(lt, i, e)
+            if (!json_is_string(e) || strcmp(json_string_value(e), "full_attention"))
+                return zinf_err("%s: layer_types[%zu] %s: zinf's attention is full_attention in every layer (no "
+                                "sliding window is set)", src, i, json_is_string(e) ? json_string_value(e) : "(not a string)");
+    }
     json_t *pad = json_object_get(o, "pad_token_id");
     c->pad_token_id = json_is_integer(pad) && json_integer_value(pad) >= 0 && json_integer_value(pad) < c->vocab_size
                           ? (int)json_integer_value(pad)

@@ -321,7 +321,7 @@ static int check_invariants(verdict *v, const zinf_config *g, const setting *s, 
             "unfinalized", "max_steps %lld total %lld warmup %lld", (long long)g->max_steps,
             (long long)sc->total_num_steps, (long long)sc->warmup_num_steps);
     }
-    REQ(g->logging_steps == (g->steps_per_print > 0 ? g->steps_per_print : 10) &&
+    REQ(g->logging_steps == f->logging_steps &&
             g->eval_steps == g->logging_steps &&
             g->save_steps == f->save_steps && g->seq_len == f->max_length &&
             g->num_train_epochs == f->num_train_epochs,

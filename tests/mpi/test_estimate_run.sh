@@ -46,6 +46,22 @@ for st in 0 1 2 3; do
                 fail "stage $st world $np: mem_$k measured $got bytes, estimate $want"
             fi
         done
+        # 16-bit compute (--bf16, --fp16), as zero.c allocates it, from the elements this fp32 run
+        # measured: 16-bit parameters (half the fp32 bytes), no 16-bit gradient at rest, fp32
+        # gradient accumulators of the same elements as the fp32 gradients, an fp32 master of the
+        # shard (half of Adam m + v) and Adam m + v: 2 + 4 + 12 bytes per element
+        g() { metric "$TMP/$name.mem" "mem_$1"; }
+        want16="param=$(($(g param) / 2)) param_shard=$(($(g param_shard) / 2)) grad=0 grad_acc=$(($(g grad) + $(g grad_acc))) master=$(($(g adam) / 2)) adam=$(g adam) comm=0"
+        for dt in bf16 fp16; do
+            run estimate --model test-mini --$dt --nodes 1 --gpus-per-node "$np" --stage "$st" --print-bytes
+            case "$OUTPUT" in
+                "$want16 total="*) pass ;;
+                *) fail "stage $st world $np --$dt: '$OUTPUT', the engine's 16-bit states are '$want16'" ;;
+            esac
+        done
+        # without --bf16/--fp16 or a config saying 16-bit, the engine trains in fp32: the default
+        run estimate --model test-mini --nodes 1 --gpus-per-node "$np" --stage "$st" --print-bytes
+        [ "$OUTPUT" = "$EST" ] && pass || fail "stage $st world $np: the default '$OUTPUT' is not fp32's '$EST'"
         # the estimate's total is the sum of the categories, and nothing is left at rest in comm
         total=$(printf '%s\n' "$EST" | tr ' ' '\n' | sed -n 's/^total=\([0-9]*\)$/\1/p')
         sum=0
@@ -54,8 +70,8 @@ for st in 0 1 2 3; do
     done
 done
 
-# the mixed-precision default is untouched by --precision: stage 0 world 1 is 2+2+12 bytes each
-run estimate --model test-mini --stage 0 --print-bytes
+# --precision mixed is the ZeRO paper's accounting: stage 0 world 1 is 2+2+12 bytes each
+run estimate --model test-mini --stage 0 --print-bytes --precision mixed
 expect_ok "mixed estimate"
 P=$(metric "$TMP/s0w1.mem" mem_param)   # 4 bytes x Psi
 case "$OUTPUT" in
@@ -111,5 +127,36 @@ run estimate --model test-mini --precision fp16
 expect_err "--precision fp16" "--precision fp16"
 run estimate --model test-mini --stage 4
 expect_err "--stage 4" "--stage 4"
+run estimate --model test-mini --bf16 --precision fp32
+expect_err "--bf16 with --precision fp32" "--precision fp32 and --bf16 disagree"
+run estimate --model test-mini --bf16 --fp16
+expect_err "--bf16 with --fp16" "--bf16 and --fp16 exclude each other"
+# a config's bf16 block picks the engine's 16-bit figures, as train would: the same line as --bf16
+printf '{"train_batch_size": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}\n' > "$TMP/b16.json"
+run estimate --model test-mini --config "$TMP/b16.json" --gpus-per-node 2 --print-bytes
+C16=${OUTPUT%% device=*}
+run estimate --model test-mini --bf16 --stage 2 --gpus-per-node 2 --print-bytes
+[ -n "$C16" ] && [ "$C16" = "$OUTPUT" ] && pass || fail "config bf16 '$C16' differs from --bf16 '$OUTPUT'"
+
+# whether the states fit this machine: its host memory (pages x page size, from getconf) against
+# each row's CPU column, the free space of the config's nvme_path (statvfs, from stat -f) against
+# the NVMe column; a row that needs more is marked
+HOST=$(awk -v p="$(getconf _PHYS_PAGES)" -v s="$(getconf PAGE_SIZE)" 'BEGIN { printf "%.2f", p * s / 2^30 }')
+printf '{"train_batch_size": 8, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3,
+  "offload_optimizer": {"device": "nvme", "nvme_path": "%s"}, "offload_param": {"device": "cpu"}}}\n' "$TMP" > "$TMP/nv.json"
+for model in test-mini llama-3.1-70b; do
+    run estimate --model "$model" --config "$TMP/nv.json"
+    expect_ok "estimate $model on this machine"
+    FREE=$(stat -f -c '%a %S' "$TMP" | awk '{ printf "%.2f", $1 * $2 / 2^30 }')
+    row=$(printf '%s\n' "$OUTPUT" | grep '^  \*')
+    cpu=$(printf '%s\n' "$row" | awk '{ print $7 }') nv=$(printf '%s\n' "$row" | awk '{ print $8 }')
+    wh=$(awk -v a="$cpu" -v b="$HOST" 'BEGIN { print (a > b) ? "host!" : "" }')
+    wd=$(awk -v a="$nv" -v b="$FREE" 'BEGIN { print (a > b) ? "disk!" : "" }')
+    case "$row" in *host!*) gh=host! ;; *) gh= ;; esac
+    case "$row" in *disk!*) gd=disk! ;; *) gd= ;; esac
+    [ "$gh $gd" = "$wh $wd" ] && pass || fail "$model: row '$row' marked '$gh $gd', CPU $cpu GiB of $HOST, NVMe $nv GiB of $FREE free"
+    expect_has "$model: host memory line" "this machine has $HOST GiB of host memory"
+    expect_has "$model: free space line" "$TMP has "
+done
 
 finish

@@ -200,7 +200,15 @@ static void test_defaults(void)
      * STEPS_PER_PRINT_DEFAULT = None */
     CHECK(c.gradient_clipping == 1.0, "gradient_clipping default 1.0 (code), got %g",
           c.gradient_clipping);
-    CHECK(c.steps_per_print == -1 && c.logging_steps == 10, "steps_per_print null, logging 10");
+    /* transformers TrainingArguments: logging_steps 500, eval_steps None (= logging_steps) */
+    CHECK(c.steps_per_print == -1 && c.logging_steps == 500 && c.eval_steps == 500,
+          "steps_per_print null, logging and eval every 500 (HF)");
+    {
+        zinf_config d;
+        int r2 = parse(&d, "{\"train_batch_size\": 8, \"steps_per_print\": 7}", 1);
+        CHECK(r2 == 0 && d.steps_per_print == 7 && d.logging_steps == 500,
+              "steps_per_print is DeepSpeed's own print, not the logging interval");
+    }
     CHECK(!c.wall_clock_breakdown && !c.prescale_gradients && c.gradient_predivide_factor == 1.0,
           "top-level bools");
     CHECK(!c.fp16 && !c.bf16 && c.fp16_loss_scale == 0 && c.fp16_initial_scale_power == 16 &&
@@ -241,7 +249,7 @@ static void test_defaults(void)
               c.flops_profiler_detailed,
           "flops_profiler");
     CHECK(c.sched.type == ZINF_SCHED_NONE, "no scheduler");
-    CHECK(c.logging_steps == 10 && c.eval_steps == 10 && c.save_steps == 500 &&
+    CHECK(c.logging_steps == 500 && c.eval_steps == 500 && c.save_steps == 500 &&
               c.max_steps == -1 && c.num_train_epochs == 3.0,
           "loop values from flags");
 
@@ -479,12 +487,18 @@ static void test_unknown(void)
           "scheduler param suggestion: %s", warnbuf);
     CHECK(strstr(warnbuf, "scheduler.params.cos_min_ratio is not a parameter of WarmupLR"),
           "wrong-schedule param: %s", warnbuf);
-    rc = parse(&c, "{\"train_batch_size\": 8, \"tensorboard\": {\"enabled\": true}, "
+    rc = parse(&c, "{\"train_batch_size\": 8, \"wandb\": {\"enabled\": true}, \"tensorboard\": {\"enabled\": true}, "
                    "\"zero_optimization\": {\"stage\": 1, \"cpu_offload\": true}}",
                1);
     CHECK_OK(rc);
-    CHECK(strstr(warnbuf, "tensorboard is a DeepSpeed key zinf does not implement"),
-          "tensorboard: %s", warnbuf);
+    CHECK(strstr(warnbuf, "wandb is a DeepSpeed key zinf does not implement; it has no effect (zinf sends nothing "
+                          "off the machine: use the tensorboard block, or metrics.jsonl)"),
+          "wandb: %s", warnbuf);
+    /* monitor/config.py: TensorBoardConfig output_path "", job_name "DeepSpeedJobName" */
+    CHECK(c.tensorboard_enabled && !strcmp(c.tensorboard_output_path, "") &&
+              !strcmp(c.tensorboard_job_name, "DeepSpeedJobName") && !c.csv_monitor_enabled &&
+              !strcmp(c.csv_monitor_job_name, "DeepSpeedJobName"),
+          "tensorboard and csv_monitor defaults");
     CHECK(strstr(warnbuf, "zero_optimization.cpu_offload") && strstr(warnbuf, "deprecated"),
           "cpu_offload: %s", warnbuf);
     CHECK(c.n_warnings == 2, "two warnings, got %d", c.n_warnings);
@@ -976,6 +990,36 @@ static void test_bom(void)
           "BOM at the end: %s", zinf_errmsg());
 }
 
+/* --torch_dtype as ms-swift applies it: it sets --bf16/--fp16 where they are not given, which then
+ * fill "auto" and must agree with written values */
+static void test_torch_dtype(void)
+{
+    static const struct { const char *dt; bool bf, fp; } T[] = {
+        {"bfloat16", true, false}, {"float16", false, true}, {"float32", false, false}};
+    const char *js = "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": \"auto\"}, "
+                     "\"fp16\": {\"enabled\": \"auto\"}}";
+    zinf_config c;
+    for (size_t i = 0; i < 3; i++) {
+        zinf_flags f;
+        zinf_flags_defaults(&f);
+        f.torch_dtype = T[i].dt, f.torch_dtype_set = true;
+        int rc = parse_w(&c, js, &f, 1);
+        CHECK(rc == 0 && c.bf16 == T[i].bf && c.fp16 == T[i].fp, "--torch_dtype %s: bf16 %d fp16 %d", T[i].dt,
+              c.bf16, c.fp16);
+    }
+    zinf_flags f;
+    zinf_flags_defaults(&f);
+    f.torch_dtype = "float16", f.torch_dtype_set = true;
+    int rc = parse_w(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}}", &f, 1);
+    CHECK_ERR(rc, "bf16.enabled is true in the config but --torch_dtype float16 needs it false");
+    f.bf16 = true, f.bf16_set = true;
+    rc = parse_w(&c, js, &f, 1);
+    CHECK_ERR(rc, "--torch_dtype float16 and --bf16 true disagree");
+    f.bf16_set = false, f.torch_dtype = "int8";
+    rc = parse_w(&c, js, &f, 1);
+    CHECK_ERR(rc, "--torch_dtype int8: expected bfloat16, float16 or float32");
+}
+
 int main(void)
 {
     test_flag_rules();
@@ -990,5 +1034,6 @@ int main(void)
     test_auto();
     test_default_and_print();
     test_deepspeed_rules();
+    test_torch_dtype();
     return check_done("test_config");
 }

@@ -299,7 +299,7 @@ static void test_errors(void)
 
     p = pth("nothing_*.bin");
     CHECK(zinf_data_open(&d, p, 8, 50304, 0, 0) < 0, "empty glob accepted");
-    snprintf(want, sizeof want, "no files match '%s'", p);
+    snprintf(want, sizeof want, "no files match '%s' (zinf data makes token shards from text: zinf data --help)", p);
     CHECK(strcmp(zinf_errmsg(), want) == 0, "msg: %s", zinf_errmsg());
 
     /* Too short: 8 tokens, T = 8 needs 9. One short file among good ones is fine. */
@@ -354,7 +354,7 @@ static void test_make_bytes(void)
     char *log = NULL;
     size_t loglen = 0;
     FILE *out = open_memstream(&log, &loglen);
-    CHECK(zinf_data_make_bytes(tp, prefix, 0.1, 400, out) == 0, "make_bytes: %s", zinf_errmsg());
+    CHECK(zinf_data_make_bytes(tp, prefix, 0.1, 400, out, NULL) == 0, "make_bytes: %s", zinf_errmsg());
     fclose(out);
     /* 900 train bytes in shards of 400, 400, 100; 100 validation bytes. */
     int nl = 0;
@@ -392,18 +392,62 @@ static void test_make_bytes(void)
 
     /* No validation split, one shard. */
     snprintf(prefix, sizeof prefix, "%s/one", dir);
-    CHECK(zinf_data_make_bytes(tp, prefix, 0, 0, NULL) == 0, "make_bytes: %s", zinf_errmsg());
+    CHECK(zinf_data_make_bytes(tp, prefix, 0, 0, NULL, NULL) == 0, "make_bytes: %s", zinf_errmsg());
     CHECK(file_exists(pth("one_train_000000.bin")) && !file_exists(pth("one_train_000001.bin")) &&
               !file_exists(pth("one_val_000000.bin")),
           "one shard, no val");
 
+    /* UTF-8 text splits between characters: "a" and 333 three-byte characters (U+20AC, E2 82 AC),
+     * 1000 bytes; 10% nominally splits at byte 900, the third byte of the character that starts
+     * at 898 (1 + 3 x 299), so validation starts there: 102 bytes, the first a lead byte */
+    {
+        unsigned char u[1000];
+        u[0] = 'a';
+        for (int i = 0; i < 333; i++) u[1 + 3 * i] = 0xE2, u[2 + 3 * i] = 0x82, u[3 + 3 * i] = 0xAC;
+        const char *up = pth("utf8.txt");
+        FILE *uf = fopen(up, "wb");
+        fwrite(u, 1, sizeof u, uf);
+        fclose(uf);
+        snprintf(prefix, sizeof prefix, "%s/u8", dir);
+        CHECK(zinf_data_make_bytes(up, prefix, 0.1, 0, NULL, NULL) == 0, "make_bytes utf8: %s", zinf_errmsg());
+        zinf_data *dv;
+        CHECK(zinf_data_open(&dv, pth("u8_val_000000.bin"), 1, 256, 0, 0) == 0, "open: %s", zinf_errmsg());
+        int32_t vi[2], vt[2];
+        zinf_data_read(dv, 0, 1, vi, vt);
+        CHECK(zinf_data_num_tokens(dv) == 102 && vi[0] == 0xE2, "utf8 split: %lld validation tokens, first %d",
+              (long long)zinf_data_num_tokens(dv), vi[0]);
+        zinf_data_close(dv);
+    }
+
+    /* A JSON Lines input (ms-swift's dataset format) is tokenised as text, with one warning line;
+     * plain text that merely contains braces draws none */
+    {
+        const char *texts[2] = {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\r\n{\"messages\": []}\n",
+                                "{braces} are text here\nand more text\n"};
+        for (int k = 0; k < 2; k++) {
+            const char *jp = pth(k ? "braces.txt" : "chat.jsonl");
+            FILE *jf = fopen(jp, "wb");
+            fputs(texts[k], jf);
+            fclose(jf);
+            char *wb = NULL;
+            size_t wl = 0;
+            FILE *w = open_memstream(&wb, &wl);
+            snprintf(prefix, sizeof prefix, "%s/js%d", dir, k);
+            CHECK(zinf_data_make_bytes(jp, prefix, 0, 0, NULL, w) == 0, "make_bytes %s: %s", jp, zinf_errmsg());
+            fclose(w);
+            int warned = wb && strstr(wb, "looks like JSON Lines") && strstr(wb, jp) != NULL;
+            CHECK(warned == (k == 0), "%s: warning '%s'", jp, wb ? wb : "");
+            free(wb);
+        }
+    }
+
     /* Errors: missing input, empty input, bad fraction. */
-    CHECK(zinf_data_make_bytes(pth("missing.txt"), prefix, 0, 0, NULL) < 0, "missing input");
+    CHECK(zinf_data_make_bytes(pth("missing.txt"), prefix, 0, 0, NULL, NULL) < 0, "missing input");
     CHECK(errmsg_has("missing.txt") && errmsg_has("No such file"), "msg: %s", zinf_errmsg());
     fclose(fopen(pth("empty.txt"), "wb"));
-    CHECK(zinf_data_make_bytes(pth("empty.txt"), prefix, 0, 0, NULL) < 0, "empty input");
+    CHECK(zinf_data_make_bytes(pth("empty.txt"), prefix, 0, 0, NULL, NULL) < 0, "empty input");
     CHECK(errmsg_has("empty.txt") && errmsg_has("empty"), "msg: %s", zinf_errmsg());
-    CHECK(zinf_data_make_bytes(tp, prefix, 1.0, 0, NULL) < 0, "val_fraction 1 accepted");
+    CHECK(zinf_data_make_bytes(tp, prefix, 1.0, 0, NULL, NULL) < 0, "val_fraction 1 accepted");
     CHECK(errmsg_has("val_fraction"), "msg: %s", zinf_errmsg());
 }
 

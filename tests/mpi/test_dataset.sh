@@ -1,0 +1,74 @@
+#!/bin/sh
+# `zinf train --dataset`, the one-command SFT path: a JSONL chat dataset rendered with a template
+# and tokenized with the model directory's tokenizer into SFT shards, once, into a cache keyed by
+# every input. Checked here: the cached shards are byte for byte those of the two-step path
+# (`zinf data --sft`, whose ids and loss flags test_chat.sh holds to a Python reference); a second
+# run with the same inputs finds them (and trains on the same data: the same first loss); a changed
+# input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
+# leaves nothing in the cache; the flags that belong to --dataset are refused without it.
+. "${top_srcdir:-.}/tests/mpi/lib.sh"
+TOK="${top_srcdir:-.}/tests/tok/tiny.json"
+CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
+
+M=$TMP/model
+mkdir -p "$M"
+cp "$TOK" "$M/tokenizer.json"
+cat > "$M/config.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 640, "max_position_embeddings": 256,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true}
+JSON
+for i in 1 2 3 4 5 6; do cat "$CHAT"; done > "$TMP/data.jsonl"
+C=$TMP/cache
+TR="--model $M --template chatml --max_length 128 --max_steps 2 --logging_steps 1 --per_device_train_batch_size 2 --seed 5"
+
+# shellcheck disable=SC2086 # $TR is words
+mpi 2 train $TR --dataset "$TMP/data.jsonl" --dataset_cache "$C" --out "$TMP/o1"
+expect_ok "train --dataset"
+expect_has "made" "--dataset $TMP/data.jsonl: SFT shards made in $C/"
+KEYS=$(ls "$C")
+[ "$(echo "$KEYS" | wc -l)" = 1 ] && pass || fail "one set of shards expected in the cache, found: $KEYS"
+case "$KEYS" in [0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]) pass ;;
+*) fail "the cache directory is not named by a 16-digit key: $KEYS" ;; esac
+L1=$(metric "$TMP/o1/metrics.jsonl" loss | head -1)
+
+# the two-step path makes the same bytes
+mkdir -p "$TMP/two"
+run data --sft --input "$TMP/data.jsonl" --tokenizer "$M" --template chatml --max_length 128 --out "$TMP/two/sft"
+expect_ok "data --sft"
+for f in "$C/$KEYS"/sft_*.bin; do
+    cmp -s "$f" "$TMP/two/$(basename "$f")" && pass || fail "$(basename "$f") differs from zinf data --sft's"
+done
+
+# the same inputs again: found, and the same data (the same first loss, bit for bit)
+# shellcheck disable=SC2086
+mpi 2 train $TR --dataset "$TMP/data.jsonl" --dataset_cache "$C" --out "$TMP/o2"
+expect_ok "train --dataset again"
+expect_has "found" "SFT shards found in $C/$KEYS/sft_train_*.bin"
+[ "$(metric "$TMP/o2/metrics.jsonl" loss | head -1)" = "$L1" ] && pass || fail "the cached shards gave another first loss"
+
+# another system message, then other bytes in the file: new sets
+# shellcheck disable=SC2086
+mpi 2 train $TR --dataset "$TMP/data.jsonl" --dataset_cache "$C" --system "Be brief." --out "$TMP/o3"
+expect_ok "train --dataset --system"
+expect_has "made again" "SFT shards made in"
+echo '{"messages": [{"role": "user", "content": "one more"}, {"role": "assistant", "content": "ok"}]}' >> "$TMP/data.jsonl"
+# shellcheck disable=SC2086
+mpi 2 train $TR --dataset "$TMP/data.jsonl" --dataset_cache "$C" --out "$TMP/o4"
+expect_has "made for new bytes" "SFT shards made in"
+[ "$(ls "$C" | wc -l)" = 3 ] && pass || fail "three sets expected in the cache: $(ls -a "$C")"
+
+# a malformed line: one line naming file and line; nothing new in the cache, no temporary left
+printf '%s\n' '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}' '{"messages": [' > "$TMP/bad.jsonl"
+# shellcheck disable=SC2086
+mpi 2 train $TR --dataset "$TMP/bad.jsonl" --dataset_cache "$C" --out "$TMP/o5"
+expect_err "a malformed dataset" "$TMP/bad.jsonl:2"
+[ "$(ls -a "$C" | wc -l)" = 5 ] && pass || fail "the failed dataset left something in the cache: $(ls -a "$C")"
+[ "$(count_lines "bad.jsonl:2")" = 1 ] && pass || fail "the error is said $(count_lines "bad.jsonl:2") times"
+
+# flags of --dataset without it; --data and --dataset together
+run train --model "$M" --data "$TMP/x_*.bin" --template chatml --out "$TMP/o6"
+expect_err "--template without --dataset" "go with --dataset"
+run train --model "$M" --data "$TMP/x_*.bin" --dataset "$TMP/data.jsonl" --out "$TMP/o7"
+expect_err "--data and --dataset" "--data and --dataset exclude each other"
+finish
