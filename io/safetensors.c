@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "swap.h"
 
 #define MAX_HEADER 100000000ull /* the format's limit (safetensors' MAX_HEADER_SIZE) */
 #define INDEX_NAME "model.safetensors.index.json"
@@ -229,12 +231,43 @@ const char *zinf_st_meta(const zinf_st_file *f, const char *key)
     return json_string_value(json_object_get(json_object_get(f->hdr, "__metadata__"), key));
 }
 
-int zinf_st_read(const zinf_st_file *f, const zinf_st_tensor *t, int64_t first, int64_t n, float *dst)
+/* n little-endian values of dt at q into dst[0], dst[stride], ... as fp32. BF16 is the top half
+ * of an fp32 (zinf_bf16_to_f32, written out here so that the loop vectorises); a reader's chunk (a
+ * million values) is spread over the host's cores, zinf_st_read's 64 KiB stays on one. */
+static void to_f32(const unsigned char *q, zinf_dtype dt, int64_t n, float *dst, int64_t stride)
+{
+    if (dt == ZINF_F32) {
+#pragma omp parallel for schedule(static) if (n >= (1 << 18))
+        for (int64_t i = 0; i < n; i++) {
+            const unsigned char *p = q + 4 * i;
+            uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            memcpy(&dst[i * stride], &u, 4);
+        }
+    } else if (dt == ZINF_BF16) {
+#pragma omp parallel for schedule(static) if (n >= (1 << 18))
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = ((uint32_t)q[2 * i] | (uint32_t)q[2 * i + 1] << 8) << 16;
+            memcpy(&dst[i * stride], &u, 4);
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (n >= (1 << 18))
+        for (int64_t i = 0; i < n; i++) dst[i * stride] = zinf_f16_to_f32((uint16_t)(q[2 * i] | q[2 * i + 1] << 8));
+    }
+}
+
+/* a range zinf_st_read (or a reader) can read, or the message that refuses it */
+static int check_range(const zinf_st_file *f, const zinf_st_tensor *t, int64_t first, int64_t n)
 {
     if (!t->readable) return zinf_err("%s: tensor %s has dtype %s; zinf reads F32, BF16 and F16", f->path, t->name, t->dtype);
     if (first < 0 || n < 0 || first > t->numel - n)
         return zinf_err("%s: tensor %s: elements [%lld, %lld) asked for, it has %lld", f->path, t->name, (long long)first,
                         (long long)(first + n), (long long)t->numel);
+    return 0;
+}
+
+int zinf_st_read(const zinf_st_file *f, const zinf_st_tensor *t, int64_t first, int64_t n, float *dst)
+{
+    ZINF_TRY(check_range(f, t, first, n));
     int es = t->dt == ZINF_F32 ? 4 : 2;
     unsigned char b[1 << 16];
     char what[200];
@@ -242,16 +275,7 @@ int zinf_st_read(const zinf_st_file *f, const zinf_st_tensor *t, int64_t first, 
     while (n > 0) {
         int64_t k = n < (int64_t)sizeof b / es ? n : (int64_t)sizeof b / es;
         ZINF_TRY(pread_full(f, b, (size_t)(k * es), f->data_start + t->begin + (uint64_t)(first * es), what));
-        for (int64_t i = 0; i < k; i++) {
-            const unsigned char *q = b + i * es;
-            if (es == 4) {
-                uint32_t u = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-                memcpy(&dst[i], &u, 4);
-            } else {
-                uint16_t h = (uint16_t)(q[0] | q[1] << 8);
-                dst[i] = t->dt == ZINF_BF16 ? zinf_bf16_to_f32(h) : zinf_f16_to_f32(h);
-            }
-        }
+        to_f32(b, t->dt, k, dst, 1);
         first += k, n -= k, dst += k;
     }
     return 0;
@@ -377,6 +401,204 @@ int zinf_st_dir_missing(const zinf_st_dir *d, const char *name)
     if (i < 0) return zinf_err("%s: tensor %s is missing (its weight_map does not name it)", d->index, name);
     if (d->weight_map) return zinf_err("%s: tensor %s is missing (the index puts it there)", d->f[i]->path, name);
     return zinf_err("%s: tensor %s is missing", d->f[i]->path, name);
+}
+
+/* ---------------------------------------------------------------- reading in bulk ---------- */
+typedef struct st_job {
+    int file;
+    zinf_dtype dt;
+    int es;
+    uint64_t off; /* the range's first byte in the file */
+    int64_t n, stride;
+    float *dst;
+} st_job;
+
+typedef struct st_slot {
+    zinf_swap_req *req;
+    char *buf;
+    const st_job *j;
+    int64_t e0, e1; /* the job's elements this chunk holds */
+    size_t skip;    /* element e0's byte in buf */
+} st_slot;
+
+struct zinf_st_reader {
+    const zinf_st_dir *d;
+    zinf_swap *sw;
+    bool direct;
+    char why[512];
+    char *buf; /* slots x slot bytes, aligned */
+    size_t slot;
+    int nslots;
+    st_slot *s;
+    st_job *jobs;
+    int njobs, capjobs;
+    uint64_t read, wanted;
+    pthread_t th; /* zinf_st_reader_start's */
+    bool running;
+    int th_rc;
+    char th_msg[1024];
+};
+
+#define ST_ALIGN ZINF_SWAP_ALIGN
+
+void zinf_st_reader_close(zinf_st_reader *r)
+{
+    if (!r) return;
+    if (r->running) zinf_st_reader_wait(r);
+    zinf_swap_close(r->sw);
+    free(r->buf);
+    free(r->s);
+    free(r->jobs);
+    free(r);
+}
+
+int zinf_st_reader_open(zinf_st_reader **out, const zinf_st_dir *d, size_t buffer_bytes, int slots)
+{
+    *out = NULL;
+    if (!buffer_bytes) buffer_bytes = 64u << 20;
+    if (slots <= 0) slots = 16;
+    size_t slot = buffer_bytes / (size_t)slots / ST_ALIGN * ST_ALIGN;
+    if (slot < 3 * ST_ALIGN) return zinf_err("safetensors reader: %zu bytes in %d slots: a slot needs %d bytes at least",
+                                              buffer_bytes, slots, 3 * ST_ALIGN);
+    zinf_st_reader *r = calloc(1, sizeof *r);
+    const char **paths = calloc((size_t)d->nf + 1, sizeof *paths);
+    if (r) {
+        r->d = d, r->slot = slot, r->nslots = slots;
+        r->buf = aligned_alloc(ST_ALIGN, slot * (size_t)slots);
+        r->s = calloc((size_t)slots, sizeof *r->s);
+    }
+    if (!r || !paths || !r->buf || !r->s) {
+        free(paths);
+        zinf_st_reader_close(r);
+        return zinf_errc(ZINF_ENOMEM, "out of host memory for a %zu-byte read buffer", buffer_bytes);
+    }
+    for (int i = 0; i < d->nf; i++) paths[i] = d->f[i]->path;
+    /* io_uring with O_DIRECT; without io_uring, psync with O_DIRECT; a file system without
+     * O_DIRECT, psync through the page cache (threads in place of a ring's depth) */
+    static const struct { const char *engine; int buffered, threads; } ways[] = {
+        {"io_uring", 0, 1}, {"psync", 0, 4}, {"psync", 1, 4}};
+    int rc = 0;
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+        zinf_swap_opts o;
+        zinf_swap_opts_defaults(&o);
+        o.engine = ways[w].engine;
+        o.buffered = ways[w].buffered;
+        o.intra_op_parallelism = ways[w].threads;
+        o.block_size = slot < (1u << 20) ? slot : 1u << 20;
+        o.queue_depth = 32;
+        rc = zinf_swap_open_files(&r->sw, &o, paths, d->nf);
+        if (!rc) break;
+        if (!ways[w].buffered) snprintf(r->why, sizeof r->why, "%s", zinf_errmsg());
+        if (rc == -EINVAL && !ways[w].buffered) w = sizeof ways / sizeof ways[0] - 2; /* to the buffered way */
+    }
+    free(paths);
+    if (rc) {
+        zinf_st_reader_close(r);
+        return rc;
+    }
+    r->direct = zinf_swap_direct(r->sw);
+    *out = r;
+    return 0;
+}
+
+bool zinf_st_reader_direct(const zinf_st_reader *r, const char **why)
+{
+    if (why) *why = r->direct ? "" : r->why;
+    return r->direct;
+}
+
+void zinf_st_reader_bytes(const zinf_st_reader *r, uint64_t *read, uint64_t *wanted)
+{
+    *read = r->read;
+    *wanted = r->wanted;
+}
+
+int zinf_st_reader_add(zinf_st_reader *r, const zinf_st_file *f, const zinf_st_tensor *t, int64_t first, int64_t n,
+                       float *dst, int64_t stride)
+{
+    ZINF_TRY(check_range(f, t, first, n));
+    int file = -1;
+    for (int i = 0; i < r->d->nf && file < 0; i++)
+        if (r->d->f[i] == f) file = i;
+    if (file < 0) return zinf_err("%s: not a file of the reader's directory %s", f->path, r->d->dir);
+    if (!n) return 0;
+    if (r->njobs == r->capjobs) {
+        int cap = r->capjobs ? 2 * r->capjobs : 64;
+        st_job *j = realloc(r->jobs, (size_t)cap * sizeof *j);
+        if (!j) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+        r->jobs = j, r->capjobs = cap;
+    }
+    int es = t->dt == ZINF_F32 ? 4 : 2;
+    r->jobs[r->njobs++] = (st_job){.file = file, .dt = t->dt, .es = es, .n = n, .stride = stride, .dst = dst,
+                                   .off = f->data_start + t->begin + (uint64_t)first * (uint64_t)es};
+    return 0;
+}
+
+/* the oldest chunk in flight: waited for, converted (when all went well so far), its slot free */
+static int st_finish(zinf_st_reader *r, st_slot *s, int rc)
+{
+    int w = zinf_swap_wait(r->sw, s->req);
+    s->req = NULL;
+    if (!rc && w) rc = zinf_err_prefix(w, "%s", r->d->f[s->j->file]->path);
+    if (!rc) to_f32((const unsigned char *)s->buf + s->skip, s->j->dt, s->e1 - s->e0, s->j->dst + s->e0 * s->j->stride,
+                    s->j->stride);
+    return rc;
+}
+
+int zinf_st_reader_run(zinf_st_reader *r)
+{
+    int rc = 0, head = 0, busy = 0;
+    for (int k = 0; k < r->njobs && !rc; k++) {
+        const st_job *j = &r->jobs[k];
+        /* a chunk's aligned superset is at most its bytes plus one block on each side */
+        int64_t per = (int64_t)(r->slot - 2 * ST_ALIGN) / j->es;
+        for (int64_t e0 = 0; e0 < j->n && !rc; e0 += per) {
+            if (busy == r->nslots) {
+                rc = st_finish(r, &r->s[head], rc);
+                head = (head + 1) % r->nslots, busy--;
+                if (rc) break;
+            }
+            st_slot *s = &r->s[(head + busy) % r->nslots];
+            int64_t e1 = j->n - e0 < per ? j->n : e0 + per;
+            uint64_t b = j->off + (uint64_t)e0 * (uint64_t)j->es, e = j->off + (uint64_t)e1 * (uint64_t)j->es;
+            uint64_t a0 = b / ST_ALIGN * ST_ALIGN, a1 = (e + ST_ALIGN - 1) / ST_ALIGN * ST_ALIGN;
+            *s = (st_slot){.buf = r->buf + (size_t)((s - r->s)) * r->slot, .j = j, .e0 = e0, .e1 = e1,
+                           .skip = (size_t)(b - a0)};
+            rc = zinf_swap_submit_file(r->sw, j->file, (int64_t)a0, s->buf, (size_t)(a1 - a0), &s->req);
+            if (rc) break;
+            busy++;
+            r->read += a1 - a0;
+            r->wanted += e - b;
+        }
+    }
+    for (; busy; busy--, head = (head + 1) % r->nslots) rc = st_finish(r, &r->s[head], rc);
+    r->njobs = 0;
+    return rc;
+}
+
+static void *st_thread(void *arg)
+{
+    zinf_st_reader *r = arg;
+    r->th_rc = zinf_st_reader_run(r);
+    if (r->th_rc) snprintf(r->th_msg, sizeof r->th_msg, "%s", zinf_errmsg()); /* the message is per thread */
+    return NULL;
+}
+
+int zinf_st_reader_start(zinf_st_reader *r)
+{
+    if (r->running) return zinf_err("safetensors reader: started twice without a wait");
+    int e = pthread_create(&r->th, NULL, st_thread, r);
+    if (e) return zinf_errc(-e, "safetensors reader: cannot start its thread: %s", strerror(e));
+    r->running = true;
+    return 0;
+}
+
+int zinf_st_reader_wait(zinf_st_reader *r)
+{
+    if (!r->running) return 0;
+    pthread_join(r->th, NULL);
+    r->running = false;
+    return r->th_rc ? zinf_errc(r->th_rc, "%s", r->th_msg) : 0;
 }
 
 /* ---------------------------------------------------------------- writing ------------------ */

@@ -11,7 +11,8 @@
  * data_offsets that hold the shape's bytes, inside the file, no two overlapping) and keeps the
  * file open; zinf_st_read reads one element range of one tensor with pread, converted to fp32
  * through a small fixed buffer, so a caller reads only the bytes it needs and never a whole
- * file. Only F32, BF16 and F16 tensors can be read; the others are named and refused there.
+ * file; a zinf_st_reader reads many ranges at once with O_DIRECT (below). Only F32, BF16 and F16
+ * tensors can be read; the others are named and refused there.
  *
  * Writing: zinf_st_write_dir lays a list of tensors out into shards of at most max_shard bytes
  * (one larger tensor takes a shard of its own), asks a callback for each tensor's bytes in order
@@ -72,6 +73,37 @@ const zinf_st_tensor *zinf_st_dir_find(const zinf_st_dir *d, const char *name, c
 /* Record the message for a tensor zinf_st_dir_find did not find, naming it and the file it should
  * be in (the index's shard, or model.safetensors), and return ZINF_EINVAL. */
 int zinf_st_dir_missing(const zinf_st_dir *d, const char *name);
+
+/* ---------------------------------------------------------------- reading in bulk ---------- */
+/* A reader reads many element ranges of a directory's tensors, converted to fp32, through
+ * io/swap's engine on the directory's files (zinf_swap_open_files): io_uring with O_DIRECT, each
+ * range cut into chunks that fit one slot of an aligned buffer (buffer_bytes in `slots` slots),
+ * each chunk read as its 4096-aligned superset (the data of a safetensors file starts anywhere)
+ * and converted from its offset in the slot; up to `slots` chunks are in flight while the oldest
+ * is converted. A file system that refuses O_DIRECT (tmpfs) is read with buffered pread (the psync
+ * engine) instead, with the same values; so is a machine without io_uring. Host memory: the
+ * buffer, whatever the ranges add up to. One caller at a time (start/wait below hand it to a
+ * thread and back). */
+typedef struct zinf_st_reader zinf_st_reader;
+/* buffer_bytes 0: 64 MiB; slots 0: 16; a slot holds at least 3 x 4096 bytes */
+int zinf_st_reader_open(zinf_st_reader **out, const zinf_st_dir *d, size_t buffer_bytes, int slots);
+void zinf_st_reader_close(zinf_st_reader *r);
+/* Queue elements [first, first + n) of tensor t of file f (one of the directory's) for the next
+ * run: element first + j goes to dst[j * stride]. Refused as zinf_st_read refuses. */
+int zinf_st_reader_add(zinf_st_reader *r, const zinf_st_file *f, const zinf_st_tensor *t, int64_t first, int64_t n,
+                       float *dst, int64_t stride);
+/* Read and convert everything queued, then forget it; 0, or the first failure's status and
+ * message (every read in flight is waited for first). */
+int zinf_st_reader_run(zinf_st_reader *r);
+/* The same in a thread of its own: start returns at once (0, or why no thread started); wait
+ * joins it and returns what run would have, the message on the caller's thread. Between them the
+ * reader and the destinations queued are the thread's: queue nothing, touch no destination. */
+int zinf_st_reader_start(zinf_st_reader *r);
+int zinf_st_reader_wait(zinf_st_reader *r);
+/* true: O_DIRECT; false: buffered, and why (the open's refusal) in *why when why is not NULL */
+bool zinf_st_reader_direct(const zinf_st_reader *r, const char **why);
+/* bytes read from the files (the aligned supersets) and bytes of the ranges asked for, so far */
+void zinf_st_reader_bytes(const zinf_st_reader *r, uint64_t *read, uint64_t *wanted);
 
 /* ---------------------------------------------------------------- writing ------------------ */
 typedef struct zinf_st_spec {

@@ -98,6 +98,7 @@ typedef struct {
     char *dir;
     int fd;
     int linked;   /* the file has a name: made and not unlinked yet */
+    int64_t eof;  /* a file that exists: its size (a read may pass it); a swap file: -1 */
 } swapfile;
 
 struct zinf_swap {
@@ -185,8 +186,12 @@ static void piece_result(worker *w, fifo *pend, piece *p, long res)
     }
     const char *path = sw->files[p->file].path;
     long long off = (long long)(p->foff + (int64_t)p->done);
+    int64_t eof = sw->files[p->file].eof;
     char msg[512];
-    if (res < 0) {
+    if (res >= 0 && !p->write && eof >= 0 && off + res >= eof) {
+        p->done = p->len; /* an aligned superset of a file's last bytes: the file's end is the end */
+        piece_finish(sw, p, 0, NULL);
+    } else if (res < 0) {
         snprintf(msg, sizeof msg, "swap %s of %s at offset %lld (%zu bytes) failed: %s", opname(p),
                  path, off, rest, strerror((int)-res));
         piece_finish(sw, p, (int)res, msg);
@@ -679,12 +684,13 @@ void zinf_swap_close(zinf_swap *sw)
     free(sw);
 }
 
-static int check_opts(const zinf_swap_opts *o)
+/* files: the files exist (zinf_swap_open_files), no paths or capacity to check */
+static int check_opts(const zinf_swap_opts *o, int files)
 {
-    if (!o->paths || o->npaths < 1) return zinf_err("swap: no swap path given");
-    for (int i = 0; i < o->npaths; i++)
+    if (!files && (!o->paths || o->npaths < 1)) return zinf_err("swap: no swap path given");
+    for (int i = 0; !files && i < o->npaths; i++)
         if (!o->paths[i] || !*o->paths[i]) return zinf_err("swap: swap path %d is empty", i);
-    if (o->capacity <= 0) return zinf_err("swap: capacity %lld must be > 0", (long long)o->capacity);
+    if (!files && o->capacity <= 0) return zinf_err("swap: capacity %lld must be > 0", (long long)o->capacity);
     if (o->block_size % A != 0 || o->block_size > (1u << 30))
         return zinf_err("swap: block_size %zu must be a multiple of %d, at most 1 GiB", o->block_size,
                         A);
@@ -709,7 +715,8 @@ static int check_opts(const zinf_swap_opts *o)
     return 0;
 }
 
-int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts)
+/* The handle both opens share: options with their defaults, checked; the engine; the fault. */
+static int swap_new(zinf_swap **out, const zinf_swap_opts *opts, int files)
 {
     *out = NULL;
     zinf_swap_opts o = *opts;
@@ -720,7 +727,7 @@ int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts)
     if (!o.intra_op_parallelism) o.intra_op_parallelism = 1;
     o.single_submit = !!o.single_submit;
     o.overlap_events = !!o.overlap_events;
-    ZINF_TRY(check_opts(&o));
+    ZINF_TRY(check_opts(&o, files));
     const engine *eng = NULL;
     for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++)
         if (strcmp(o.engine, engines[i].name) == 0) eng = &engines[i];
@@ -734,8 +741,47 @@ int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts)
     pthread_cond_init(&sw->cv, NULL);
     pthread_mutex_init(&sw->amu, NULL);
     sw->mu_ok = 1;
+    *out = sw;
     int rc = parse_fault(&sw->fault, &sw->fault_n);
+    if (rc < 0) return rc;
+    sw->eng = eng;
+    return 0;
+}
+
+/* The pool, the I/O threads and their engines, once the files are open. */
+static int swap_start(zinf_swap *sw)
+{
+    const engine *eng = sw->eng;
+    const zinf_swap_opts o = sw->o;
+    int rc = setup_pool(sw);
+    if (rc < 0) return rc;
+    sw->workers = calloc((size_t)o.intra_op_parallelism, sizeof *sw->workers);
+    if (!sw->workers) return zinf_errc(ZINF_ENOMEM, "swap: out of memory");
+    for (int i = 0; i < o.intra_op_parallelism; i++) {
+        worker *w = &sw->workers[i];
+        w->sw = sw;
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        sw->nworkers = i + 1;
+        w->bounce = aligned_alloc(A, o.block_size + 2 * A);
+        if (!w->bounce) return zinf_errc(ZINF_ENOMEM, "swap: out of memory");
+        if ((rc = eng->setup(w)) < 0) return rc;
+    }
+    for (int i = 0; i < sw->nworkers; i++) {
+        worker *w = &sw->workers[i];
+        int e = pthread_create(&w->th, NULL, worker_main, w);
+        if (e != 0) return zinf_errc(-e, "swap: cannot start I/O thread %d: %s", i, strerror(e));
+        w->started = 1;
+    }
+    return 0;
+}
+
+int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts)
+{
+    zinf_swap *sw;
+    int rc = swap_new(&sw, opts, 0);
     if (rc < 0) goto fail;
+    zinf_swap_opts o = sw->o;
 
     int64_t unit = (int64_t)o.block_size * o.npaths;
     sw->capacity = round_up(o.capacity, unit);
@@ -753,45 +799,53 @@ int zinf_swap_open(zinf_swap **out, const zinf_swap_opts *opts)
     sw->nfree = 1;
     for (int i = 0; i < o.npaths; i++) {
         sw->files[i].fd = -1;
+        sw->files[i].eof = -1;
         sw->nfiles = i + 1;
         if ((rc = create_file(sw, i)) < 0) goto fail;
     }
-    if ((rc = setup_pool(sw)) < 0) goto fail;
-
-    sw->eng = eng;
-    sw->workers = calloc((size_t)o.intra_op_parallelism, sizeof *sw->workers);
-    if (!sw->workers) {
-        rc = zinf_errc(ZINF_ENOMEM, "swap: out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < o.intra_op_parallelism; i++) {
-        worker *w = &sw->workers[i];
-        w->sw = sw;
-        pthread_mutex_init(&w->mu, NULL);
-        pthread_cond_init(&w->cv, NULL);
-        sw->nworkers = i + 1;
-        w->bounce = aligned_alloc(A, o.block_size + 2 * A);
-        if (!w->bounce) {
-            rc = zinf_errc(ZINF_ENOMEM, "swap: out of memory");
-            goto fail;
-        }
-        if ((rc = eng->setup(w)) < 0) goto fail;
-    }
-    for (int i = 0; i < sw->nworkers; i++) {
-        worker *w = &sw->workers[i];
-        int e = pthread_create(&w->th, NULL, worker_main, w);
-        if (e != 0) {
-            rc = zinf_errc(-e, "swap: cannot start I/O thread %d: %s", i, strerror(e));
-            goto fail;
-        }
-        w->started = 1;
-    }
+    if ((rc = swap_start(sw)) < 0) goto fail;
     *out = sw;
     return 0;
 fail:
     zinf_swap_close(sw);
     return rc;
 }
+
+int zinf_swap_open_files(zinf_swap **out, const zinf_swap_opts *opts, const char *const *files, int nfiles)
+{
+    *out = NULL;
+    zinf_swap *sw;
+    int rc = swap_new(&sw, opts, 1);
+    if (rc == 0 && nfiles < 1) rc = zinf_err("swap: no file to read");
+    if (rc == 0 && !(sw->files = calloc((size_t)nfiles, sizeof *sw->files)))
+        rc = zinf_errc(ZINF_ENOMEM, "swap: out of memory");
+    for (int i = 0; rc == 0 && i < nfiles; i++) {
+        swapfile *f = &sw->files[i];
+        f->fd = -1;
+        sw->nfiles = i + 1;
+        if (!(f->path = strdup(files[i]))) {
+            rc = zinf_errc(ZINF_ENOMEM, "swap: out of memory");
+            break;
+        }
+        if (sw->direct && sw->fault == FAULT_NODIRECT) errno = EINVAL;
+        else f->fd = open(f->path, O_RDONLY | O_CLOEXEC | (sw->direct ? O_DIRECT : 0));
+        struct stat st;
+        if (f->fd < 0 && sw->direct && errno == EINVAL)
+            rc = zinf_errc(-EINVAL, "%s: this file system does not support O_DIRECT (open: %s%s)", f->path,
+                           strerror(EINVAL), sw->fault == FAULT_NODIRECT ? ", ZINF_SWAP_FAULT=nodirect" : "");
+        else if (f->fd < 0 || fstat(f->fd, &st) != 0) rc = zinf_errc(-errno, "%s: %s", f->path, strerror(errno));
+        else f->eof = (int64_t)st.st_size;
+    }
+    if (rc == 0) rc = swap_start(sw);
+    if (rc < 0) {
+        zinf_swap_close(sw);
+        return rc;
+    }
+    *out = sw;
+    return 0;
+}
+
+int zinf_swap_direct(const zinf_swap *sw) { return sw->direct; }
 
 int64_t zinf_swap_capacity(const zinf_swap *sw) { return sw->capacity; }
 
@@ -886,6 +940,8 @@ static int fixed_index(const zinf_swap *sw, const char *m, size_t n)
     return rel + n <= (idx + 1) * bs ? (int)idx : -1;
 }
 
+static int submit_pieces(zinf_swap *sw, int op, int file, int64_t a, void *buf, size_t len, zinf_swap_req **out);
+
 int zinf_swap_submit(zinf_swap *sw, int op, const zinf_swap_region *r, int64_t offset, void *buf,
                      size_t len, zinf_swap_req **out)
 {
@@ -900,8 +956,24 @@ int zinf_swap_submit(zinf_swap *sw, int op, const zinf_swap_region *r, int64_t o
         return zinf_err("swap submit: %zu bytes at offset %lld exceed the region of %lld bytes",
                         len, (long long)offset, (long long)r->size);
     if (len && !buf) return zinf_err("swap submit: no buffer for %zu bytes", len);
+    return submit_pieces(sw, op, -1, r->off + offset, buf, len, out);
+}
+
+int zinf_swap_submit_file(zinf_swap *sw, int i, int64_t foff, void *buf, size_t len, zinf_swap_req **out)
+{
+    *out = NULL;
+    if (i < 0 || i >= sw->nfiles || sw->files[i].eof < 0)
+        return zinf_err("swap submit: %d is not a file of zinf_swap_open_files", i);
+    if (foff < 0 || (len && !buf)) return zinf_err("swap submit: offset %lld, %zu bytes", (long long)foff, len);
+    return submit_pieces(sw, ZINF_SWAP_READ, i, foff, buf, len, out);
+}
+
+/* [a, a + len) cut at block_size boundaries into pieces dealt to the I/O threads: of the striped
+ * swap space (file < 0: logical bytes) or of one file (its offsets) */
+static int submit_pieces(zinf_swap *sw, int op, int file, int64_t a, void *buf, size_t len, zinf_swap_req **out)
+{
     int64_t bs = (int64_t)sw->o.block_size, np = sw->o.npaths;
-    int64_t a = r->off + offset, end = a + (int64_t)len;
+    int64_t end = a + (int64_t)len;
     size_t npieces = len ? (size_t)((end - 1) / bs - a / bs + 1) : 0;
     zinf_swap_req *q = calloc(1, sizeof *q + npieces * sizeof(piece));
     if (!q) return zinf_errc(ZINF_ENOMEM, "swap submit: out of memory for %zu pieces", npieces);
@@ -918,8 +990,8 @@ int zinf_swap_submit(zinf_swap *sw, int op, const zinf_swap_region *r, int64_t o
         int64_t k = a / bs, within = a % bs, n = bs - within < end - a ? bs - within : end - a;
         p->req = q;
         p->write = op == ZINF_SWAP_WRITE;
-        p->file = (int)(k % np);
-        p->foff = (k / np) * bs + within;
+        p->file = file >= 0 ? file : (int)(k % np);
+        p->foff = file >= 0 ? a : (k / np) * bs + within;
         p->buf = m;
         p->len = (size_t)n;
         p->fixed = fixed_index(sw, m, (size_t)n);

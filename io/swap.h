@@ -83,6 +83,15 @@
  * pinned_bytes) may be called from any number of threads at once; a given request handle is
  * polled/waited by one thread. Concurrent requests must not write the same 4096-byte block of the
  * swap space (regions never share one, so only overlapping requests within a region can). */
+/* FILES THAT EXIST (a model's weights, read where they lie). zinf_swap_open_files opens the given
+ * files read-only (O_DIRECT unless opts.buffered; opts.paths, tag, rank and capacity are not
+ * used) with the same engines, I/O threads, pool and fixed buffers; it creates, preallocates and
+ * unlinks nothing. zinf_swap_submit_file reads bytes [foff, foff+len) of file i, cut into pieces
+ * of at most block_size bytes at block_size boundaries of the file. A read that passes the file's
+ * end (an aligned superset of its last bytes) completes with the bytes the file has; the rest of
+ * buf is left as it was. An O_DIRECT open refused with EINVAL (tmpfs) fails with -EINVAL and a
+ * message naming the file, so that the caller can open again with buffered = 1 and the psync
+ * engine; ZINF_SWAP_FAULT=nodirect makes it so on any file system. */
 #ifndef ZINF_SWAP_H
 #define ZINF_SWAP_H
 
@@ -140,7 +149,15 @@ typedef struct {
     int64_t avail, need;
 } zinf_swap_space;
 int zinf_swap_space_of(const zinf_swap_opts *opts, zinf_swap_space *out);
-/* Stops the threads, unpins and frees the pool, unlinks and closes the files. NULL is fine. */
+/* Open files[0..nfiles) for reading (FILES THAT EXIST above). */
+int zinf_swap_open_files(zinf_swap **out, const zinf_swap_opts *opts, const char *const *files, int nfiles);
+/* Whether the files are open with O_DIRECT. */
+int zinf_swap_direct(const zinf_swap *sw);
+/* Start reading len bytes at offset foff of file i (of zinf_swap_open_files) into buf; wait for it
+ * as for zinf_swap_submit's. */
+int zinf_swap_submit_file(zinf_swap *sw, int i, int64_t foff, void *buf, size_t len, zinf_swap_req **out);
+/* Stops the threads, unpins and frees the pool, unlinks and closes the files (files that exist
+ * are closed, never unlinked). NULL is fine. */
 void zinf_swap_close(zinf_swap *sw);
 
 int64_t zinf_swap_capacity(const zinf_swap *sw); /* after rounding */

@@ -11,6 +11,7 @@
 
 #include "err.h"
 #include "family.h"
+#include "log.h"
 #include "safetensors.h"
 
 /* ---------------------------------------------------------------- names -------------------- */
@@ -217,36 +218,49 @@ static int find_part(const zinf_st_dir *sd, const char *prefix, const zinf_hf_it
     return zinf_err("%s: tensor %s has shape %s, this model needs %s", path, name, got, want);
 }
 
-/* The elements of [a, b) of zinf tensor tv (counted from the tensor's start) that HF tensor t,
- * part p of it, holds, read into dst (dst[0] is element a); the others are left alone. Only the
- * bytes of those elements are read: one range, or for a transposed part (HF's row c is zinf's
- * column c) one range of each HF row, through tmp (*tcap floats, grown as needed). */
-static int fill(const zinf_tensor_view *tv, const zinf_hf_part *p, const zinf_st_file *f, const zinf_st_tensor *t,
-                int64_t a, int64_t b, float *dst, float **tmp, int64_t *tcap)
+/* Queue on rd the elements of [a, b) of zinf tensor tv (counted from the tensor's start) that HF
+ * tensor t, part p of it, holds, to be read into dst (dst[0] is element a); the others are left
+ * alone. Only the bytes of those elements are read: one range, or for a transposed part (HF's row c
+ * is zinf's column c) one range of each HF row, landing a column of dst apart. */
+static int fill(zinf_st_reader *rd, const zinf_tensor_view *tv, const zinf_hf_part *p, const zinf_st_file *f,
+                const zinf_st_tensor *t, int64_t a, int64_t b, float *dst)
 {
     int64_t C = tv->shape[1] ? tv->shape[1] : 1;
     int64_t lo = p->row0 * C, s = a > lo ? a : lo, hi = (p->row0 + p->rows) * C, e = b < hi ? b : hi;
     if (s >= e) return 0;
-    if (!p->transposed) return zinf_st_read(f, t, s - lo, e - s, dst + (s - a));
-    int64_t r0 = s / C, r1 = (e - 1) / C + 1, nr = r1 - r0, R = p->rows;
-    if (nr > *tcap) {
-        float *q = realloc(*tmp, (size_t)nr * sizeof *q);
-        if (!q) return zinf_errc(ZINF_ENOMEM, "out of host memory for --init_from");
-        *tmp = q, *tcap = nr;
-    }
+    if (!p->transposed) return zinf_st_reader_add(rd, f, t, s - lo, e - s, dst + (s - a), 1);
     for (int64_t c = 0; c < C; c++) {
-        ZINF_TRY(zinf_st_read(f, t, c * R + (r0 - p->row0), nr, *tmp));
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t x = r * C + c;
-            if (x >= s && x < e) dst[x - a] = (*tmp)[r - r0];
-        }
+        /* zinf's rows r of column c with s <= r*C + c < e */
+        int64_t r0 = s - c <= 0 ? 0 : (s - c + C - 1) / C, r1 = e - 1 - c < 0 ? 0 : (e - 1 - c) / C + 1;
+        if (r1 > r0)
+            ZINF_TRY(zinf_st_reader_add(rd, f, t, c * p->rows + (r0 - p->row0), r1 - r0, dst + (r0 * C + c - a), C));
     }
     return 0;
 }
 
-int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z)
+/* Unit u's part on this rank queued on the reader into b, zeroed first (rows HF lacks stay zero);
+ * *i walks the items, which are in unit order. */
+static int queue_unit(zinf_st_reader *rd, const zinf_model *m, zinf_zero *z, const zinf_hf_item *it, int n, int *i,
+                      const zinf_st_file **sf, const zinf_st_tensor **st, int u, float *b)
 {
+    const zinf_unit *un = &m->units[u];
+    int64_t lo, len;
+    zinf_zero_ckpt_range(z, u, false, &lo, &len);
+    memset(b, 0, (size_t)len * 4);
+    for (; *i < n && it[*i].u == u; (*i)++) {
+        const zinf_tensor_view *tv = &un->t[it[*i].t];
+        int64_t a = lo > tv->offset ? lo : tv->offset;
+        int64_t e = lo + len < tv->offset + tv->numel ? lo + len : tv->offset + tv->numel;
+        if (e > a) ZINF_TRY(fill(rd, tv, &it[*i].part, sf[*i], st[*i], a - tv->offset, e - tv->offset, b + (a - lo)));
+    }
+    return 0;
+}
+
+int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_hf_load *load)
+{
+    double t0 = zinf_now();
     zinf_st_dir *sd = NULL;
+    zinf_st_reader *rd = NULL;
     zinf_hf_item *it = NULL;
     int n = 0;
     int rc = check_config(dir, &m->c);
@@ -263,37 +277,48 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
         maxp = len > maxp ? len : maxp;
     }
-    float *buf = rc ? NULL : malloc((size_t)maxp * 4), *tmp = NULL;
-    int64_t tcap = 0;
-    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for --init_from");
+    /* two units' parts: one being read while the other moves into the shards */
+    float *buf[2] = {rc ? NULL : malloc((size_t)maxp * 4), rc ? NULL : malloc((size_t)maxp * 4)};
+    if (!rc && (!buf[0] || !buf[1])) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for --init_from");
+    if (!rc) rc = zinf_st_reader_open(&rd, sd, 0, 0);
     rc = zinf_comm_agree(comm, rc);
+    double twait = 0;
+    int i = 0;
+    if (!rc && m->nunits) rc = queue_unit(rd, m, z, it, n, &i, sf, st, 0, buf[0]);
+    if (!rc && m->nunits) rc = zinf_st_reader_start(rd);
     /* each rank its part of each unit: the masters from the files, Adam's moments zero */
-    for (int u = 0, i = 0; u < m->nunits && !rc; u++) {
+    for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
         int64_t lo, len;
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
-        memset(buf, 0, (size_t)maxp * 4);
-        for (; i < n && it[i].u == u && !rc; i++) {
-            const zinf_tensor_view *tv = &un->t[it[i].t];
-            int64_t a = lo > tv->offset ? lo : tv->offset;
-            int64_t b = lo + len < tv->offset + tv->numel ? lo + len : tv->offset + tv->numel;
-            if (b > a)
-                rc = fill(tv, &it[i].part, sf[i], st[i], a - tv->offset, b - tv->offset, buf + (a - lo), &tmp, &tcap);
-        }
-        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, buf);
-        memset(buf, 0, (size_t)maxp * 4);
-        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, buf);
-        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_V, buf);
+        double w0 = zinf_now();
+        rc = zinf_st_reader_wait(rd);
+        twait += zinf_now() - w0;
+        /* the next unit's reads go on while this one moves into the shards */
+        if (!rc && u + 1 < m->nunits) rc = queue_unit(rd, m, z, it, n, &i, sf, st, u + 1, buf[(u + 1) % 2]);
+        if (!rc && u + 1 < m->nunits) rc = zinf_st_reader_start(rd);
+        float *b = buf[u % 2];
+        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, b);
+        memset(b, 0, (size_t)len * 4);
+        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, b);
+        if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_V, b);
         if (rc) rc = zinf_err_prefix(rc, "--init_from %s: unit %s", dir, un->name);
         rc = zinf_comm_agree(comm, rc); /* keep the ranks in step (NVMe states move here) */
     }
-    free(buf);
-    free(tmp);
+    /* what the load read, over all ranks, and whether every rank read with O_DIRECT */
+    uint64_t sums[3] = {0, 0, rd && !zinf_st_reader_direct(rd, NULL)};
+    if (rd) zinf_st_reader_bytes(rd, &sums[0], &sums[1]);
+    zinf_st_reader_close(rd); /* after the thread of a unit that was not waited for */
+    free(buf[0]);
+    free(buf[1]);
     free(sf);
     free(st);
     free(it);
     zinf_st_dir_close(sd);
     /* each agree above printed a failure once; only the last step is still to agree on */
     if (!rc) rc = zinf_comm_agree(comm, zinf_zero_ckpt_params_from_master(z));
+    if (!rc) rc = zinf_comm_agree(comm, zinf_comm_allreduce_sum_u64(comm, sums, 3));
+    if (!rc && load) *load = (zinf_hf_load){.read = sums[0], .wanted = sums[1], .direct = !sums[2],
+                                            .seconds = zinf_now() - t0, .wait_seconds = twait};
     return rc;
 }

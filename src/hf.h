@@ -60,6 +60,15 @@ char *zinf_hf_config_text(const zinf_model_cfg *c, zinf_dtype dt);
  * is not JSON or memory is out. */
 char *zinf_hf_generation_config(const char *config_json);
 
+/* What zinf_hf_import read, over all ranks: bytes from the files (4096-aligned supersets of the
+ * ranges), bytes of the ranges, whether every rank read with O_DIRECT (a file system without it is
+ * read through the page cache) and the seconds the import took (checks and agreement included). */
+typedef struct zinf_hf_load {
+    uint64_t read, wanted;
+    bool direct;
+    double seconds, wait_seconds; /* the whole import; rank 0's waits for its reads in it */
+} zinf_hf_load;
+
 /* `zinf train --init_from DIR`: the fp32 master weights from DIR/config.json and
  * DIR/model.safetensors, or the shards DIR/model.safetensors.index.json names (F32, BF16 or F16
  * tensors; names with or without the family's prefix, GPT-2's "transformer."; a fused tensor from
@@ -68,7 +77,10 @@ char *zinf_hf_generation_config(const char *config_json);
  * config's family and fields (GPT-2: n_layer, n_embd, n_head, n_positions, vocab_size) must be the
  * model's. Collective: every rank checks every tensor (present where the index puts it, dtype,
  * shape) before any state changes; a failure anywhere is agreed on (one message naming the file
- * and the field or tensor). */
-int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z);
+ * and the field or tensor). The bytes are read through a zinf_st_reader (O_DIRECT, pipelined, a
+ * bounded buffer) unit by unit, the next unit's reads in a thread while this one moves into the
+ * shards (host memory: the read buffer and two units' parts); load (may be NULL) receives what
+ * was read. */
+int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_hf_load *load);
 
 #endif

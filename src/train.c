@@ -119,6 +119,7 @@ typedef struct run {
     double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
     char resumed[4096];      /* the checkpoint this run resumes from, "" for a fresh start */
+    zinf_hf_load hf_load;    /* what --init_from read */
 } run;
 
 /* SIGUSR1 or SIGTERM (Slurm's warning before the time limit, preemption): finish the step, save
@@ -906,7 +907,7 @@ static int setup(run *r)
     if (rc) return rc;
     double tload = zinf_now();
     if (o->init_from && !ck[0]) /* a resumed run has its weights already */
-        ZINF_TRY(zinf_hf_import(o->init_from, comm, &r->m, r->z));
+        ZINF_TRY(zinf_hf_import(o->init_from, comm, &r->m, r->z, &r->hf_load));
     if (ck[0]) {
         zinf_ckpt_meta meta;
         ZINF_TRY(zinf_ckpt_load(ck, comm, &r->m, r->z, &meta));
@@ -1018,8 +1019,14 @@ static int setup(run *r)
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     if (ck[0] && r->start_step == r->cfg.max_steps)
         zinf_info("zinf: %s is at --max_steps %lld already: nothing to train", ck, (long long)r->cfg.max_steps);
-    else if (o->init_from) zinf_info("zinf: initial weights from %s (Hugging Face %s safetensors)", o->init_from,
-                                   r->m.c.model_type);
+    else if (o->init_from) {
+        const zinf_hf_load *l = &r->hf_load;
+        zinf_info("zinf: initial weights from %s (Hugging Face %s safetensors; %.3f GB read in %.2f s, %.2f GB/s, %s; "
+                  "%.2f s of it waiting for the reads)",
+                  o->init_from, r->m.c.model_type, (double)l->read / 1e9, l->seconds,
+                  l->seconds > 0 ? (double)l->read / 1e9 / l->seconds : 0.0,
+                  l->direct ? "O_DIRECT" : "buffered: the file system refuses O_DIRECT", l->wait_seconds);
+    }
     return 0;
 }
 

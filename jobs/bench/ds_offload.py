@@ -10,27 +10,14 @@ import os
 import deepspeed
 import torch
 
-from torch_gpt2 import offload_args, offload_model, time_steps
+from torch_gpt2 import ds_offload_config, offload_args, offload_model, time_steps
 
 
 def main():
     a = offload_args(clip=1.0)
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     model, C = offload_model(a)
-    cfg = {
-        "train_micro_batch_size_per_gpu": a.micro,
-        "gradient_accumulation_steps": a.gas,
-        "gradient_clipping": a.clip,
-        "bf16": {"enabled": True},
-        "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
-        "zero_optimization": {
-            "stage": 3, "overlap_comm": True, "contiguous_gradients": True,
-            "offload_optimizer": {"device": "cpu", "pin_memory": True},
-            "reduce_bucket_size": C * C, "stage3_prefetch_bucket_size": int(0.9 * C * C),
-            "stage3_param_persistence_threshold": 10 * C,
-        },
-        "steps_per_print": 10 ** 9,
-    }
+    cfg = ds_offload_config(a, C)
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
 
     def micro_step(idx, tgt, last):

@@ -2,7 +2,10 @@
 """Reference for jobs/bench/llama_speed.sh: Hugging Face transformers training a Llama-family model
 of a published shape on the same GPU (random init from the config, SDPA attention, fp32 master
 weights with bf16 autocast, fused AdamW, B x T tokens per step), eager and under torch.compile.
-Prints one line per mode: `hf MODE tokens_per_s ms_per_step peak_gib`, or `hf MODE failed: ERROR`."""
+Prints one line per mode: `hf MODE tokens_per_s ms_per_step peak_gib`, or `hf MODE failed: ERROR`.
+With --save DIR it trains nothing: the model, random init in bf16 on the GPU, is written to DIR by
+save_pretrained (transformers' default shard size), as a user's downloaded checkpoint is laid out
+(jobs/bench/load_speed.sh), and one line `saved DIR BYTES` is printed."""
 import argparse
 import time
 import traceback
@@ -68,7 +71,15 @@ def main():
     ap.add_argument("--T", type=int, default=4096)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--modes", default="eager,compile")
+    ap.add_argument("--save", metavar="DIR")
     a = ap.parse_args()
+    if a.save:
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = transformers.AutoModelForCausalLM.from_config(config(a.model, a.T), dtype=torch.bfloat16)
+        model.save_pretrained(a.save)
+        print(f"saved {a.save} {sum(p.numel() * p.element_size() for p in model.parameters())}", flush=True)
+        return
     for mode in a.modes.split(","):
         try:
             tps, ms, peak = run(a.model, a.micro, a.T, a.steps, mode == "compile")

@@ -38,15 +38,9 @@ if [ "$rc" -ne 0 ]; then echo "zinf failed:"; tail -5 "$tmp/zinf.log"; fi
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" 2>/dev/null | awk -v n="$steps" 'NR > n / 2' |
       sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }')
 peak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
-# FLOPs per token from the model's shape, as zinf's estimate prints it
-set -- $("$ZINF" estimate --model "$model" | awk '/Psi =/ { for (i = 1; i <= NF; i++) if ($i == "=") print $(i + 1) }') 0
-psi=$1
-shape=$(sed -n 's/.*zinf: .*(\([0-9.]*\)M parameters, L=\([0-9]*\) C=\([0-9]*\) heads=\([0-9]*\) V=\([0-9]*\).*/\2 \3 \5/p' "$tmp/zinf.log" | head -1)
-hd=$(sed -n 's/.* head_dim=\([0-9]*\).*/\1/p' "$tmp/zinf.log" | head -1)
-nh=$(sed -n 's/.*heads=\([0-9]*\).*/\1/p' "$tmp/zinf.log" | head -1)
-set -- $shape
-flops=$(awk -v p="$psi" -v l="$1" -v c="$2" -v v="$3" -v nh="$nh" -v hd="$hd" -v t="$T" 'BEGIN {
-    vp = int((v + 127) / 128) * 128; printf "%.6g", 6 * (p - vp * c) + 12 * l * nh * hd * t }')
+# FLOPs per token from the model's shape, as zinf's estimate and log give it
+. "$here/jobs/bench/llama_flops.sh"
+flops=$(llama_flops "$ZINF" "$model" "$tmp/zinf.log" "$T")
 row() { awk -v who="$1" -v tps="$2" -v peak="$3" -v f="$flops" -v mb="$micro" -v t="$T" 'BEGIN {
     if (tps <= 0) { printf "%-22s %s\n", who, "no figure"; exit }
     printf "%-22s %12.0f %10.1f %7.1f%% %10s\n", who, tps, 1e3 * mb * t / tps, 100 * tps * f / 989e12, peak }'; }

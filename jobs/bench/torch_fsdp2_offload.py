@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from torch_gpt2 import offload_args, offload_model, time_steps
+from torch_gpt2 import fsdp2_offload_step, offload_args, offload_model, time_steps
 
 
 def main():
@@ -27,15 +27,7 @@ def main():
     for b in model.blocks:
         fully_shard(b, mp_policy=mp, offload_policy=off)
     fully_shard(model, mp_policy=mp, offload_policy=off)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
-
-    def micro_step(idx, tgt, last):
-        (model(idx, tgt) / a.gas).backward()
-        if last:
-            if a.clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+    micro_step = fsdp2_offload_step(a, model, model)
 
     time_steps(a, micro_step, "fsdp2-offload")
     dist.destroy_process_group()

@@ -97,6 +97,43 @@ def time_steps(a, micro_step, name):
               f"{torch.cuda.max_memory_allocated() / 2**30:.2f}", flush=True)
 
 
+def ds_offload_config(a, C):
+    """The DeepSpeed config of the offload peers (ds_offload.py, hf_llama_offload.py): ZeRO-3, the
+    optimizer on the CPU (DeepSpeedCPUAdam, pinned), bf16, the sizes HF and ms-swift fill for
+    "auto" at hidden size C."""
+    return {
+        "train_micro_batch_size_per_gpu": a.micro,
+        "gradient_accumulation_steps": a.gas,
+        "gradient_clipping": a.clip,
+        "bf16": {"enabled": True},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
+        "zero_optimization": {
+            "stage": 3, "overlap_comm": True, "contiguous_gradients": True,
+            "offload_optimizer": {"device": "cpu", "pin_memory": True},
+            "reduce_bucket_size": C * C, "stage3_prefetch_bucket_size": int(0.9 * C * C),
+            "stage3_param_persistence_threshold": 10 * C,
+        },
+        "steps_per_print": 10 ** 9,
+    }
+
+
+def fsdp2_offload_step(a, model, loss_of):
+    """The fused CPU AdamW of the FSDP2 offload peers (torch_fsdp2_offload.py, hf_llama_offload.py)
+    and their micro-step: loss_of(idx, tgt) / gas backward; at the last micro-step of a step
+    clipping (a.clip > 0), the step and zeroed gradients."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
+
+    def micro_step(idx, tgt, last):
+        (loss_of(idx, tgt) / a.gas).backward()
+        if last:
+            if a.clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    return micro_step
+
+
 def run(mode, args):
     L, C, NH = PRESETS[args.model]
     torch.manual_seed(0)

@@ -164,7 +164,7 @@ static void make_dir(const char *name, const char *field, int value, char *out, 
 static int import_into(zinf_zero *z, const char *d)
 {
     zinf_err_clear();
-    return zinf_hf_import(d, &comm, &model, z);
+    return zinf_hf_import(d, &comm, &model, z, NULL);
 }
 
 static bool msg_has(const char *s) { return strstr(zinf_errmsg(), s) != NULL; }

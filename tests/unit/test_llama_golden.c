@@ -127,7 +127,7 @@ static void one(const char *gdir, const char *name)
               zinf_config_finalize_steps(&cfg, 10, &fl) == 0, "config: %s", zinf_errmsg());
     zinf_zero *z = NULL;
     CHECK(zinf_zero_init(&z, &m, &cfg, &comm, &be, 99) == 0, "%s: zero: %s", name, zinf_errmsg());
-    CHECK(zinf_hf_import(dir, &comm, &m, z) == 0, "%s: import %s: %s", name, dir, zinf_errmsg());
+    CHECK(zinf_hf_import(dir, &comm, &m, z, NULL) == 0, "%s: import %s: %s", name, dir, zinf_errmsg());
     int64_t np = m.num_params;
     float *P = calloc((size_t)np, 4), *G = calloc((size_t)np, 4), *M = calloc((size_t)np, 4), *Vv = calloc((size_t)np, 4);
     int64_t off = 0;

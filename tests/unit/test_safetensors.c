@@ -6,9 +6,13 @@
  * header refused in one message naming the file and, where one is at fault, the tensor; an index
  * naming a missing shard; tensors missing from the index or from their shard; HF's size
  * spellings; 3000 mutated headers (and some cut short) each opened cleanly or refused in one line,
- * never a crash. The values checked are made here, from their bits, never read back from zinf. */
+ * never a crash; the bulk reader (O_DIRECT through io/swap, aligned supersets of unaligned
+ * ranges, slots smaller than a tensor, strided destinations, on its own thread too) in the build
+ * directory, in /dev/shm and as on a file system without O_DIRECT, and a read failing in its
+ * thread. The values checked are made here, from their bits, never read back from zinf. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -145,6 +149,88 @@ static void read_back(const char *dir, const zinf_st_spec *t, int n)
         free(v);
     }
     zinf_st_dir_close(d);
+}
+
+/* A reader (O_DIRECT through io/swap, or buffered) on dir, which holds t[0..n): whole tensors,
+ * ranges that start and end anywhere (the files' data and the tensors in it are not 4096-aligned;
+ * the last tensor ends the file unaligned), one every third element (stride 3); with slots of
+ * 12 KiB (2048 16-bit or 1024 32-bit elements a chunk), so that a tensor crosses many slots and
+ * the 4 slots go round several times. Returns whether the reader read with O_DIRECT. */
+static bool reader_check(const char *dir, const zinf_st_spec *t, int n, const char *where)
+{
+    zinf_st_dir *d;
+    zinf_st_reader *r = NULL;
+    bool direct = false;
+    int rc = zinf_st_dir_open(&d, dir);
+    CHECK(rc == 0, "%s: open %s: %s", where, dir, zinf_errmsg());
+    if (rc) return false;
+    rc = zinf_st_reader_open(&r, d, 4 * 12288, 4);
+    CHECK(rc == 0, "%s: reader: %s", where, zinf_errmsg());
+    if (rc) {
+        zinf_st_dir_close(d);
+        return false;
+    }
+    direct = zinf_st_reader_direct(r, NULL);
+    int64_t cap = 1;
+    for (int i = 0; i < n; i++) cap = numel(&t[i]) > cap ? numel(&t[i]) : cap;
+    float **v = calloc((size_t)n, sizeof *v);
+    uint64_t want = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        /* pass 0: whole tensors; 1: [m/3 + 1, m - 1) of each; 2: from element 2 on, into every third float */
+        int64_t A[16], K[16], st = pass == 2 ? 3 : 1;
+        for (int i = 0; i < n; i++) {
+            int64_t m = numel(&t[i]);
+            A[i] = pass == 0 ? 0 : pass == 1 ? m / 3 + 1 : (m < 2 ? m : 2);
+            K[i] = pass == 1 ? (m - 1 - A[i] > 0 ? m - 1 - A[i] : 0) : m - A[i];
+            if (A[i] > m) A[i] = m;
+            v[i] = malloc((size_t)(cap * 3 + 1) * 4);
+            memset(v[i], 0xff, (size_t)(cap * 3 + 1) * 4);
+            const zinf_st_file *f;
+            const zinf_st_tensor *x = zinf_st_dir_find(d, t[i].name, &f);
+            CHECK(x && zinf_st_reader_add(r, f, x, A[i], K[i], v[i], st) == 0, "%s: add %s: %s", where, t[i].name,
+                  zinf_errmsg());
+            want += (uint64_t)K[i] * (t[i].dt == ZINF_F32 ? 4 : 2);
+        }
+        /* pass 1 in the reader's own thread, the others on this one */
+        if (pass == 1)
+            CHECK(zinf_st_reader_start(r) == 0 && zinf_st_reader_wait(r) == 0, "%s: start/wait: %s", where, zinf_errmsg());
+        else CHECK(zinf_st_reader_run(r) == 0, "%s: run: %s", where, zinf_errmsg());
+        for (int i = 0; i < n; i++) {
+            int64_t bad = 0;
+            /* the range's values where they belong; nothing between them, nor past the range */
+            for (int64_t j = 0; j <= K[i] * st; j++) {
+                if (j % st == 0 && j / st < K[i]) bad += v[i][j] != rounded(t[i].dt, val(i, A[i] + j / st));
+                else bad += ((uint32_t *)v[i])[j] != 0xffffffffu;
+            }
+            CHECK(bad == 0, "%s: pass %d: %s [%lld, +%lld) stride %lld: %lld values wrong", where, pass, t[i].name,
+                  (long long)A[i], (long long)K[i], (long long)st, (long long)bad);
+            free(v[i]);
+        }
+    }
+    uint64_t rd, wd;
+    zinf_st_reader_bytes(r, &rd, &wd);
+    CHECK(wd == want && rd >= wd && rd % 4096 == 0, "%s: %llu bytes read for %llu wanted (%llu asked)", where,
+          (unsigned long long)rd, (unsigned long long)wd, (unsigned long long)want);
+    /* a range past a tensor's end is refused as zinf_st_read refuses it */
+    const zinf_st_file *f;
+    const zinf_st_tensor *x = zinf_st_dir_find(d, t[0].name, &f);
+    zinf_err_clear();
+    CHECK(zinf_st_reader_add(r, f, x, numel(&t[0]) - 1, 2, (float[2]){0}, 1) < 0 && strstr(zinf_errmsg(), t[0].name),
+          "%s: a range past the end: '%s'", where, zinf_errmsg());
+    free(v);
+    zinf_st_reader_close(r);
+    zinf_st_dir_close(d);
+    return direct;
+}
+
+/* whether this file system takes O_DIRECT (asked here, not through zinf) */
+static bool takes_direct(const char *dir, int shards)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/model-00001-of-%05d.safetensors", dir, shards);
+    int fd = open(p, O_RDONLY | O_DIRECT);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
 }
 
 /* a raw file: the 8-byte length of hdr (as given, unpadded unless it is), hdr, then n data bytes */
@@ -452,6 +538,62 @@ int main(void)
         free(v);
         free(orig);
         free(b);
+    }
+
+    /* ---- the bulk reader: O_DIRECT in the build directory, tmpfs, and buffered ------------------ */
+    {
+        zinf_st_spec rt[] = {
+            spec("a.bf16", ZINF_BF16, 1, 3, 0, 0),         /* 6 bytes: everything after is 2-aligned only */
+            spec("b.f32", ZINF_F32, 2, 100, 200, 0),       /* 80000 bytes: 79 chunks of 12 KiB slots */
+            spec("c.f16", ZINF_F16, 2, 37, 129, 0),        spec("d.bf16", ZINF_BF16, 2, 301, 71, 0),
+            spec("e.f32", ZINF_F32, 1, 5, 0, 0),           spec("f.bf16", ZINF_BF16, 1, 4097, 0, 0),
+        };
+        int nr = (int)(sizeof rt / sizeof rt[0]);
+        /* shards of 90000 bytes: a and b (b from byte 6 of the data), c, d, e, f (f ends its file unaligned) */
+        char here[512], shm[512];
+        snprintf(here, sizeof here, "zinf-test-st-direct.XXXXXX");
+        snprintf(shm, sizeof shm, "/dev/shm/zinf-test-st.XXXXXX");
+        const char *dirs[2] = {mkdtemp(here), access("/dev/shm", W_OK) ? NULL : mkdtemp(shm)};
+        for (int k = 0; k < 2; k++) {
+            if (!dirs[k]) {
+                printf("test_safetensors: %s: cannot make a directory there; that case is skipped\n",
+                       k ? "/dev/shm" : "the build directory");
+                continue;
+            }
+            prod rp = {.t = rt, .short_i = -1};
+            zinf_st_written rw = {0};
+            CHECK(zinf_st_write_dir(dirs[k], rt, nr, 90000, NULL, produce, &rp, &rw) == 0 && rw.shards == 2,
+                  "reader files: %s (%d shards)", zinf_errmsg(), rw.shards);
+            bool can = takes_direct(dirs[k], rw.shards), got = reader_check(dirs[k], rt, nr, dirs[k]);
+            CHECK(got == can, "%s: the reader read %s, the file system %s O_DIRECT", dirs[k], got ? "with O_DIRECT" : "buffered",
+                  can ? "takes" : "refuses");
+            if (!can)
+                printf("test_safetensors: %s refuses O_DIRECT: the buffered fallback was checked there, not O_DIRECT\n",
+                       dirs[k]);
+            /* a file system without O_DIRECT, on any machine: the open refused as tmpfs before Linux 6.6 does */
+            setenv("ZINF_SWAP_FAULT", "nodirect", 1);
+            got = reader_check(dirs[k], rt, nr, "ZINF_SWAP_FAULT=nodirect");
+            CHECK(!got, "ZINF_SWAP_FAULT=nodirect: the reader still used O_DIRECT");
+            /* a read that fails in the reader's thread: its message comes back to the waiter */
+            setenv("ZINF_SWAP_FAULT", "eio@2", 1);
+            zinf_st_dir *d;
+            zinf_st_reader *r = NULL;
+            float *v = malloc(20000 * 4);
+            CHECK(zinf_st_dir_open(&d, dirs[k]) == 0 && zinf_st_reader_open(&r, d, 4 * 12288, 4) == 0, "eio: %s",
+                  zinf_errmsg());
+            const zinf_st_file *f;
+            const zinf_st_tensor *x = r ? zinf_st_dir_find(d, "b.f32", &f) : NULL;
+            zinf_err_clear();
+            CHECK(x && zinf_st_reader_add(r, f, x, 0, 20000, v, 1) == 0 && zinf_st_reader_start(r) == 0 &&
+                      zinf_st_reader_wait(r) < 0 && strstr(zinf_errmsg(), "Input/output error") &&
+                      strstr(zinf_errmsg(), "model-0000"),
+                  "%s: a read failing with EIO in the reader's thread: '%s'", dirs[k], zinf_errmsg());
+            zinf_st_reader_close(r);
+            zinf_st_dir_close(d);
+            free(v);
+            unsetenv("ZINF_SWAP_FAULT");
+            nftw(dirs[k], rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        }
     }
 
     /* ---- sizes as HF spells them ----------------------------------------------------------- */

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Peers for jobs/bench/llama_offload.sh: Hugging Face transformers' LlamaForCausalLM or
+Qwen3ForCausalLM of a published shape (hf_llama.py's config: random init, SDPA attention), each
+decoder layer checkpointed (transformers' gradient checkpointing, non-reentrant: zinf's recompute
+policy with "activation_checkpointing": {}), bf16, trained with
+  --engine ds     DeepSpeed ZeRO-3, the optimizer offloaded to the CPU (DeepSpeedCPUAdam, pinned
+                  memory), the "auto" sizes HF and ms-swift fill (reduce_bucket_size H^2,
+                  stage3_prefetch_bucket_size 0.9 H^2, stage3_param_persistence_threshold 10 H);
+  --engine fsdp2  PyTorch FSDP2 (one fully_shard group per decoder layer, one for the rest) with
+                  CPUOffloadPolicy(pin_memory=True) and the fused CPU AdamW.
+The model is made on the GPU in fp32 (fast random init) and handed to the engine, which moves the
+fp32 states to the host. Run under torchrun. Prints one line on rank 0:
+`NAME tokens_per_s_per_gpu ms_per_step peak_gib` (NAME deepspeed-offload or fsdp2-offload)."""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import transformers
+
+from hf_llama import config
+from torch_gpt2 import ds_offload_config, fsdp2_offload_step, time_steps
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", choices=("ds", "fsdp2"), required=True)
+    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--micro", type=int, default=1)
+    ap.add_argument("--T", type=int, default=4096)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--gas", type=int, default=8)
+    ap.add_argument("--clip", type=float, default=1.0)
+    a = ap.parse_args()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    torch.manual_seed(0)
+    cfg = config(a.model, a.T)
+    cfg.use_cache = False
+    with torch.device("cuda"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    C = cfg.hidden_size
+    if a.engine == "ds":
+        import deepspeed
+
+        ds = ds_offload_config(a, C)
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+
+        def micro_step(idx, tgt, last):
+            engine.backward(engine(input_ids=idx, labels=tgt).loss)
+            engine.step()  # DeepSpeed updates at the accumulation boundary only
+
+        time_steps(a, micro_step, "deepspeed-offload")
+        return
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    dist.init_process_group("cpu:gloo,cuda:nccl")
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    off = CPUOffloadPolicy(pin_memory=True)
+    for layer in model.model.layers:
+        fully_shard(layer, mp_policy=mp, offload_policy=off)
+    fully_shard(model, mp_policy=mp, offload_policy=off)
+    torch.cuda.empty_cache()
+    micro_step = fsdp2_offload_step(a, model, lambda idx, tgt: model(input_ids=idx, labels=tgt).loss)
+
+    time_steps(a, micro_step, "fsdp2-offload")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
