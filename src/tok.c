@@ -77,11 +77,14 @@ struct zinf_tok {
     /* added tokens */
     added_tok *added;
     int nadded;
-    uint8_t first_raw[256], first_norm[256]; /* first bytes of added tokens, per kind */
+    uint8_t first_raw[256], first_norm[256]; /* first bytes of added tokens, per kind: bit 0 a
+                                              * token of one byte, bit 1 a longer one */
+    uint8_t pair_raw[8192], pair_norm[8192]; /* bitmaps of the first two bytes of the longer ones */
     uint8_t first_lstrip[256];              /* first bytes of added tokens with lstrip */
     bool nfc;
     bool cuttable;          /* every stage's regex is one zinf_tok_next_cut knows, no added token
                              * holds a line break */
+    bool cut_after_text;    /* GPT-2's regex: a cut also needs a non-space before the line break */
     stage stages[MAX_STAGES];
     int nstages;
     int32_t pre[MAX_TEMPLATE], post[MAX_TEMPLATE];
@@ -522,6 +525,7 @@ static int bpe_piece(const zinf_tok *t, tls_state *s, const uint8_t *p, size_t n
         }
         sym[m++] = id;
     }
+    if (m == 0) return 0; /* no byte of the piece has a token */
     for (int i = 0; i < m; i++) {
         prev[i] = i - 1;
         next[i] = i + 1 < m ? i + 1 : -1;
@@ -574,7 +578,7 @@ static int bpe_piece(const zinf_tok *t, tls_state *s, const uint8_t *p, size_t n
                 return zinf_errc(ZINF_ENOMEM, "tokenizer: out of memory");
         }
     }
-    for (int i = m > 0 ? 0 : -1; i >= 0; i = next[i]) ZINF_TRY(ids_push(out, sym[i]));
+    for (int i = 0; i >= 0; i = next[i]) ZINF_TRY(ids_push(out, sym[i]));
     if (cs && out->n - out0 <= CACHE_IDS) {
         cs->hash = h;
         cs->klen = (uint8_t)n;
@@ -623,18 +627,22 @@ static int pretok(const zinf_tok *t, tls_state *s, int k, const uint8_t *p, size
 
 /* ============================================================================ added tokens */
 
-/* The leftmost-longest added token of kind `normalized` in s[from..n) that the flags allow; its
- * index and start, or -1. */
+/* The leftmost-longest added token of kind `normalized` in s[from..n); its index and start, or
+ * -1. */
 static int find_added(const zinf_tok *t, const uint8_t *s, size_t n, size_t from, bool normalized,
-                      unsigned flags, size_t *start)
+                      size_t *start)
 {
     const uint8_t *first = normalized ? t->first_norm : t->first_raw;
+    const uint8_t *pair = normalized ? t->pair_norm : t->pair_raw;
     for (size_t i = from; i < n; i++) {
-        if (!first[s[i]]) continue;
+        uint8_t f = first[s[i]];
+        if (!f) continue;
+        unsigned two = i + 1 < n ? (unsigned)s[i] << 8 | s[i + 1] : 0;
+        if (!(f & 1) && (i + 1 >= n || !(pair[two >> 3] >> (two & 7) & 1))) continue;
         int best = -1;
         for (int k = 0; k < t->nadded; k++) {
             const added_tok *a = &t->added[k];
-            if (a->normalized != normalized || (a->special && !(flags & ZINF_TOK_SPECIAL))) continue;
+            if (a->normalized != normalized) continue;
             if (a->len <= n - i && (best < 0 || a->len > t->added[best].len) &&
                 memcmp(s + i, a->content, a->len) == 0)
                 best = k;
@@ -656,10 +664,13 @@ static int cut_added(const zinf_tok *t, tls_state *s, const uint8_t *p, size_t n
 {
     size_t done = 0, from = 0, a;
     int k;
-    while ((k = find_added(t, p, n, from, normalized, flags, &a)) >= 0) {
+    while ((k = find_added(t, p, n, from, normalized, &a)) >= 0) {
         const added_tok *tk = &t->added[k];
         size_t b = a + tk->len;
         from = b;
+        /* a special token is found and passed over, as tokenizers' encode_special_tokens does:
+         * no shorter added token is looked for inside it */
+        if (tk->special && !(flags & ZINF_TOK_SPECIAL)) continue;
         int l;
         if (tk->single_word && ((a > 0 && is_word_cp(last_cp(p, a))) ||
                                 (b < n && is_word_cp(utf8_cp(p + b, n - b, &l)))))
@@ -792,9 +803,11 @@ int32_t zinf_tok_vocab_size(const zinf_tok *t) { return t->nid; }
 size_t zinf_tok_next_cut(const zinf_tok *t, const char *text, size_t n, size_t from)
 {
     if (!t->cuttable) return n;
-    for (size_t i = from; i + 1 < n; i++) {
-        uint8_t c = (uint8_t)text[i + 1];
-        if (text[i] == '\n' && c > 0x20 && c < 0x7f && !t->first_lstrip[c]) return i + 1;
+    for (size_t i = from > 0 ? from : 1; i + 1 < n; i++) {
+        uint8_t c = (uint8_t)text[i + 1], b = (uint8_t)text[i - 1];
+        if (text[i] == '\n' && c > 0x20 && c < 0x7f && !t->first_lstrip[c] &&
+            (!t->cut_after_text || (b > 0x20 && b < 0x7f)))
+            return i + 1;
     }
     return n;
 }
@@ -832,10 +845,13 @@ static const char GPT2_RE[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /* The Split regexes of Qwen2/2.5/3, Llama-3 and Qwen3.5, as their tokenizer.json files write them.
- * With these and GPT-2's, no piece runs from a line break into a printable ASCII character after
- * it: no alternative matches a line break together with a following non-space (the optional
- * lead of a letter run excludes \r and \n, the other runs exclude \s, the whitespace runs stop
- * before a non-space). zinf_tok_next_cut relies on it. */
+ * With these, no piece runs from a line break into a printable ASCII character after it: the
+ * optional lead of a letter run excludes \r and \n, the other runs exclude \s, and a whitespace
+ * run that holds a line break is taken up to its last line break by \s*[\r\n]+ whether text
+ * follows or not. GPT-2's regex has no \s*[\r\n]+: there \s+(?!\S) leaves the last character
+ * of a run that text follows for the next piece, but takes all of it at the end of the text, so
+ * a cut must also have a non-space before the line break (a run of one). zinf_tok_next_cut
+ * relies on this. */
 static const char *const KNOWN_RE[] = {
     GPT2_RE,
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -846,6 +862,15 @@ static const char *const KNOWN_RE[] = {
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 };
 
+/* True when s[0..n) are hex digits. */
+static bool all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
+            return false;
+    return true;
+}
+
 static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal, split_behavior b,
                      const char *what)
 {
@@ -853,12 +878,28 @@ static int add_stage(zinf_tok *t, const char *pattern, size_t plen, bool literal
     for (size_t i = 0; i < sizeof KNOWN_RE / sizeof *KNOWN_RE; i++)
         known |= !literal && strlen(KNOWN_RE[i]) == plen && memcmp(KNOWN_RE[i], pattern, plen) == 0;
     if (!known) t->cuttable = false;
+    if (!literal && plen == sizeof GPT2_RE - 1 && memcmp(pattern, GPT2_RE, plen) == 0) t->cut_after_text = true;
     if (t->nstages == MAX_STAGES)
         return zinf_err("%s: pre_tokenizer has more than %d splitting steps", t->path, MAX_STAGES);
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *c = pcre2_compile((PCRE2_SPTR)pattern, plen,
-                                  PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &ec, &eo, NULL);
+    /* tokenizers compiles with Oniguruma, where \uHHHH names a code point; PCRE2 spells it
+     * \x{HHHH} (which Oniguruma takes too) */
+    char *re = malloc(plen * 2 + 1);
+    if (!re) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", t->path);
+    size_t rn = 0;
+    for (size_t i = 0; i < plen; i++) {
+        if (!literal && pattern[i] == '\\' && i + 6 <= plen && pattern[i + 1] == 'u' && all_hex(pattern + i + 2, 4)) {
+            rn += (size_t)sprintf(re + rn, "\\x{%.4s}", pattern + i + 2);
+            i += 5;
+            continue;
+        }
+        re[rn++] = pattern[i];
+        if (pattern[i] == '\\' && i + 1 < plen) re[rn++] = pattern[++i];
+    }
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, rn, PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &ec,
+                                  &eo, NULL);
+    free(re);
     if (!c) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);
@@ -1140,8 +1181,11 @@ static int load_added(zinf_tok *t, json_t *added)
         a->lstrip = json_is_true(json_object_get(v, "lstrip"));
         a->rstrip = json_is_true(json_object_get(v, "rstrip"));
         a->single_word = json_is_true(json_object_get(v, "single_word"));
-        if (!t->nfc) a->normalized = false; /* no normalizer: both kinds match the raw text */
-        (a->normalized ? t->first_norm : t->first_raw)[(uint8_t)a->content[0]] = 1;
+        (a->normalized ? t->first_norm : t->first_raw)[(uint8_t)a->content[0]] |= a->len == 1 ? 1 : 2;
+        if (a->len > 1) {
+            unsigned two = (unsigned)(uint8_t)a->content[0] << 8 | (uint8_t)a->content[1];
+            (a->normalized ? t->pair_norm : t->pair_raw)[two >> 3] |= (uint8_t)(1u << (two & 7));
+        }
         if (a->lstrip) t->first_lstrip[(uint8_t)a->content[0]] = 1;
         if (memchr(a->content, '\n', a->len)) t->cuttable = false;
         /* an added token that is not in the vocabulary decodes to its content */

@@ -37,10 +37,10 @@ void zinf_ids_free(zinf_ids *v);
 
 /* The first offset at or after `from` where text[0..n) may be cut so that the ids of the two
  * parts, encoded apart, are those of the whole: just after a line break that a printable ASCII
- * character follows, when the file's regexes are GPT-2's, Llama-3's or Qwen's (no piece crosses
- * such a point) and no added token holds a line break or strips whitespace before that character;
- * n when there is none, or when the file is not known to allow cuts. NFC never reaches across a
- * line break. */
+ * character follows (and, with GPT-2's regex, one precedes), when the file's regexes are GPT-2's,
+ * Llama-3's or Qwen's (no piece crosses such a point) and no added token holds a line break or
+ * strips whitespace before that character; n when there is none, or when the file is not known
+ * to allow cuts. NFC never reaches across a line break. */
 size_t zinf_tok_next_cut(const zinf_tok *t, const char *text, size_t n, size_t from);
 
 /* The offset of the first byte of s[0..n) that is not valid UTF-8 (as strict as Rust's str: no

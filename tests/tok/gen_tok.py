@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Tokenizers for zinf's tokenizer tests, and the reference ids of Hugging Face `tokenizers`.
 
-  gen_tok.py real QWEN_TIKTOKEN OUTDIR   OUTDIR/qwen.json (Qwen2/2.5/3 layout) and
-                                         OUTDIR/llama3.json (Llama-3 rules on the same ranks)
+  gen_tok.py real QWEN_TIKTOKEN OUTDIR   OUTDIR/qwen.json (Qwen2/2.5/3 layout),
+                                         OUTDIR/llama3.json (Llama-3 rules on the same ranks) and
+                                         OUTDIR/splits.json (Qwen's with a Sequence of Splits)
   gen_tok.py tiny CORPUS OUT             a small GPT-2-style tokenizer trained on CORPUS
   gen_tok.py fuzz N SEED OUT             N seeded random lines over an alphabet of the hard cases
   gen_tok.py ref TOKENIZER LINES WHOLE OUT
@@ -134,6 +135,19 @@ def real(tiktoken_path, outdir):
                    "python_tag".split()]
     build(ranks, merges_all_splits(ranks), LLAMA3_RE, False, True, llama_added,
           bos="<|begin_of_text|>").save(f"{outdir}/llama3.json")
+    # several Split steps in a row, each on the pieces of the one before, one of them "removed",
+    # as tokenizers with their own digit and CJK rules write them (a regex zinf does not know,
+    # so zinf data encodes such a file on one thread)
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+    tk = Tokenizer.from_file(f"{outdir}/qwen.json")
+    tk.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(r"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(r"[\r\n]"), behavior="removed", invert=False),
+        pre_tokenizers.Split(Regex(r"[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+                             behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tk.save(f"{outdir}/splits.json")
 
 
 def tiny(corpus, out):

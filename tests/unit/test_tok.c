@@ -254,12 +254,16 @@ static void unit_checks(void)
     CHECK(n == sizeof want - 1 && memcmp(s, want, n) == 0 && s[n] == 0, "decode replacement: %zu bytes", n);
     free(s);
     CHECK(zinf_tok_decode(t, (int32_t[]){262}, 1, &s, &n) < 0 && strstr(zinf_errmsg(), "id 262"), "decode of an unknown id");
-    /* cuts: GPT-2's regex allows one after a line break that a printable ASCII character follows,
-     * not before a space, a tab, another line break or a non-ASCII character */
-    const char cuts[] = "ab\n cd\n\n\t\n\xC3\xA9\nx";
-    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 0) == 13, "next cut %zu",
+    /* cuts: GPT-2's regex allows one after a line break that a printable ASCII character follows
+     * and precedes, not before a space, a tab, another line break or a non-ASCII character, nor
+     * after whitespace (" \n" then "x": \s+(?!\S) leaves the \n for a piece of its own in the
+     * whole text, but takes " \n" together at the end of a part) */
+    const char cuts[] = "ab\n cd\n\n\t\n\xC3\xA9\nx y \nz.\nw";
+    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 0) == 21, "next cut %zu",
           zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 0));
-    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 13) == sizeof cuts - 1, "no cut left");
+    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 14) == 21, "next cut after a space %zu",
+          zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 14));
+    CHECK(zinf_tok_next_cut(t, cuts, sizeof cuts - 1, 21) == sizeof cuts - 1, "no cut left");
     zinf_tok_free(t);
 
     /* ignore_merges: a piece that is a vocabulary entry is that id without merging */
@@ -281,6 +285,17 @@ static void unit_checks(void)
     if (t) {
         expect_ids(t, "ab-c", 1, (int32_t[]){256, 99}, 2, "Split Removed");
         CHECK(zinf_tok_next_cut(t, "a\nb\nc", 5, 0) == 5, "a regex zinf does not know: no cut");
+        zinf_tok_free(t);
+    }
+    /* Oniguruma's \uHHHH and \x{HHHH} in a regex, as tokenizers reads them: "-" and "c" split */
+    p = write_tok(dir, "bsux.json", "",
+                  "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\":"
+                  " \"\\\\u002d|\\\\x{63}\"}, \"behavior\": \"Isolated\", \"invert\": false},"
+                  " {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+                  "null", "null");
+    CHECK(zinf_tok_load(p, &t) == 0, "load \\u escapes: %s", zinf_errmsg());
+    if (t) {
+        expect_ids(t, "ab-abc", 1, (int32_t[]){256, '-', 256, 'c'}, 4, "\\u002d and \\x{63} in a Split regex");
         zinf_tok_free(t);
     }
 
