@@ -809,7 +809,9 @@ static int setup(run *r)
         data = r->dataset_glob[0];
         if (!val && r->dataset_glob[1][0]) val = r->dataset_glob[1];
     }
+    double topen = zinf_now();
     rc = zinf_data_open_packing(&r->train, data, r->T, mc.vocab_size, o->seed, 1, o->packing);
+    topen = zinf_now() - topen;
     if (!rc && val) {
         rc = zinf_data_open_packing(&r->val, val, r->T, mc.vocab_size, o->seed, 0, o->packing);
         if (!rc && zinf_data_num_sequences(r->val) < r->cfg.train_micro_batch_size_per_gpu)
@@ -1009,10 +1011,10 @@ static int setup(run *r)
     zinf_zero_print_mem(r->z);
     if (zinf_data_is_sft(r->train))
         zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
-                  "of %d tokens (%s)", data, (long long)zinf_data_num_samples(r->train),
+                  "of %d tokens (%s), read and grouped in %.2f s", data, (long long)zinf_data_num_samples(r->train),
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "",
                   (long long)zinf_data_num_dropped(r->train), r->T, (long long)nseq, r->T,
-                  o->packing ? "packed" : "one sample each, padded");
+                  o->packing ? "packed" : "one sample each, padded", topen);
     else
         zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", data, (long long)nseq, r->T,
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
