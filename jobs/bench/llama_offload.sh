@@ -13,8 +13,8 @@
 # Measured 2026-11-26 on GPU 0 of a 2xH100 node (32 cores, 251 GiB), one rank, zinf at d4c5dff, this
 # script at 9093585, `--model llama-3.1-8b --steps 4 --peer-steps 3 --peer-timeout 190`: zinf 5,621
 # tokens/s (26.5% MFU; it exited 1 after the steps, before its final report), DeepSpeed 0.19.8
-# 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s; Qwen3-8B not run (README,
-# Performance).
+# 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s; Qwen3-8B not run
+# (docs/performance.md).
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--micro 1] [--T 4096] [--gas 8]
 #                               [--steps 3] [--peer-steps 2] [--peer-timeout 300] [--peak-tflops 989]

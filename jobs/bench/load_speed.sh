@@ -14,7 +14,7 @@
 # not allowed (not root), the script says so and the figures may come from memory.
 # Measured 2026-11-26 on a 2xH100 node, zinf at d4c5dff, a 16.06 GB Llama-3.1-8B file on ext4: dd
 # 1.64 and 1.79 GB/s, io-bench's plain O_DIRECT loop 1.68 and io_uring 2.11 GB/s; zinf's load not
-# measured (both runs' limits ran out during its start-up and load; README, Performance).
+# measured (both runs' limits ran out during its start-up and load; docs/performance.md).
 # Usage (on a GPU node, after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/load_speed.sh [--model llama-3.1-8b] [--dir DIR] [--keep]
 set -eu

@@ -34,7 +34,7 @@ if [ ! -s "$gen/qwen.json" ]; then
 fi
 i=0
 while [ $i -lt "$repeat" ]; do
-    cat "$here"/README.md "$here"/DESIGN.md "$here"/man/*.[15] "$here"/src/*.c "$here"/src/*.h "$here"/tests/tok/corpus.txt
+    cat "$here"/README.md "$here"/docs/*.md "$here"/DESIGN.md "$here"/man/*.[15] "$here"/src/*.c "$here"/src/*.h "$here"/tests/tok/corpus.txt
     i=$((i + 1))
 done > "$tmp/text.txt"
 bytes=$(wc -c < "$tmp/text.txt")

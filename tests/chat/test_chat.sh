@@ -97,7 +97,7 @@ ref() { python3 "$REF" "$@"; }
 
 # --- 2. templates: segments, then ids and loss flags -------------------------------------------
 TOK=$TMP/tokenizer.json
-ref train-tokenizer "$TOK" "$SRC/README.md" "$SRC/DESIGN.md" "$FIX/chat.jsonl" "$FIX/tool.jsonl" ||
+ref train-tokenizer "$TOK" "$SRC/README.md" "$SRC"/docs/*.md "$SRC/DESIGN.md" "$FIX/chat.jsonl" "$FIX/tool.jsonl" ||
     fail "training the reference tokenizer"
 for f in chat tool; do
     for t in qwen qwen2_5 qwen3 qwen3_nothinking llama3 llama3_2 chatml; do

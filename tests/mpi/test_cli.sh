@@ -13,7 +13,7 @@ for f in config model data val out seed device max_steps per_device_train_batch_
          eval_steps save_steps output_dir; do
     expect_has "train --help lists --$f" "--$f"
     grep -q -- "--$f\b\|\\\\-\\\\-$f\b\|fB\\\\-\\\\-$f" "${top_srcdir:-.}/man/zinf-train.1" && pass || fail "man/zinf-train.1 lacks --$f"
-    grep -q -- "--$f" "${top_srcdir:-.}/README.md" && pass || fail "README.md lacks --$f"
+    cat "${top_srcdir:-.}/README.md" "${top_srcdir:-.}"/docs/*.md | grep -q -- "--$f" && pass || fail "README.md and docs/*.md lack --$f"
 done
 run train --learning_rte 1e-3 --data x
 expect_err "misspelt flag" "unknown flag --learning_rte" "did you mean --learning_rate"

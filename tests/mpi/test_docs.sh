@@ -9,7 +9,8 @@
 #    man/zinf-SUB.1 (man/zinf-launch.1), else man/zinf-SUB.5 for a command that only serves the
 #    file format of that page and has no page of its own (`config show` is in zinf-config(5)).
 #    - every flag `CMD --help` prints (a help line that starts with --name, after the indent and
-#      an optional "-x, ") appears in the page and in README.md;
+#      an optional "-x, ") appears in the page, and in README.md or a page of docs/ (docs/*.md,
+#      where the README's longer sections live);
 #    - every option the page documents appears in `CMD --help`: a documented option is the tag of
 #      a .TP (or .TQ) item whose first word is --name (\fB\-\-name\fR, .BI \-\-name " V", ...);
 #      a config key such as fp16.enabled is a tag too, but it does not start with --, so it is
@@ -19,7 +20,7 @@
 #    the commands in zinf(1)'s SYNOPSIS are the same list; `zinf --version` prints the version
 #    configure gave the build; every page `zinf --help` names exists.
 # 4. Every page in man/ is in dist_man_MANS (so make install and the tarball have it) and every
-#    listed page exists; every zinf page a SEE ALSO section names exists; zinf(1)'s SEE ALSO
+#    listed page exists; every docs/*.md is in EXTRA_DIST; every zinf page a SEE ALSO section names exists; zinf(1)'s SEE ALSO
 #    names every other page, and README.md names every page as name(N).
 # Every failure names the file (and line) and the flag, command or page missing.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
@@ -89,9 +90,11 @@ done
 HELP=$("$ZINF" --help 2>&1) || fail "zinf --help exited $?"
 CMDS=$(printf '%s\n' "$HELP" | awk '/^commands:/ { on = 1; next } on && /^$/ { exit } on && /^  [a-z]/ { print $1 }')
 [ -n "$CMDS" ] && pass || fail "zinf --help lists no commands (a 'commands:' block of '  name  text' lines)"
-README_FLAGS=$(flag_names < "$README")
+# the README and the pages its longer sections moved to: a flag in one of them is documented, a
+# flag in none of them fails
+README_FLAGS=$(cat "$README" "$SRC"/docs/*.md | flag_names)
 
-# check_cmd LABEL PAGE PROGRAM [ARGS...]: LABEL --help against PAGE and README.md
+# check_cmd LABEL PAGE PROGRAM [ARGS...]: LABEL --help against PAGE, and README.md with docs/*.md
 check_cmd() {
     local label=$1 page=$2; shift 2
     local out rc flags doc f
@@ -104,7 +107,7 @@ check_cmd() {
         printf '%s\n' "$doc" | grep -qx -- "$f" && pass ||
             fail "man/${page##*/} lacks --$f, which $label --help prints"
         printf '%s\n' "$README_FLAGS" | grep -qx -- "$f" && pass ||
-            fail "README.md lacks --$f, which $label --help prints"
+            fail "README.md and docs/*.md lack --$f, which $label --help prints"
     done
     page_options "$page" | while read -r line f; do
         printf '%s\n' "$flags" | grep -qx -- "$f" ||
@@ -151,13 +154,23 @@ for ref in $(printf '%s\n' "$HELP" | grep -oE 'zinf[A-Za-z0-9_-]*\([1-9]\)' | se
 done
 
 # ---- 4. dist_man_MANS, SEE ALSO and the README name every page, and only pages that exist ------
-DIST=$(sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' "$SRC/Makefile.am" |
-       sed -n 's/^dist_man_MANS[[:space:]]*+*=//p' | tr -s ' \t' '\n' | sed '/^$/d')
+# The words of Makefile.am's variable $1 (its continued lines joined), one per line.
+am_list() {
+    sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' "$SRC/Makefile.am" |
+        sed -n "s/^$1[[:space:]]*+*=//p" | tr -s ' \t' '\n' | sed '/^$/d'
+}
+DIST=$(am_list dist_man_MANS)
 for p in $PAGES; do
     printf '%s\n' "$DIST" | grep -qx -- "man/${p##*/}" && pass || fail "Makefile.am: dist_man_MANS lacks man/${p##*/}"
 done
 for d in $DIST; do
     [ -f "$SRC/$d" ] && pass || fail "Makefile.am: dist_man_MANS lists $d, which does not exist"
+done
+# the README's pages in docs/ are in EXTRA_DIST, so the tarball's README links to pages it has
+XDIST=$(am_list EXTRA_DIST)
+for d in "$SRC"/docs/*.md; do
+    [ -f "$d" ] || continue
+    printf '%s\n' "$XDIST" | grep -qx -- "docs/${d##*/}" && pass || fail "Makefile.am: EXTRA_DIST lacks docs/${d##*/}"
 done
 for p in $PAGES; do
     see_also "$p" > "$TMP/see"

@@ -160,8 +160,8 @@ for c in "zero0 0 none none" "zero1 1 none none" "zero2 2 none none" "zero3 3 no
     [ -n "$(phash "$n")" ] && [ "$(phash "$n")" = "$(phash "$base")" ] && pass ||
         fail "$n: parameters $(phash "$n"), $base's $(phash "$base")"
 done
-# every jobs/configs file that the job scripts, the README and the man pages name exists
-for ref in $(cd "$SRC" && grep -rhoE "jobs/configs/[A-Za-z0-9_./-]+\.json" jobs README.md man DESIGN.md run-demo.sh | sort -u); do
+# every jobs/configs file that the job scripts, the README, docs/ and the man pages name exists
+for ref in $(cd "$SRC" && grep -rhoE "jobs/configs/[A-Za-z0-9_./-]+\.json" jobs README.md docs man DESIGN.md run-demo.sh | sort -u); do
     [ -f "$SRC/$ref" ] && pass || fail "$ref is named in the sources but does not exist"
 done
 echo "$(basename "$0"): $n_configs configs in jobs/configs"
