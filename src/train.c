@@ -43,6 +43,26 @@ void zinf_train_opts_defaults(zinf_train_opts *o)
     zinf_flags_defaults(&o->flags);
 }
 
+int zinf_backend_open(zinf_backend *be, const char *device, int local_rank, zinf_dtype cdt)
+{
+    if (strcmp(device, "cpu") == 0) return zinf_backend_cpu_init(be);
+    if (strcmp(device, "cuda") != 0) return zinf_err("--device %s: expected cpu or cuda", device);
+    int n = zinf_backend_cuda_count();
+    if (!zinf_backend_cuda_built())
+        return zinf_errc(ZINF_ENOTSUP, "--device cuda: this zinf was built without CUDA (configure "
+                         "--with-cuda on a machine with nvcc and NCCL)");
+    if (n <= 0) return zinf_errc(ZINF_ENOTSUP, "--device cuda: no CUDA device is visible");
+    int rc = zinf_backend_cuda_init(be, local_rank % n, cdt);
+    if (rc) rc = zinf_errc(rc, "--device cuda: GPU %d: %s", local_rank % n, zinf_backend_cuda_error());
+    return rc;
+}
+
+void zinf_backend_close(zinf_backend *be)
+{
+    if (strcmp(be->name, "cpu") == 0) zinf_backend_cpu_free(be);
+    else zinf_backend_cuda_free(be);
+}
+
 /* ---------------------------------------------------------------- config on every rank ----- */
 int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const char *model,
                               zinf_flags *flags, zinf_config *cfg)
@@ -739,18 +759,7 @@ static int setup(run *r)
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */
     zinf_dtype cdt = r->cfg.bf16 ? ZINF_BF16 : r->cfg.fp16 ? ZINF_F16 : ZINF_F32;
-    if (strcmp(o->device, "cpu") == 0) rc = zinf_backend_cpu_init(&r->be);
-    else if (strcmp(o->device, "cuda") == 0) {
-        int n = zinf_backend_cuda_count();
-        if (!zinf_backend_cuda_built())
-            rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: this zinf was built without CUDA (configure "
-                           "--with-cuda on a machine with nvcc and NCCL)");
-        else if (n <= 0) rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: no CUDA device is visible");
-        else {
-            rc = zinf_backend_cuda_init(&r->be, comm->local_rank % n, cdt);
-            if (rc) rc = zinf_errc(rc, "--device cuda: GPU %d: %s", comm->local_rank % n, zinf_backend_cuda_error());
-        }
-    } else rc = zinf_err("--device %s: expected cpu or cuda", o->device);
+    rc = zinf_backend_open(&r->be, o->device, comm->local_rank, cdt);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     r->be_ok = true;
     /* one rank failing here ends the job like one failing mid-run: the others are joining */
@@ -1050,8 +1059,7 @@ static void teardown(run *r)
     free(r->nk);
     if (r->be_ok) {
         zinf_comm_detach(r->comm);
-        if (strcmp(r->be.name, "cpu") == 0) zinf_backend_cpu_free(&r->be);
-        else zinf_backend_cuda_free(&r->be);
+        zinf_backend_close(&r->be);
     }
     zinf_log_close();
 }
