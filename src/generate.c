@@ -260,7 +260,8 @@ static int decode(gen *g, const zinf_gen_opts *o, const stops *st, const int32_t
     uint64_t rng = o->seed;
     for (int64_t k = 0; k < o->max_new_tokens && n < T; k++) {
         /* the whole prefix again (no KV cache), the head for its last row alone */
-        zinf_batch b = {.tok = g->tok, .B = 1, .T = T, .head_first = n - 1, .head_count = 1};
+        int64_t last = n - 1;
+        zinf_batch b = {.tok = g->tok, .B = 1, .T = T, .head_at = &last, .head_n = 1};
         ZINF_TRY(zinf_model_forward_batch(m, &b, NULL, 0.0f, NULL));
         g->be.to_f32(&g->be, g->dlogits, m->logits, Vp);
         ZINF_TRY(g->be.copy(&g->be, g->logits, g->dlogits, (size_t)Vp * 4, NULL));

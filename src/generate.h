@@ -38,7 +38,8 @@ int zinf_generate(const zinf_gen_opts *o, FILE *out);
 /* The next token from logits[0..V): the first largest with temperature 0; else a draw from
  * softmax(logits / temperature) restricted to its top-p nucleus (transformers' TopPLogitsWarper:
  * the most likely tokens until their probability reaches top_p, at least one), with the
- * generator *rng (splitmix64). work holds V floats and V int32s of scratch. */
+ * generator *rng (splitmix64); prob and order are V floats and V ids of scratch (with temperature
+ * 0, rng, prob and order are not used and may be NULL). */
 int32_t zinf_gen_sample(const float *logits, int V, double temperature, double top_p, uint64_t *rng, float *prob,
                         int32_t *order);
 
