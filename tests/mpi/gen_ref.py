@@ -5,6 +5,12 @@ directory's config.json, safetensors files (F32) and generation_config.json on i
   gen_ref.py greedy DIR IDS N     the greedy continuation of the comma-separated IDS, at most N
                                   tokens, stopping before generation_config.json's eos_token_id;
                                   printed as ids separated by blanks
+  gen_ref.py chi2 DIR IDS TEMP FILE
+                                  the first tokens drawn at temperature TEMP after IDS (FILE: one
+                                  a line) against the softmax: Pearson's chi-square, 0 when it is
+                                  below the 0.999 quantile
+  gen_ref.py nucleus DIR IDS TEMP P
+                                  the ids top-p P keeps after IDS at temperature TEMP
   gen_ref.py golden DIR K         golden.bin's first row: its first K tokens (comma-separated) and
                                   the argmax of transformers' logits at position K-1
 """
@@ -126,6 +132,42 @@ def golden(d, k):
     return list(tok[:k]), int(np.argmax(logits[0, k - 1]))
 
 
+def chi2(d, ids, temp, draws):
+    """Pearson's chi-square of the drawn first tokens against softmax(logits / temp) of the
+    reference forward: tokens expected 5 times or more are bins of their own, the rest one bin.
+    Passes below the 0.999 quantile (Wilson-Hilferty); prints the statistic and the bins."""
+    c = json.load(open(os.path.join(d, "config.json")))
+    z = forward(load(d), c, ids)[-1] / temp
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    n = len(draws)
+    counts = np.bincount(draws, minlength=len(p))
+    big = p * n >= 5
+    exp_ = list(p[big] * n) + [p[~big].sum() * n]
+    obs = list(counts[big]) + [counts[~big].sum()]
+    if exp_[-1] < 5:  # too few to be a bin: folded into the smallest one
+        exp_[-2] += exp_.pop()
+        obs[-2] += obs.pop()
+    x2 = sum((o - e) ** 2 / e for o, e in zip(obs, exp_))
+    k = len(exp_) - 1
+    q = k * (1 - 2 / (9 * k) + 3.09 * math.sqrt(2 / (9 * k))) ** 3  # chi2(k) 0.999 quantile
+    print(f"chi-square {x2:.2f} over {k} degrees of freedom, 0.999 quantile {q:.2f} ({n} draws)")
+    return 0 if x2 < q and k >= 3 else 1
+
+
+def nucleus(d, ids, temp, top_p):
+    """The ids top-p keeps after IDS at temperature TEMP, as transformers' TopPLogitsWarper: sorted
+    ascending, the tokens whose cumulative probability is at most 1 - top_p removed, one kept."""
+    c = json.load(open(os.path.join(d, "config.json")))
+    z = forward(load(d), c, ids)[-1] / temp
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    order = np.argsort(p, kind="stable")
+    remove = np.cumsum(p[order]) <= 1 - top_p
+    remove[-1] = False
+    return sorted(int(i) for i in order[~remove])
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "greedy":
@@ -133,5 +175,10 @@ if __name__ == "__main__":
     elif a[0] == "golden":
         t, m = golden(a[1], int(a[2]))
         print(",".join(map(str, t)), m)
+    elif a[0] == "nucleus":
+        print(" ".join(map(str, nucleus(a[1], [int(x) for x in a[2].split(",")], float(a[3]), float(a[4])))))
+    elif a[0] == "chi2":
+        sys.exit(chi2(a[1], [int(x) for x in a[2].split(",")], float(a[3]),
+                      [int(x) for x in open(a[4]).read().split()]))
     else:
         sys.exit(__doc__)

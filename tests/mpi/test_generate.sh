@@ -6,6 +6,8 @@
 #  - the prompt each template makes is the text of Hugging Face's Jinja chat template (trl ships
 #    the originals) rendered with add_generation_prompt=True and thinking off;
 #  - top-p with a tiny p is greedy; a fixed seed draws the same tokens twice, another seed others;
+#    the draws at a temperature follow the reference's softmax (chi-square), top-p's stay inside
+#    transformers' nucleus;
 #  - a model trained with `zinf train --dataset` on one conversation gives its reply back from the
 #    checkpoint (greedy), and stops at the template's end of turn;
 #  - bad input: one line each.
@@ -97,6 +99,22 @@ for m in llama3 llama_tied qwen2 qwen3 mistral; do
     run generate --model "$GOLD/$m" --prompt_ids 5,6,7 --max_new_tokens 10
     [ "$RC" -eq 0 ] && [ "$OUTPUT" = "$want" ] && pass || fail "$m: ten greedy tokens '$OUTPUT', the reference's '$want'"
 done
+
+# sampling against the reference's softmax: llama_tied without its generation_config.json (no EOS
+# stops a draw), the first token after 5,6,7 drawn with 800 seeds at temperature 0.7: Pearson's
+# chi-square below its 0.999 quantile; top-p 0.3: every draw inside transformers' nucleus
+mkdir -p "$TMP/lt"
+cp "$GOLD/llama_tied/config.json" "$GOLD/llama_tied/"*.safetensors* "$TMP/lt/"
+draw() { s=1; while [ $s -le "$1" ]; do "$ZINF" generate --model "$TMP/lt" --prompt_ids 5,6,7 --max_new_tokens 1 --seed $s \
+    --temperature 0.7 ${2:-}; s=$((s + 1)); done; }
+draw 800 > "$TMP/draws.txt"
+python3 "$REF" chi2 "$TMP/lt" 5,6,7 0.7 "$TMP/draws.txt" > "$TMP/chi2.txt" && pass || fail "temperature 0.7: $(cat "$TMP/chi2.txt")"
+cat "$TMP/chi2.txt"
+NUC=" $(python3 "$REF" nucleus "$TMP/lt" 5,6,7 0.7 0.3) "
+draw 100 "--top_p 0.3" > "$TMP/nd.txt"
+bad=0; for t in $(cat "$TMP/nd.txt"); do case "$NUC" in *" $t "*) ;; *) bad=$t ;; esac; done
+[ "$bad" = 0 ] && [ "$(sort -u "$TMP/nd.txt" | wc -l)" -gt 3 ] && pass ||
+    fail "top_p 0.3 drew $bad, outside the nucleus$NUC, or too few distinct tokens: $(sort -u "$TMP/nd.txt" | tr '\n' ' ')"
 
 # the prompt of each template against Hugging Face's Jinja templates (trl ships them)
 JDIR=$TMP/jinja
