@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 
 #include "chat.h"
-#include "ckpt.h"
 #include "ckpt_file.h"
+#include "ckpt_tool.h"
 #include "err.h"
 #include "hf.h"
 #include "model.h"
@@ -212,14 +212,8 @@ static int put_unit(void *ctx, int u, const float *vals)
 /* The checkpoint spec resolved and opened, its model config in mc */
 static int open_checkpoint(const char *spec, zinf_ckf *k, zinf_model_cfg *mc)
 {
-    struct stat st;
-    if (stat(spec, &st)) return zinf_errc(-errno, "--checkpoint %s: %s", spec, strerror(errno));
-    char path[4096];
-    int rr = zinf_ckpt_resolve(spec, NULL, path, sizeof path);
-    if (rr < 0 || !path[0])
-        return zinf_errc(ZINF_EINVAL, "--checkpoint %s: no checkpoint there (no latest file, no checkpoint-STEP.h5)",
-                         spec);
-    ZINF_TRY(zinf_ckf_open(k, path));
+    int rc = zinf_ckpt_open_spec(spec, k);
+    if (rc) return zinf_err_prefix(rc, "--checkpoint");
     return zinf_ckpt_attrs_model(&k->a, mc, k->path);
 }
 
@@ -349,7 +343,7 @@ int zinf_generate(const zinf_gen_opts *o, FILE *out)
     if (!rc && o->model) rc = zinf_model_cfg_load(&mc, o->model);
     if (!rc && o->checkpoint) {
         rc = open_checkpoint(o->checkpoint, &g.k, &mc);
-        g.k_open = g.k.f >= 0 && g.k.path[0];
+        g.k_open = g.k.f >= 0;
     }
     for (size_t i = 0; !rc && i < ids.n; i++)
         if (ids.id[i] >= mc.vocab_size)
