@@ -349,6 +349,7 @@ int zinf_generate(const zinf_gen_opts *o, FILE *out)
         if (ids.id[i] >= mc.vocab_size)
             rc = zinf_err("generate: the prompt's token %d (at %zu) is outside the model's vocabulary (size %d)",
                           ids.id[i], i, mc.vocab_size);
+    if (!rc && !ids.n) rc = zinf_err("generate: the prompt is empty: no token to continue from");
     if (!rc && (int64_t)ids.n >= mc.n_positions)
         rc = zinf_err("generate: the prompt is %zu tokens, and the model takes %d positions: no room for a reply",
                       ids.n, mc.n_positions);

@@ -75,6 +75,8 @@ one_line "a prompt past the positions"
 run generate --model "$TMP/hf" --template nosuch --prompt hi
 expect_err "unknown template" "unknown template 'nosuch'"
 one_line "unknown template"
+run generate --model "$TMP/hf" --raw --prompt ""
+expect_err "an empty prompt" "the prompt is empty: no token to continue from"
 run generate --model "$TMP/hf" --prompt_ids 1,2,9999
 expect_err "an id past the vocabulary" "token 9999 (at 2) is outside the model's vocabulary (size 640)"
 run generate --model "$TMP/hf" --template chatml --prompt hi --top_p 0.5
