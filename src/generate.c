@@ -382,6 +382,10 @@ int zinf_generate(const zinf_gen_opts *o, FILE *out)
     loader l = {.m = &g.m, .stage = g.stage};
     if (!rc && o->model) rc = zinf_hf_read_params(o->model, &g.m, put_unit, &l);
     if (!rc && o->checkpoint) rc = zinf_ckf_read_params(&g.k, &g.m, put_unit, &l);
+    if (g.stage) { /* the largest unit in fp32: needed for the load only */
+        g.be.free(&g.be, ZINF_PLACE_DEVICE, g.stage);
+        g.stage = NULL;
+    }
     if (!rc) rc = decode(&g, o, &st, ids.id, (int)ids.n, &reply);
     if (!rc && o->prompt_ids) {
         for (size_t i = 0; i < reply.n; i++) fprintf(out, "%s%d", i ? " " : "", reply.id[i]);
