@@ -863,7 +863,10 @@ static int build_contexts(const zinf_template *t, const zinf_chat *c, const zinf
             free(all.p);
             ZINF_TRY(rc);
         }
-        /* the reply (normalize guarantees one follows each query) */
+        /* the reply (normalize guarantees one follows each query in a dataset); none after the
+         * last query: the prompt a reply is generated from, which ends with the assistant header
+         * (HF's add_generation_prompt) and, for qwen3, the empty think block of thinking off */
+        if (i == c->n) return t->thinking ? sb_str(q, "<think>\n\n</think>\n\n") : 0;
         const char *r = c->m[i].content;
         i++;
         sbuf think = {0};
@@ -991,6 +994,31 @@ int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_cha
     zinf_ids_free(&suf);
     zinf_segs_free(&sg);
     if (rc) zinf_err_prefix(rc, "%lld", (long long)c->line); /* the caller puts the file first */
+    return rc;
+}
+
+int zinf_chat_prompt(const zinf_template *t, const zinf_chat *c, const zinf_chat_opts *o, char **text)
+{
+    *text = NULL;
+    if (c->n < 1 || (c->m[c->n - 1].role != ZINF_ROLE_USER && c->m[c->n - 1].role != ZINF_ROLE_TOOL))
+        return zinf_errc(ZINF_EINVAL, "internal: a generation prompt ends with a user or tool message");
+    zinf_segs sg;
+    ZINF_TRY(zinf_chat_render(t, c, o, &sg));
+    sbuf all = {0};
+    int rc = sb_str(&all, ""); /* an empty prompt is "", not NULL */
+    for (int i = 0; i < sg.n && !rc; i++) rc = sb_str(&all, sg.text[i]);
+    zinf_segs_free(&sg);
+    if (rc) free(all.p);
+    else *text = all.p;
+    return rc;
+}
+
+int zinf_template_end_id(const zinf_template *t, const zinf_tok *tok, int32_t *id)
+{
+    zinf_ids v = {0};
+    int rc = zinf_tok_encode(tok, t->suffix, strlen(t->suffix), ZINF_TOK_SPECIAL, &v);
+    *id = !rc && v.n ? v.id[0] : -1;
+    zinf_ids_free(&v);
     return rc;
 }
 

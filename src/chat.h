@@ -102,6 +102,14 @@ int zinf_chat_render(const zinf_template *t, const zinf_chat *c, const zinf_chat
 int zinf_chat_encode(const zinf_template *t, const zinf_tok *tok, const zinf_chat *c,
                      const zinf_chat_opts *o, zinf_ids *ids, uint8_t **loss, size_t *loss_cap);
 
+/* The text a reply is generated from (`zinf generate`): conversation c, which ends with a user (or
+ * tool) message, rendered as above, then the assistant header, as HF's apply_chat_template with
+ * add_generation_prompt=True writes it; qwen3 adds the empty <think> block of thinking off
+ * (enable_thinking=False). *text is malloc'd. */
+int zinf_chat_prompt(const zinf_template *t, const zinf_chat *c, const zinf_chat_opts *o, char **text);
+/* The id that ends a reply: the first token of the template's suffix (<|im_end|>, <|eot_id|>). */
+int zinf_template_end_id(const zinf_template *t, const zinf_tok *tok, int32_t *id);
+
 /* ---------------------------------------------------------------- zinf data --sft ------- */
 enum { ZINF_TRUNC_DELETE, ZINF_TRUNC_LEFT, ZINF_TRUNC_RIGHT };
 

@@ -469,3 +469,26 @@ int64_t zinf_ckpt_bytes(const zinf_model *m)
         for (int t = 0; t < m->units[u].ntensors; t++) n += m->units[u].t[t].numel, nd++;
     return 12 * n + 3 * nd * 1024 + (1 << 16);
 }
+
+int zinf_ckf_read_params(const zinf_ckf *c, const zinf_model *m, int (*put)(void *ctx, int u, const float *vals),
+                         void *ctx)
+{
+    int64_t maxu = 1;
+    for (int u = 0; u < m->nunits; u++) maxu = m->units[u].numel > maxu ? m->units[u].numel : maxu;
+    float *buf = malloc((size_t)maxu * 4);
+    if (!buf) return zinf_errc(ZINF_ENOMEM, "out of host memory for a unit of %lld parameters", (long long)maxu);
+    int rc = 0;
+    for (int u = 0; u < m->nunits && !rc; u++) {
+        for (int t = 0; t < m->units[u].ntensors && !rc; t++) {
+            const zinf_tensor_view *tv = &m->units[u].t[t];
+            hid_t d;
+            uint64_t sum;
+            rc = zinf_ckf_tensor(c, 0, tv, &d, &sum);
+            if (!rc) rc = zinf_ckf_read(c, d, tv, 0, tv->numel, buf + tv->offset);
+            if (d >= 0) H5Dclose(d);
+        }
+        if (!rc) rc = put(ctx, u, buf);
+    }
+    free(buf);
+    return rc;
+}

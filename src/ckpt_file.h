@@ -70,6 +70,12 @@ int zinf_ckf_tensor(const zinf_ckf *c, int k, const zinf_tensor_view *tv, hid_t 
 /* Elements [a, b) of tensor tv's dataset d into buf (serial, this process alone). */
 int zinf_ckf_read(const zinf_ckf *c, hid_t d, const zinf_tensor_view *tv, int64_t a, int64_t b, float *buf);
 
+/* The fp32 master values (the parameters; no optimizer state) of model m, unit by unit: put gets
+ * unit u's numel values and must copy them before it returns. On this process alone, for
+ * `zinf generate --checkpoint`. */
+int zinf_ckf_read_params(const zinf_ckf *c, const zinf_model *m, int (*put)(void *ctx, int u, const float *vals),
+                         void *ctx);
+
 /* Every link of the three state groups is a tensor of model m. */
 int zinf_ckf_no_extra(const zinf_ckf *c, const zinf_model *m);
 

@@ -54,12 +54,10 @@ static void ck_close(ck *c)
     zinf_model_free(&c->m);
 }
 
-/* Resolve spec (a file, or a directory and its `latest`), open the file and read its scalars and
- * model shape: zinf_ckf_open, the reader the training run's load uses too. */
-static int ck_open(ck *c, const char *spec)
+int zinf_ckpt_open_spec(const char *spec, zinf_ckf *k)
 {
-    memset(c, 0, sizeof *c);
-    c->f = -1;
+    memset(k, 0, sizeof *k);
+    k->f = -1;
     struct stat st;
     if (stat(spec, &st)) return zinf_errc(-errno, "%s: %s", spec, strerror(errno));
     /* zinf_ckpt_resolve reads "auto" as --resume's keyword: a path of that name is ./auto */
@@ -71,8 +69,16 @@ static int ck_open(ck *c, const char *spec)
             return zinf_errc(ZINF_EINVAL, "%s: no checkpoint in this directory (no latest file, no checkpoint-STEP.h5)", spec);
         return zinf_errc(ZINF_EIO, "%s: cannot read it: %s", spec, rr < 0 && rr > -1000 ? strerror(-rr) : "not a file");
     }
-    int rc = zinf_ckf_open(&c->k, path);
-    snprintf(c->path, sizeof c->path, "%s", path);
+    return zinf_ckf_open(k, path);
+}
+
+/* Resolve spec (a file, or a directory and its `latest`), open the file and read its scalars and
+ * model shape: zinf_ckf_open, the reader the training run's load uses too. */
+static int ck_open(ck *c, const char *spec)
+{
+    memset(c, 0, sizeof *c);
+    int rc = zinf_ckpt_open_spec(spec, &c->k);
+    snprintf(c->path, sizeof c->path, "%s", c->k.path);
     c->f = c->k.f;
     if (rc) return rc;
     const zinf_ckpt_attrs *a = &c->k.a;

@@ -15,9 +15,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckpt_file.h"
 #include "kernels.h" /* zinf_dtype */
 
 /* `spec` is a checkpoint file, or a directory whose `latest` names one (zinf_ckpt_resolve). */
+/* Resolve spec and open the file read-only (zinf_ckf_open; zinf_ckf_close it, also after a
+ * failure once k->f >= 0): one line naming spec when there is no checkpoint there. */
+int zinf_ckpt_open_spec(const char *spec, zinf_ckf *k);
 int zinf_ckpt_info(const char *spec, FILE *out);
 int zinf_ckpt_verify(const char *spec, FILE *out);
 

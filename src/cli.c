@@ -13,6 +13,7 @@
 #include "data.h"
 #include "err.h"
 #include "estimate.h"
+#include "generate.h"
 #include "iobench.h"
 #include "launch.h"
 #include "model.h"
@@ -602,6 +603,46 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
     return zinf_ckpt_export(pos[1], out, &x, stdout, 0);
 }
 
+/* ---------------------------------------------------------------- generate ----------------- */
+static int cmd_generate(int argc, char **argv, int first, bool *help)
+{
+    zinf_gen_opts o;
+    zinf_gen_opts_defaults(&o);
+    bool h = false;
+    const flag tab[] = {
+        {"model", F_STR, &o.model, NULL, "a Hugging Face model directory (config.json, safetensors, tokenizer.json)"},
+        {"checkpoint", F_STR, &o.checkpoint, NULL, "instead of --model: a zinf checkpoint (file, or run directory and its latest)"},
+        {"tokenizer", F_STR, &o.tokenizer, NULL, "tokenizer.json or its directory (default: --model; required with --checkpoint)"},
+        {"prompt", F_STR, &o.prompt, NULL, "the user message"},
+        {"system", F_STR, &o.system, NULL, "the system message (default: the template's)"},
+        {"template", F_STR, &o.template_name, NULL, "chat template (default: detected from the model directory)"},
+        {"raw", F_BOOL, &o.raw, NULL, "feed the prompt text as it is, without a template"},
+        {"max_new_tokens", F_INT, &o.max_new_tokens, NULL, "tokens generated at most (default 128)"},
+        {"temperature", F_DBL, &o.temperature, NULL, "sampling temperature (default 0: greedy)"},
+        {"top_p", F_DBL, &o.top_p, NULL, "nucleus sampling: the most likely tokens up to this probability (default 1)"},
+        {"seed", F_U64, &o.seed, NULL, "the sampler's seed (default 0)"},
+        {"device", F_STR, &o.device, NULL, "cpu (default) or cuda"},
+        {"prompt_ids", F_STR, &o.prompt_ids, NULL, "testing: the prompt as token ids 1,2,3 (no template); the reply printed as ids"},
+        {"show_prompt", F_BOOL, &o.show_prompt, NULL, "print the prompt text the template makes, and stop"},
+        {"help", F_BOOL, &h, NULL, "this text"},
+        {NULL, 0, NULL, NULL, NULL},
+    };
+    int npos;
+    ZINF_TRY(parse_flags("generate", tab, argc, argv, first, NULL, 0, &npos));
+    if (h) {
+        *help = true;
+        printf("usage: zinf generate --model DIR --prompt TEXT [--system TEXT] [--template NAME | --raw]\n"
+               "       zinf generate --checkpoint PATH --tokenizer PATH --prompt TEXT [...]\n"
+               "                     [--max_new_tokens N] [--temperature T] [--top_p P] [--seed S]\n\n"
+               "Print a model's reply to a user message: the chat template's prompt up to the assistant\n"
+               "header, then tokens greedily (or sampled) until the end of the turn, the EOS, or\n"
+               "--max_new_tokens. The weights are read alone, without optimizer state.\n\nflags:\n");
+        print_flags(stdout, tab);
+        return 0;
+    }
+    return zinf_generate(&o, stdout);
+}
+
 /* ---------------------------------------------------------------- zinf-launch -------------- */
 int zinf_launch_cli_main(int argc, char **argv)
 {
@@ -775,11 +816,13 @@ static void usage(FILE *out)
             "  ckpt           inspect, verify or export a checkpoint: info, verify, export\n"
             "                 (zinf ckpt --help)\n"
             "  plot           draw runs' metrics.jsonl (loss, validation loss, learning rate, tokens/s)\n"
-            "                 as an SVG figure (zinf plot --help)\n\n"
+            "                 as an SVG figure (zinf plot --help)\n"
+            "  generate       a model's reply to a prompt, through its chat template (zinf generate --help)\n\n"
             "  --help         this text\n"
             "  --version      the version\n\n"
             "See zinf(1), zinf-train(1), zinf-config(5), zinf-data(1), zinf-estimate(1),\n"
-            "zinf-io-bench(1), zinf-ckpt(1), zinf-plot(1), zinf-launch(1) (the launcher: zinf-launch --help).\n");
+            "zinf-io-bench(1), zinf-ckpt(1), zinf-plot(1), zinf-generate(1), zinf-launch(1) (the launcher:\n"
+            "zinf-launch --help).\n");
 }
 
 int zinf_cli_main(int argc, char **argv)
@@ -795,7 +838,7 @@ int zinf_cli_main(int argc, char **argv)
     /* the commands that need no MPI (ckpt reads files on one process): their error is printed here */
     static const struct { const char *name; int (*run)(int, char **, int, bool *); } serial[] = {
         {"estimate", cmd_estimate}, {"data", cmd_data}, {"io-bench", cmd_io_bench}, {"ckpt", cmd_ckpt},
-        {"plot", cmd_plot}};
+        {"plot", cmd_plot}, {"generate", cmd_generate}};
     for (size_t i = 0; i < sizeof serial / sizeof serial[0]; i++) {
         if (strcmp(cmd, serial[i].name)) continue;
         if (serial[i].run(argc, argv, 2, &help)) { fprintf(stderr, "zinf: error: %s\n", zinf_errmsg()); return 1; }

@@ -238,14 +238,12 @@ static int fill(zinf_st_reader *rd, const zinf_tensor_view *tv, const zinf_hf_pa
     return 0;
 }
 
-/* Unit u's part on this rank queued on the reader into b, zeroed first (rows HF lacks stay zero);
- * *i walks the items, which are in unit order. */
-static int queue_unit(zinf_st_reader *rd, const zinf_model *m, zinf_zero *z, const zinf_hf_item *it, int n, int *i,
-                      const zinf_st_file **sf, const zinf_st_tensor **st, int u, float *b)
+/* Elements [lo, lo + len) of unit u (a rank's part, or all of it) queued on the reader into b,
+ * zeroed first (rows HF lacks stay zero); *i walks the items, which are in unit order. */
+static int queue_unit(zinf_st_reader *rd, const zinf_model *m, int64_t lo, int64_t len, const zinf_hf_item *it, int n,
+                      int *i, const zinf_st_file **sf, const zinf_st_tensor **st, int u, float *b)
 {
     const zinf_unit *un = &m->units[u];
-    int64_t lo, len;
-    zinf_zero_ckpt_range(z, u, false, &lo, &len);
     memset(b, 0, (size_t)len * 4);
     for (; *i < n && it[*i].u == u; (*i)++) {
         const zinf_tensor_view *tv = &un->t[it[*i].t];
@@ -256,21 +254,49 @@ static int queue_unit(zinf_st_reader *rd, const zinf_model *m, zinf_zero *z, con
     return 0;
 }
 
+/* A directory's HF tensors for model m: its config checked, every tensor of zinf_hf_list found and
+ * its dtype and shape checked (sf[i], st[i] for item i). src_close undoes it, also after a failure. */
+typedef struct hf_src {
+    zinf_st_dir *sd;
+    zinf_hf_item *it;
+    int n;
+    const zinf_st_file **sf;
+    const zinf_st_tensor **st;
+} hf_src;
+
+static int src_open(hf_src *h, const char *dir, const zinf_model *m)
+{
+    *h = (hf_src){0};
+    int rc = check_config(dir, &m->c);
+    if (!rc) rc = zinf_st_dir_open(&h->sd, dir);
+    if (!rc) rc = zinf_hf_list(m, &h->it, &h->n);
+    if (!rc && (!(h->sf = calloc((size_t)h->n + 1, sizeof *h->sf)) || !(h->st = calloc((size_t)h->n + 1, sizeof *h->st))))
+        rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    for (int i = 0; i < h->n && !rc; i++) rc = find_part(h->sd, m->f->hf_prefix, &h->it[i], &h->sf[i], &h->st[i]);
+    return rc;
+}
+
+static void src_close(hf_src *h)
+{
+    free(h->sf);
+    free(h->st);
+    free(h->it);
+    zinf_st_dir_close(h->sd);
+    *h = (hf_src){0};
+}
+
 int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_hf_load *load)
 {
     double t0 = zinf_now();
-    zinf_st_dir *sd = NULL;
     zinf_st_reader *rd = NULL;
-    zinf_hf_item *it = NULL;
-    int n = 0;
-    int rc = check_config(dir, &m->c);
-    if (!rc) rc = zinf_st_dir_open(&sd, dir);
-    if (!rc) rc = zinf_hf_list(m, &it, &n);
     /* every tensor is found and checked, on every rank, before any state changes */
-    const zinf_st_file **sf = rc ? NULL : calloc((size_t)n + 1, sizeof *sf);
-    const zinf_st_tensor **st = rc ? NULL : calloc((size_t)n + 1, sizeof *st);
-    if (!rc && (!sf || !st)) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
-    for (int i = 0; i < n && !rc; i++) rc = find_part(sd, m->f->hf_prefix, &it[i], &sf[i], &st[i]);
+    hf_src h;
+    int rc = src_open(&h, dir, m);
+    zinf_st_dir *sd = h.sd;
+    zinf_hf_item *it = h.it;
+    int n = h.n;
+    const zinf_st_file **sf = h.sf;
+    const zinf_st_tensor **st = h.st;
     int64_t maxp = 1;
     for (int u = 0; u < m->nunits; u++) {
         int64_t lo, len;
@@ -284,18 +310,22 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     rc = zinf_comm_agree(comm, rc);
     double twait = 0;
     int i = 0;
-    if (!rc && m->nunits) rc = queue_unit(rd, m, z, it, n, &i, sf, st, 0, buf[0]);
+    int64_t lo, len;
+    if (!rc && m->nunits) zinf_zero_ckpt_range(z, 0, false, &lo, &len);
+    if (!rc && m->nunits) rc = queue_unit(rd, m, lo, len, it, n, &i, sf, st, 0, buf[0]);
     if (!rc && m->nunits) rc = zinf_st_reader_start(rd);
     /* each rank its part of each unit: the masters from the files, Adam's moments zero */
     for (int u = 0; u < m->nunits && !rc; u++) {
         const zinf_unit *un = &m->units[u];
-        int64_t lo, len;
-        zinf_zero_ckpt_range(z, u, false, &lo, &len);
         double w0 = zinf_now();
         rc = zinf_st_reader_wait(rd);
         twait += zinf_now() - w0;
         /* the next unit's reads go on while this one moves into the shards */
-        if (!rc && u + 1 < m->nunits) rc = queue_unit(rd, m, z, it, n, &i, sf, st, u + 1, buf[(u + 1) % 2]);
+        if (!rc && u + 1 < m->nunits) {
+            zinf_zero_ckpt_range(z, u + 1, false, &lo, &len);
+            rc = queue_unit(rd, m, lo, len, it, n, &i, sf, st, u + 1, buf[(u + 1) % 2]);
+        }
+        zinf_zero_ckpt_range(z, u, false, &lo, &len);
         if (!rc && u + 1 < m->nunits) rc = zinf_st_reader_start(rd);
         float *b = buf[u % 2];
         if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, b);
@@ -311,14 +341,36 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
     zinf_st_reader_close(rd); /* after the thread of a unit that was not waited for */
     free(buf[0]);
     free(buf[1]);
-    free(sf);
-    free(st);
-    free(it);
-    zinf_st_dir_close(sd);
+    src_close(&h);
     /* each agree above printed a failure once; only the last step is still to agree on */
     if (!rc) rc = zinf_comm_agree(comm, zinf_zero_ckpt_params_from_master(z));
     if (!rc) rc = zinf_comm_agree(comm, zinf_comm_allreduce_sum_u64(comm, sums, 3));
     if (!rc && load) *load = (zinf_hf_load){.read = sums[0], .wanted = sums[1], .direct = !sums[2],
                                             .seconds = zinf_now() - t0, .wait_seconds = twait};
+    return rc;
+}
+
+int zinf_hf_read_params(const char *dir, const zinf_model *m, int (*put)(void *ctx, int u, const float *vals),
+                        void *ctx)
+{
+    zinf_st_reader *rd = NULL;
+    hf_src h;
+    int rc = src_open(&h, dir, m);
+    int64_t maxu = 1;
+    for (int u = 0; u < m->nunits; u++) maxu = m->units[u].numel > maxu ? m->units[u].numel : maxu;
+    float *buf = rc ? NULL : malloc((size_t)maxu * 4);
+    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for a unit of %lld parameters", (long long)maxu);
+    if (!rc) rc = zinf_st_reader_open(&rd, h.sd, 0, 0);
+    /* every unit whole, one after the other, through one unit's buffer: this process is the only
+     * reader */
+    for (int u = 0, i = 0; u < m->nunits && !rc; u++) {
+        rc = queue_unit(rd, m, 0, m->units[u].numel, h.it, h.n, &i, h.sf, h.st, u, buf);
+        if (!rc) rc = zinf_st_reader_run(rd);
+        if (rc) rc = zinf_err_prefix(rc, "%s: unit %s", dir, m->units[u].name);
+        if (!rc) rc = put(ctx, u, buf);
+    }
+    zinf_st_reader_close(rd);
+    free(buf);
+    src_close(&h);
     return rc;
 }

@@ -83,4 +83,11 @@ typedef struct zinf_hf_load {
  * was read. */
 int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_zero *z, zinf_hf_load *load);
 
+/* The model's parameters from DIR (config.json, the safetensors files), read as zinf_hf_import
+ * reads them but on this one process and without ZeRO or an optimizer: each unit u in turn, all
+ * of its numel values in fp32 (rows HF lacks zero), handed to put, which must copy them before it
+ * returns (one unit's host buffer is all this holds). For `zinf generate`. */
+int zinf_hf_read_params(const char *dir, const zinf_model *m, int (*put)(void *ctx, int u, const float *vals),
+                        void *ctx);
+
 #endif

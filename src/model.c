@@ -318,6 +318,13 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
                          m->B, m->T);
     int64_t N = (int64_t)m->B * m->T;
     const int32_t *tokens = b->tok, *targets = b->tgt;
+    if (b->head_n && (targets || b->head_n < 0 || b->head_n > m->head_rows))
+        return zinf_errc(ZINF_EINVAL, "internal: %lld head rows (at most %lld)%s", (long long)b->head_n,
+                         (long long)m->head_rows, targets ? " with targets" : "");
+    for (int64_t i = 0; i < b->head_n; i++)
+        if (b->head_at[i] < 0 || b->head_at[i] >= N)
+            return zinf_errc(ZINF_EINVAL, "internal: head row %lld of a batch of %lld tokens", (long long)b->head_at[i],
+                             (long long)N);
     for (int64_t i = 0; i < N; i++)
         if (tokens[i] < 0 || tokens[i] >= m->c.vocab_size)
             return zinf_err("token %d at position %lld is outside the vocabulary (size %d)", tokens[i],
@@ -338,6 +345,13 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
     const char *hin = m->f->head_in(m);
     ZINF_TRY(zinf_acquire(h, hu, 0));
     const void *W = m->f->head_w(m, m->params); /* where the acquire put it (ZeRO-3 gathers it) */
+    if (b->head_n) { /* the rows asked for, one product each, no loss */
+        for (int64_t i = 0; i < b->head_n; i++)
+            be->matmul_fwd(be, (char *)m->logits + (size_t)i * Vp * es, hin + (size_t)b->head_at[i] * C * es, W, NULL,
+                           1, C, Vp);
+        ZINF_TRY(zinf_release(h, hu, 0));
+        return be->sync(be);
+    }
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);

@@ -97,6 +97,11 @@ typedef struct zinf_use { int u, phase; } zinf_use;
 typedef struct zinf_batch {
     const int32_t *tok, *tgt, *pos, *kv_start;
     int B, T;
+    /* logits only (tgt NULL), for generation: the head runs for rows head_at[0..head_n) alone
+     * (indices into the B*T tokens), row head_at[i] landing in m->logits' row i, so a step costs
+     * head_n rows of the vocabulary product instead of B*T; head_n 0 is every row */
+    const int64_t *head_at;
+    int64_t head_n;
 } zinf_batch;
 
 /* Called by forward/backward around each unit's use. `phase` 0 = forward, 1 = backward.

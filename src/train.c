@@ -21,6 +21,7 @@
 #include "err.h"
 #include "estimate.h"
 #include "file.h"
+#include "generate.h"
 #include "kernels.h"
 #include "log.h"
 #include "model.h"
@@ -41,6 +42,26 @@ void zinf_train_opts_defaults(zinf_train_opts *o)
     o->resume = NULL;
     o->max_new_tokens = 16;
     zinf_flags_defaults(&o->flags);
+}
+
+int zinf_backend_open(zinf_backend *be, const char *device, int local_rank, zinf_dtype cdt)
+{
+    if (strcmp(device, "cpu") == 0) return zinf_backend_cpu_init(be);
+    if (strcmp(device, "cuda") != 0) return zinf_err("--device %s: expected cpu or cuda", device);
+    int n = zinf_backend_cuda_count();
+    if (!zinf_backend_cuda_built())
+        return zinf_errc(ZINF_ENOTSUP, "--device cuda: this zinf was built without CUDA (configure "
+                         "--with-cuda on a machine with nvcc and NCCL)");
+    if (n <= 0) return zinf_errc(ZINF_ENOTSUP, "--device cuda: no CUDA device is visible");
+    int rc = zinf_backend_cuda_init(be, local_rank % n, cdt);
+    if (rc) rc = zinf_errc(rc, "--device cuda: GPU %d: %s", local_rank % n, zinf_backend_cuda_error());
+    return rc;
+}
+
+void zinf_backend_close(zinf_backend *be)
+{
+    if (strcmp(be->name, "cpu") == 0) zinf_backend_cpu_free(be);
+    else zinf_backend_cuda_free(be);
 }
 
 /* ---------------------------------------------------------------- config on every rank ----- */
@@ -265,15 +286,17 @@ static double tev_s(run *r, int a, int b)
 }
 
 /* One forward (and backward) of a micro-batch through the ZeRO hooks; pos and kv (zinf_batch's)
- * for packed rows, else NULL. */
-static int pass(run *r, const int32_t *inp, const int32_t *tgt, const int32_t *pos, const int32_t *kv, float *loss,
-                bool backward, bool last_micro, float dloss_scale, step_times *t)
+ * for packed rows, else NULL; head_at/head_n (zinf_batch's) for the logits of some rows alone. */
+static int pass(run *r, const int32_t *inp, const int32_t *tgt, const int32_t *pos, const int32_t *kv,
+                const int64_t *head_at, int64_t head_n, float *loss, bool backward, bool last_micro, float dloss_scale,
+                step_times *t)
 {
     double t0 = zinf_now();
     bool tm = t && r->tev[0];
     ZINF_TRY(zinf_zero_begin_pass(r->z, backward, last_micro));
     if (tm) r->be.event_record(&r->be, r->tev[0], NULL);
-    zinf_batch b = {.tok = inp, .tgt = tgt, .pos = pos, .kv_start = kv, .B = r->m.B, .T = r->m.T};
+    zinf_batch b = {.tok = inp, .tgt = tgt, .pos = pos, .kv_start = kv, .B = r->m.B, .T = r->m.T, .head_at = head_at,
+                    .head_n = head_n};
     ZINF_TRY(zinf_model_forward_batch(&r->m, &b, zinf_zero_hooks(r->z), backward ? dloss_scale : 0.0f, loss));
     double t1 = zinf_now();
     if (tm) r->be.event_record(&r->be, r->tev[1], NULL);
@@ -425,7 +448,7 @@ static int train_step(run *r, int64_t step, step_result *out)
         }
         float loss = 0;
         float dls = r->nk ? (float)(r->ls.cur_scale * wk) : (float)(r->ls.cur_scale / (double)gas);
-        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, true, k == gas - 1, dls, &out->t));
+        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, NULL, 0, &loss, true, k == gas - 1, dls, &out->t));
         loss_sum += r->nk ? loss * wk : loss;
     }
     double scaled_norm;
@@ -527,7 +550,7 @@ static int evaluate(run *r, double *val_loss)
         bool mine = b < nbatches;
         ZINF_TRY(zinf_data_read_rows(r->val, (mine ? b : b0) * B, B, r->inp, r->tgt, r->pos, r->kv));
         float loss;
-        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, &loss, false, false, 0, NULL));
+        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, NULL, 0, &loss, false, false, 0, NULL));
         /* SFT data: the mean over every predicted token (micro-batches weigh by their counts) */
         double n = r->nk ? (double)r->m.nvalid : 1.0;
         if (mine) {
@@ -585,13 +608,15 @@ static int check_prompts(run *r, const char *path)
     char line[4096];
     int64_t total = 0, correct = 0, lineno = 0;
     int B = m->B, T = m->T, Vp = m->c.padded_vocab;
-    float *logits = malloc((size_t)B * T * Vp * sizeof(float));
-    float *dlogits = r->be.alloc(&r->be, ZINF_PLACE_DEVICE, (size_t)B * T * Vp * sizeof(float));
+    /* one row of logits per prompt: the last position of each */
+    float *logits = malloc((size_t)B * Vp * sizeof(float));
+    float *dlogits = r->be.alloc(&r->be, ZINF_PLACE_DEVICE, (size_t)B * Vp * sizeof(float));
+    int64_t *at = calloc((size_t)B, sizeof *at);
     int32_t *tok = calloc((size_t)B * T, sizeof(int32_t));
     int *len = calloc((size_t)B, sizeof(int)), *done = calloc((size_t)B, sizeof(int));
     char (*want)[256] = calloc((size_t)B, 256), (*got)[256] = calloc((size_t)B, 256);
     int rc = 0;
-    if (!logits || !dlogits || !tok || !len || !done || !want || !got) { rc = zinf_errc(ZINF_ENOMEM, "out of memory"); goto out; }
+    if (!logits || !dlogits || !at || !tok || !len || !done || !want || !got) { rc = zinf_errc(ZINF_ENOMEM, "out of memory"); goto out; }
     int shown = 0;
     for (bool eof = false; !eof && !rc;) {
         int nb = 0;
@@ -614,16 +639,15 @@ static int check_prompts(run *r, const char *path)
         }
         if (rc || nb == 0) break;
         for (int64_t g = 0; g < r->o->max_new_tokens; g++) {
-            ZINF_TRY(pass(r, tok, NULL, NULL, NULL, NULL, false, false, 0, NULL));
-            r->be.to_f32(&r->be, dlogits, m->logits, (int64_t)B * T * Vp);
-            ZINF_TRY(r->be.copy(&r->be, logits, dlogits, (size_t)B * T * Vp * 4, NULL));
+            for (int b = 0; b < nb; b++) at[b] = (int64_t)b * T + len[b] - 1;
+            ZINF_TRY(pass(r, tok, NULL, NULL, NULL, at, nb, NULL, false, false, 0, NULL));
+            r->be.to_f32(&r->be, dlogits, m->logits, (int64_t)nb * Vp);
+            ZINF_TRY(r->be.copy(&r->be, logits, dlogits, (size_t)nb * Vp * 4, NULL));
             ZINF_TRY(r->be.sync(&r->be));
             int active = 0;
             for (int b = 0; b < nb; b++) {
                 if (done[b]) continue;
-                const float *row = logits + ((int64_t)b * T + len[b] - 1) * Vp;
-                int best = 0;
-                for (int v = 1; v < m->c.vocab_size; v++) if (row[v] > row[best]) best = v;
+                int best = zinf_gen_sample(logits + (int64_t)b * Vp, m->c.vocab_size, 0.0, 1.0, NULL, NULL, NULL);
                 if (best == '\n' || len[b] >= T) { done[b] = 1; continue; }
                 tok[(int64_t)b * T + len[b]++] = best;
                 size_t gl = strlen(got[b]);
@@ -662,7 +686,7 @@ static int check_prompts(run *r, const char *path)
 out:
     fclose(f);
     if (dlogits) r->be.free(&r->be, ZINF_PLACE_DEVICE, dlogits);
-    free(logits); free(tok); free(len); free(done); free(want); free(got);
+    free(logits); free(at); free(tok); free(len); free(done); free(want); free(got);
     return rc;
 }
 
@@ -739,18 +763,7 @@ static int setup(run *r)
     ZINF_TRY(zinf_train_resolve_config(comm, o->config_path, o->model, &flags, &r->cfg));
     /* the compute dtype follows the config's fp16/bf16 blocks; the CPU backend is fp32 */
     zinf_dtype cdt = r->cfg.bf16 ? ZINF_BF16 : r->cfg.fp16 ? ZINF_F16 : ZINF_F32;
-    if (strcmp(o->device, "cpu") == 0) rc = zinf_backend_cpu_init(&r->be);
-    else if (strcmp(o->device, "cuda") == 0) {
-        int n = zinf_backend_cuda_count();
-        if (!zinf_backend_cuda_built())
-            rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: this zinf was built without CUDA (configure "
-                           "--with-cuda on a machine with nvcc and NCCL)");
-        else if (n <= 0) rc = zinf_errc(ZINF_ENOTSUP, "--device cuda: no CUDA device is visible");
-        else {
-            rc = zinf_backend_cuda_init(&r->be, comm->local_rank % n, cdt);
-            if (rc) rc = zinf_errc(rc, "--device cuda: GPU %d: %s", comm->local_rank % n, zinf_backend_cuda_error());
-        }
-    } else rc = zinf_err("--device %s: expected cpu or cuda", o->device);
+    rc = zinf_backend_open(&r->be, o->device, comm->local_rank, cdt);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     r->be_ok = true;
     /* one rank failing here ends the job like one failing mid-run: the others are joining */
@@ -789,13 +802,13 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
     if (o->prompts) { /* every line, before training, not after it; said once */
-        /* the check reads every row's logits at once: a head that runs in chunks has no such buffer */
-        int64_t N = r->cfg.train_micro_batch_size_per_gpu * r->T;
-        if (zinf_model_head_rows(N, mc.padded_vocab, zinf_dtype_size(r->be.cdt)) < N)
-            return zinf_comm_agree(comm, zinf_err("--eval_prompts: the prompt check reads the logits of all %lld "
-                                                  "rows of a micro-batch at once, and a vocabulary of %d at this "
-                                                  "size computes them in chunks: leave --eval_prompts out",
-                                                  (long long)N, mc.vocab_size));
+        /* the check computes one row of logits per prompt of a micro-batch, all at once */
+        int64_t B = r->cfg.train_micro_batch_size_per_gpu;
+        if (zinf_model_head_rows(B * r->T, mc.padded_vocab, zinf_dtype_size(r->be.cdt)) < B)
+            return zinf_comm_agree(comm, zinf_err("--eval_prompts: the prompt check holds one row of logits for "
+                                                  "each of the %lld prompts of a micro-batch, more than a "
+                                                  "vocabulary of %d leaves room for: leave --eval_prompts out",
+                                                  (long long)B, mc.vocab_size));
         ZINF_TRY(zinf_comm_agree(comm, comm->rank == 0 ? prompts_check(o->prompts, r->T, o->max_new_tokens) : 0));
     }
     const zinf_family *fam = zinf_family_find(mc.model_type);
@@ -1052,8 +1065,7 @@ static void teardown(run *r)
     free(r->nk);
     if (r->be_ok) {
         zinf_comm_detach(r->comm);
-        if (strcmp(r->be.name, "cpu") == 0) zinf_backend_cpu_free(&r->be);
-        else zinf_backend_cuda_free(&r->be);
+        zinf_backend_close(&r->be);
     }
     zinf_log_close();
 }

@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "chat.h"
 #include "config.h"
+#include "kernels.h"
 
 typedef struct zinf_train_opts {
     const char *config_path; /* NULL: the embedded default */
@@ -56,5 +57,10 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o);
  * `zinf config show`; model may be NULL (then size "auto"s need --hidden_size-free configs). */
 int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const char *model,
                               zinf_flags *flags, zinf_config *cfg);
+
+/* The backend --device names: cpu, or cuda (GPU local_rank modulo the visible ones, compute
+ * dtype cdt); one line naming the cause when it cannot be had. */
+int zinf_backend_open(zinf_backend *be, const char *device, int local_rank, zinf_dtype cdt);
+void zinf_backend_close(zinf_backend *be);
 
 #endif

@@ -12,6 +12,9 @@ ignore_empty_think for qwen3), with numpy's RandomState for sampling and HF `tok
       zinf's rendered text (its segments joined) against Hugging Face's Jinja chat template rendered
       with jinja2 as transformers' apply_chat_template renders it, on the rows where ms-swift and
       the Jinja template are meant to agree (hf_differs lists the known differences)
+  chat_ref.py hf-prompt JINJA USER [SYSTEM]
+      the generation prompt of one user message (and a system one): the Jinja template rendered
+      with add_generation_prompt=True and enable_thinking=False (test_generate.sh)
 """
 import json
 import re
@@ -299,7 +302,7 @@ def hf_differs(name, m):
     return None
 
 
-def hf_compare(zinf_out, spec, name, jinja_path):
+def jinja_template(jinja_path):
     import jinja2
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -314,7 +317,20 @@ def hf_compare(zinf_out, spec, name, jinja_path):
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    tpl = env.from_string(open(jinja_path, encoding="utf-8").read())
+    return env.from_string(open(jinja_path, encoding="utf-8").read())
+
+
+def hf_prompt(jinja_path, user, system=None):
+    """The generation prompt of [system,] user: apply_chat_template(add_generation_prompt=True) with
+    thinking off (enable_thinking=False), as `zinf generate` writes it."""
+    m = ([{"role": "system", "content": system}] if system is not None else []) + [{"role": "user", "content": user}]
+    sys.stdout.write(jinja_template(jinja_path).render(messages=m, add_generation_prompt=True, enable_thinking=False,
+                                                       bos_token="<|begin_of_text|>", date_string="26 Jul 2024"))
+    return 0
+
+
+def hf_compare(zinf_out, spec, name, jinja_path):
+    tpl = jinja_template(jinja_path)
     rows, _ = read(spec)
     zl = [json.loads(x) for x in open(zinf_out, encoding="utf-8") if x.startswith("[")]
     if len(zl) != len(rows):
@@ -361,6 +377,8 @@ def main(a):
         return compare(a[1], a[2])
     elif a[0] == "hf-compare":
         return hf_compare(a[1], a[2], a[3], a[4])
+    elif a[0] == "hf-prompt":
+        return hf_prompt(a[1], a[2], a[3] if len(a) > 3 else None)
     return 0
 
 

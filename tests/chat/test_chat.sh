@@ -80,10 +80,7 @@ run data --sft --input "$TMP/bad.jsonl" --tokenizer "$TMP/model" --out "$TMP/bad
 expect_err "no template fits" "no built-in template fits model_type 'gpt_neox'" "give --template NAME"
 
 # --- Python: numpy and tokenizers ---------------------------------------------------------------
-PYDIR=${ZINF_TEST_PY:-${XDG_CACHE_HOME:-${HOME:-$TMP}/.cache}/zinf-test-py}
-mkdir -p "$PYDIR" 2>/dev/null && [ -w "$PYDIR" ] || PYDIR="$TMP/py"
-export PYTHONPATH="$PYDIR${PYTHONPATH:+:$PYTHONPATH}"
-pyok() { python3 -c "import $1" >/dev/null 2>&1; }
+py_setup
 if ! pyok "numpy, tokenizers"; then
     python3 -m pip install -q --disable-pip-version-check --target "$PYDIR" numpy tokenizers > "$TMP/pip.log" 2>&1
     if ! pyok "numpy, tokenizers"; then
@@ -145,15 +142,7 @@ ls "$TMP"/ct_* >/dev/null 2>&1 && fail "chatml tool messages: a shard was left b
 # the rendered text against Hugging Face's own Jinja templates (trl ships the originals), rendered
 # with jinja2 as transformers renders them, on the samples where ms-swift and Jinja agree
 JDIR=$TMP/jinja
-if { pyok "jinja2" || python3 -m pip install -q --disable-pip-version-check --target "$PYDIR" jinja2 >> "$TMP/pip.log" 2>&1; } &&
-   python3 -m pip download -q --disable-pip-version-check --no-deps trl==1.16.0 -d "$JDIR" >> "$TMP/pip.log" 2>&1 &&
-   python3 - "$JDIR" <<'PY'
-import glob, sys, zipfile
-z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/trl-*.whl")[0])
-for n in ("qwen2_5", "qwen3", "qwen3_instruct_2507", "llama3_1"):
-    open(f"{sys.argv[1]}/{n}.jinja", "wb").write(z.read(f"trl/chat_templates/{n}.jinja"))
-PY
-then
+if fetch_jinja "$JDIR"; then
     for c in "chat qwen2_5 qwen2_5" "chat qwen3 qwen3" "chat llama3_2 llama3_1" "tool qwen2_5 qwen2_5" \
              "chat qwen3_nothinking qwen3_instruct_2507" "tool qwen3_nothinking qwen3_instruct_2507"; do
         set -- $c

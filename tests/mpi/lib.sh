@@ -58,6 +58,40 @@ make_text() {
     awk -v n="$2" 'BEGIN { s = 12345; for (i = 0; i < n; i++) { s = (s * 1103515245 + 12345) % 2147483648; a = int(s / 65536) % 100; s = (s * 1103515245 + 12345) % 2147483648; b = int(s / 65536) % 100; printf "%d+%d=%d\n", a, b, a + b } }' > "$1"
 }
 
+# tiny_chat_model DIR: a tiny Llama model directory (config.json, tests/tok/tiny.json as its
+# tokenizer.json, no weights) for chat runs
+tiny_chat_model() {
+    mkdir -p "$1"
+    cp "${top_srcdir:-.}/tests/tok/tiny.json" "$1/tokenizer.json"
+    cat > "$1/config.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 640, "max_position_embeddings": 256,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true}
+JSON
+}
+
+# py_setup: PYDIR, a directory pip installs the Python references' packages into (kept between
+# runs), on PYTHONPATH; pyok MODULES: they import
+py_setup() {
+    PYDIR=${ZINF_TEST_PY:-${XDG_CACHE_HOME:-${HOME:-$TMP}/.cache}/zinf-test-py}
+    mkdir -p "$PYDIR" 2>/dev/null && [ -w "$PYDIR" ] || PYDIR="$TMP/py"
+    export PYTHONPATH="$PYDIR${PYTHONPATH:+:$PYTHONPATH}"
+}
+pyok() { python3 -c "import $1" >/dev/null 2>&1; }
+
+# fetch_jinja DIR: Hugging Face's chat templates as trl 1.16.0 ships them (DIR/qwen2_5.jinja,
+# qwen3, qwen3_instruct_2507, llama3_1) and jinja2 to render them; fails without PyPI
+fetch_jinja() {
+    { pyok jinja2 || python3 -m pip install -q --disable-pip-version-check --target "$PYDIR" jinja2 >> "$TMP/pip.log" 2>&1; } &&
+    python3 -m pip download -q --disable-pip-version-check --no-deps trl==1.16.0 -d "$1" >> "$TMP/pip.log" 2>&1 &&
+    python3 - "$1" <<'PY'
+import glob, sys, zipfile
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/trl-*.whl")[0])
+for n in ("qwen2_5", "qwen3", "qwen3_instruct_2507", "llama3_1"):
+    open(f"{sys.argv[1]}/{n}.jinja", "wb").write(z.read(f"trl/chat_templates/{n}.jinja"))
+PY
+}
+
 finish() {
     echo "$(basename "$0"): $CHECKS checks, $FAILS failed"
     [ "$FAILS" -eq 0 ]

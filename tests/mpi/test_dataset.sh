@@ -7,17 +7,10 @@
 # input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
 # leaves nothing in the cache; the flags that belong to --dataset are refused without it.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
-TOK="${top_srcdir:-.}/tests/tok/tiny.json"
 CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
 
 M=$TMP/model
-mkdir -p "$M"
-cp "$TOK" "$M/tokenizer.json"
-cat > "$M/config.json" <<'JSON'
-{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
- "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 640, "max_position_embeddings": 256,
- "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true}
-JSON
+tiny_chat_model "$M"
 for i in 1 2 3 4 5 6; do cat "$CHAT"; done > "$TMP/data.jsonl"
 C=$TMP/cache
 TR="--model $M --template chatml --max_length 128 --max_steps 2 --logging_steps 1 --per_device_train_batch_size 2 --seed 5"

@@ -144,13 +144,6 @@ expect_has "estimate of a Qwen3-8B directory" "Psi = 8190735360"
 run estimate --model llama-3.1-8b
 expect_has "estimate of llama-3.1-8b" "Psi = 8030261248"
 
-# --- a head in row chunks (Llama-3's 128k vocabulary at 16k tokens) cannot serve the prompt check,
-# which reads every row's logits: refused before the model is built, not after training
-printf '1+1=\t2\n' > "$TMP/p.tsv"
-run train --model llama-3.2-1b --data "$D" --max_length 4096 --per_device_train_batch_size 4 --max_steps 1 \
-    --eval_prompts "$TMP/p.tsv" --out "$TMP/pp"
-expect_err "prompts with a chunked head" "--eval_prompts: the prompt check reads the logits of all 16384 rows"
-
 # --- config.json zinf cannot train: one line naming the key and value ---------------------------
 printf '{"model_type": "qwen3_moe", "hidden_size": 64}\n' > "$TMP/moe.json"
 mpi 2 train --model "$TMP/moe.json" --data "$D" --out "$TMP/moe"
