@@ -48,14 +48,7 @@ for st in 0 1 2 3; do
 done
 
 # 2. offload at stage 3 on NP GPUs against the same run without it
-NV=""
-for base in /var/tmp "${TMPDIR:-/tmp}"; do
-    d=$(mktemp -d "$base/zinf-multi.XXXXXX" 2>/dev/null) || continue
-    if dd if=/dev/zero of="$d/probe" bs=4096 count=1 oflag=direct 2>/dev/null; then NV=$d; rm -f "$d/probe"; break; fi
-    rm -rf "$d"
-done
-ENG=io_uring
-[ -n "$NV" ] || { NV=$(mktemp -d "$TMP/nv.XXXXXX"); ENG=psync; }
+nvme_dir zinf-multi
 train1 "oc3g$NP" "$BF" '3, "offload_optimizer": {"device": "cpu"}' "$NP"
 agree "s3g$NP" "oc3g$NP" 2e-3 "stage 3, optimizer on the CPU, $NP GPUs"
 train1 "on3g$NP" "$BF" "3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"pipeline_read\": true, \"pipeline_write\": true}" "$NP" --swap_engine $ENG

@@ -124,14 +124,7 @@ fi
 # parameter shards in host memory or on NVMe, each against the same run without offload: the host
 # AdamW is the device kernel's arithmetic in fp32, so only the bf16 rounding of rare elements may
 # differ (the bound is the stage comparison's)
-NV=""
-for base in /var/tmp "${TMPDIR:-/tmp}"; do
-    d=$(mktemp -d "$base/zinf-offload.XXXXXX" 2>/dev/null) || continue
-    if dd if=/dev/zero of="$d/probe" bs=4096 count=1 oflag=direct 2>/dev/null; then NV=$d; rm -f "$d/probe"; break; fi
-    rm -rf "$d"
-done
-ENG=io_uring
-[ -n "$NV" ] || { NV=$(mktemp -d "$TMP/nv.XXXXXX"); ENG=psync; }
+nvme_dir zinf-offload
 for np in 1 2; do
     [ "$np" -le "$ngpu" ] || continue
     for st in 1 2 3; do

@@ -96,3 +96,17 @@ finish() {
     echo "$(basename "$0"): $CHECKS checks, $FAILS failed"
     [ "$FAILS" -eq 0 ]
 }
+
+# nvme_dir NAME: NV, a new directory for NVMe swap files on a file system that takes O_DIRECT
+# (/var/tmp, else $TMPDIR or /tmp), with ENG=io_uring; where none does, one under $TMP with
+# ENG=psync (buffered). The caller removes NV when it is not under $TMP.
+nvme_dir() {
+    NV=""
+    for base in /var/tmp "${TMPDIR:-/tmp}"; do
+        d=$(mktemp -d "$base/$1.XXXXXX" 2>/dev/null) || continue
+        if dd if=/dev/zero of="$d/probe" bs=4096 count=1 oflag=direct 2>/dev/null; then NV=$d; rm -f "$d/probe"; break; fi
+        rm -rf "$d"
+    done
+    ENG=io_uring
+    [ -n "$NV" ] || { NV=$(mktemp -d "$TMP/nv.XXXXXX"); ENG=psync; }
+}
