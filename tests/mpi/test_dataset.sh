@@ -59,6 +59,16 @@ expect_err "a malformed dataset" "$TMP/bad.jsonl:2"
 [ "$(ls -a "$C" | wc -l)" = 5 ] && pass || fail "the failed dataset left something in the cache: $(ls -a "$C")"
 [ "$(count_lines "bad.jsonl:2")" = 1 ] && pass || fail "the error is said $(count_lines "bad.jsonl:2") times"
 
+# bad values of --dataset's flags: one line each, and no --out or cache left behind
+touch "$TMP/afile"
+run train --model "$M" --template chatml --max_length 128 --dataset "$TMP/data.jsonl" --dataset_cache "$TMP/afile" --out "$TMP/b1"
+expect_err "--dataset_cache a file" "$TMP/afile is a regular file, not a directory"
+run train --model "$M" --template nosuch --max_length 128 --dataset "$TMP/data.jsonl" --out "$TMP/b2"
+expect_err "an unknown --template" "--template: unknown template 'nosuch'"
+run train --model "$M" --template chatml --truncation_strategy middle --dataset "$TMP/data.jsonl" --out "$TMP/b3"
+expect_err "a bad --truncation_strategy" "--truncation_strategy middle: expected delete, left or right"
+[ ! -e "$TMP/b1" ] && [ ! -e "$TMP/b2" ] && [ ! -e "$TMP/b3" ] && pass || fail "a refused run left its --out: $(ls -d "$TMP"/b? 2>/dev/null)"
+
 # flags of --dataset without it; --data and --dataset together
 run train --model "$M" --data "$TMP/x_*.bin" --template chatml --out "$TMP/o6"
 expect_err "--template without --dataset" "go with --dataset"
