@@ -87,6 +87,7 @@ struct zinf_data {
     /* SFT shards: nseq counts rows; row r holds samples row_samp[row_first[r] .. row_first[r+1]) */
     int sft, packing;
     int64_t nsamp, ndropped; /* samples in the files; those longer than T, left out */
+    int64_t nkept;           /* the tokens of the samples in rows (those of at most T tokens) */
     int64_t *row_first, *row_samp;
 };
 
@@ -526,6 +527,9 @@ static int sft_rows(zinf_data *d, const char *pattern)
     if (!len) return zinf_errc(ZINF_ENOMEM, "data: out of memory for %lld sample lengths", (long long)d->nsamp);
     int rc = sample_lengths(d, len);
     if (!rc) rc = build_rows(d, len);
+    d->nkept = 0;
+    for (int64_t g = 0; !rc && g < d->nsamp; g++)
+        if (len[g] <= d->T) d->nkept += len[g];
     free(len);
     if (!rc && d->nseq == 0)
         rc = zinf_err("no SFT samples of at most --max_length %d tokens in the files matching '%s' (%lld samples, "
@@ -619,6 +623,7 @@ int zinf_data_is_sft(const zinf_data *d) { return d->sft; }
 int zinf_data_is_packed(const zinf_data *d) { return d->packing; }
 int64_t zinf_data_num_samples(const zinf_data *d) { return d->nsamp; }
 int64_t zinf_data_num_dropped(const zinf_data *d) { return d->ndropped; }
+int64_t zinf_data_num_row_tokens(const zinf_data *d) { return d->nkept; }
 
 /* ---------------------------------------------------------------- reading */
 

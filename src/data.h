@@ -35,6 +35,7 @@ int zinf_data_is_sft(const zinf_data *d);
 int zinf_data_is_packed(const zinf_data *d);
 int64_t zinf_data_num_samples(const zinf_data *d); /* SFT: samples in the files */
 int64_t zinf_data_num_dropped(const zinf_data *d); /* SFT: of them, those longer than T */
+int64_t zinf_data_num_row_tokens(const zinf_data *d); /* SFT: the tokens of the samples in rows */
 
 /* Sequences are numbered along an endless stream: position p is sequence perm_e[p mod N] of
  * epoch e = p / N. Fill inp[count*T] and tgt[count*T] (tgt = inp shifted by one) with the

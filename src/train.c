@@ -1024,10 +1024,11 @@ static int setup(run *r)
     zinf_zero_print_mem(r->z);
     if (zinf_data_is_sft(r->train))
         zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
-                  "of %d tokens (%s), read and grouped in %.2f s", data, (long long)zinf_data_num_samples(r->train),
-                  zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "",
-                  (long long)zinf_data_num_dropped(r->train), r->T, (long long)nseq, r->T,
-                  o->packing ? "packed" : "one sample each, padded", topen);
+                  "of %d tokens (%s), %.1f%% of the positions filled, read and grouped in %.2f s", data,
+                  (long long)zinf_data_num_samples(r->train), zinf_data_num_files(r->train),
+                  zinf_data_num_files(r->train) > 1 ? "s" : "", (long long)zinf_data_num_dropped(r->train), r->T,
+                  (long long)nseq, r->T, o->packing ? "packed" : "one sample each, padded",
+                  100.0 * (double)zinf_data_num_row_tokens(r->train) / ((double)nseq * r->T), topen);
     else
         zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", data, (long long)nseq, r->T,
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");

@@ -229,6 +229,9 @@ mpi 2 train --model test-mini --data "$TMP/tr/sft_train_*.bin" --val "$TMP/tr/sf
     --seed 7 --out "$TMP/run"
 expect_ok "zinf train on padded SFT rows"
 expect_has "the data line" "400 SFT samples in 1 file, 40 longer than --max_length 32 left out, 360 rows of 32 tokens (one sample each, padded)"
+# the share of the rows' positions that hold a sample's token, from the generator's lengths
+fill() { awk -v rows="$1" '$1 <= 32 { n += $1 } END { printf "%.1f%%", 100 * n / (rows * 32) }' "$TMP/train.txt"; }
+expect_has "the padded rows' fill" "(one sample each, padded), $(fill 360) of the positions filled"
 M="$TMP/run/metrics.jsonl"
 L1=$(metric "$M" loss | head -1)
 # (within 3%: every counted target is the same token, so the small random logits do not average out)
@@ -250,6 +253,7 @@ mpi 2 train --model test-llama --data "$TMP/tr/sft_train_*.bin" --max_length 32 
 expect_ok "zinf train --packing"
 ROWS=$(python3 "$TMP/ref.py" nrows "$TMP/train.txt" 32)
 expect_has "the packed data line" "400 SFT samples in 1 file, 40 longer than --max_length 32 left out, $ROWS rows of 32 tokens (packed)"
+expect_has "the packed rows' fill" "$ROWS rows of 32 tokens (packed), $(fill "$ROWS") of the positions filled"
 M="$TMP/runp/metrics.jsonl"
 L1=$(metric "$M" loss | head -1); LN=$(metric "$M" loss | tail -1)
 close "$L1" 5.5452 0.03 && pass || fail "packed: first loss $L1 is not ln(256)=5.5452 within 3%"
