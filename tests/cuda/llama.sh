@@ -2,7 +2,8 @@
 # The Llama family on the GPU against the CPU backend over 20 training steps (fp32 within 1e-4,
 # bf16 within 3e-2 relative): transformers' own tiny models (tests/golden/llama: llama3 RoPE with
 # GQA at head size 16, Qwen3's q/k norms at head size 128 on the fast path, Qwen2's biases)
-# imported from their sharded safetensors, and a head-size-64 Llama (the other fast path).
+# imported from their sharded safetensors, and a head-size-64 Llama (the other fast path); packed
+# chat rows at head sizes 64 and 128, and `zinf generate` on the GPU against the CPU.
 # Needs a GPU (exit 77 without one). Run by tests/cuda/run.sh.
 here=$(cd "$(dirname "$0")/../.." && pwd)
 top_srcdir=${top_srcdir:-$here}
@@ -26,7 +27,7 @@ trainL() { # trainL NAME DEVICE PRECISION-JSON MODEL [flags]
     printf '{"train_batch_size": 16, "gradient_clipping": 1.0, %s "zero_optimization": {"stage": 0},
       "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.1}}}\n' "$3" > "$TMP/$1.json"
     shift 4
-    mpi 1 train --device "$dev" --model "$model" --data "$TMP/add_train_*.bin" --max_length 64 \
+    mpi 1 train --device "$dev" --model "$model" "${DFLAG:---data}" "${DPAT:-$TMP/add_train_*.bin}" --max_length "${TLEN:-64}" \
         --max_steps 20 --logging_steps 1 --config "$TMP/$name.json" --out "$TMP/$name" --seed 11 "$@"
     expect_ok "$name"
     metric "$TMP/$name/metrics.jsonl" loss > "$TMP/$name.loss"
@@ -38,6 +39,35 @@ for lm in llama3 qwen3 qwen2 l64; do
     trainL "L$lm.gpubf16" cuda '"bf16": {"enabled": true},' "$mdl" $init
     agree "L$lm.cpu" "L$lm.gpu32" 1e-4 "$lm: CUDA fp32 vs CPU"
     agree "L$lm.cpu" "L$lm.gpubf16" 3e-2 "$lm: CUDA bf16 vs CPU"
+done
+
+# packed chat samples (zinf train --dataset --packing): attention within each sample in the fast
+# kernels at head sizes 64 and 128 with grouped KV heads follows the CPU; then `zinf generate` on
+# the GPU gives the CPU's greedy reply from the fp32 checkpoint
+for hs in 64 128; do
+    M=$TMP/chat$hs
+    tiny_chat_model "$M"
+    printf '{"model_type": "llama", "hidden_size": %d, "intermediate_size": 256, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 640, "max_position_embeddings": 256,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true}\n' $((2 * hs)) > "$M/config.json"
+    for i in 1 2 3 4 5 6 7 8; do cat "$top_srcdir/tests/chat/fixtures/chat.jsonl"; done > "$TMP/chat.jsonl"
+    export DFLAG=--dataset DPAT=$TMP/chat.jsonl TLEN=256
+    P="--template chatml --packing --dataset_cache $TMP/cache"
+    trainL "P$hs.cpu" cpu "" "$M" $P
+    trainL "P$hs.gpu32" cuda "" "$M" $P
+    trainL "P$hs.gpubf16" cuda '"bf16": {"enabled": true},' "$M" $P
+    unset DFLAG DPAT TLEN
+    expect_has "packed rows" "(packed)"
+    agree "P$hs.cpu" "P$hs.gpu32" 1e-4 "packed, head size $hs: CUDA fp32 vs CPU"
+    agree "P$hs.cpu" "P$hs.gpubf16" 3e-2 "packed, head size $hs: CUDA bf16 vs CPU"
+    for dev in cpu cuda; do
+        run generate --device "$dev" --checkpoint "$TMP/P$hs.gpu32" --tokenizer "$M" --template chatml \
+            --prompt "What is the capital of France?" --max_new_tokens 16
+        expect_ok "generate --device $dev, head size $hs"
+        eval "G$dev=\$OUTPUT"
+    done
+    # shellcheck disable=SC2154 # Gcpu and Gcuda are set by the eval above
+    [ "$Gcpu" = "$Gcuda" ] && pass || fail "head size $hs: generate on the GPU gave '$Gcuda', on the CPU '$Gcpu'"
 done
 
 finish
