@@ -2,15 +2,21 @@
 """Peers for jobs/bench/llama_offload.sh: Hugging Face transformers' LlamaForCausalLM or
 Qwen3ForCausalLM of a published shape (hf_llama.py's config: random init, SDPA attention), each
 decoder layer checkpointed (transformers' gradient checkpointing, non-reentrant: zinf's recompute
-policy with "activation_checkpointing": {}), bf16, trained with
-  --engine ds     DeepSpeed ZeRO-3, the optimizer offloaded to the CPU (DeepSpeedCPUAdam, pinned
-                  memory), the "auto" sizes HF and ms-swift fill (reduce_bucket_size H^2,
-                  stage3_prefetch_bucket_size 0.9 H^2, stage3_param_persistence_threshold 10 H);
-  --engine fsdp2  PyTorch FSDP2 (one fully_shard group per decoder layer, one for the rest) with
-                  CPUOffloadPolicy(pin_memory=True) and the fused CPU AdamW.
-The model is made on the GPU in fp32 (fast random init) and handed to the engine, which moves the
-fp32 states to the host. Run under torchrun. Prints one line on rank 0:
-`NAME tokens_per_s_per_gpu ms_per_step peak_gib` (NAME deepspeed-offload or fsdp2-offload)."""
+policy with "activation_checkpointing": {}), bf16, gradient clipping --clip, trained with
+  --engine ds     DeepSpeed ZeRO-3 with the "auto" sizes HF and ms-swift fill (reduce_bucket_size
+                  H^2, stage3_prefetch_bucket_size 0.9 H^2, stage3_param_persistence_threshold
+                  10 H); --offload cpu: the optimizer offloaded to the CPU (DeepSpeedCPUAdam,
+                  pinned memory); --offload none: the optimizer on the GPUs, DeepSpeed's FusedAdam,
+                  or torch's fused AdamW (DeepSpeed's "torch_adam") where FusedAdam cannot build;
+  --engine fsdp2  PyTorch FSDP2 (one fully_shard group per decoder layer, one for the rest; bf16
+                  parameters, fp32 gradient reduction) with the fused AdamW: --offload cpu adds
+                  CPUOffloadPolicy(pin_memory=True) and the AdamW steps on the CPU; --offload none
+                  keeps everything on the GPUs and the AdamW steps there.
+The model is made on the GPU in fp32 (fast random init) and handed to the engine, which shards it
+(and with --offload cpu moves the fp32 states to the host). Run under torchrun, one process per
+GPU. Prints one line on rank 0: `NAME tokens_per_s_per_gpu ms_per_step peak_gib` (NAME
+deepspeed-offload, deepspeed, fsdp2-offload or fsdp2), and for --engine ds first
+`deepspeed-adam WHICH` (FusedAdam, or torch-fused-AdamW and why FusedAdam did not build)."""
 import argparse
 import os
 
@@ -22,6 +28,21 @@ from hf_llama import config
 from torch_gpt2 import ds_offload_config, fsdp2_offload_step, time_steps
 
 
+def fused_adam_or_torch(ds):
+    """DeepSpeed's own GPU AdamW for a config without offload: FusedAdam, built here (each rank
+    loads the JIT-built op) so that a build failure is seen before the engine starts; where it
+    cannot build, torch's fused AdamW through DeepSpeed's "torch_adam". Returns which, in words."""
+    try:
+        from deepspeed.ops.op_builder import FusedAdamBuilder
+
+        FusedAdamBuilder().load()
+        return "FusedAdam"
+    except Exception as e:  # the build's own error, shortened to one line
+        why = " ".join(str(e).split())[:200] or type(e).__name__
+        ds["optimizer"]["params"].update(torch_adam=True, fused=True)
+        return f"torch-fused-AdamW (DeepSpeed's FusedAdam did not build: {why})"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", choices=("ds", "fsdp2"), required=True)
@@ -31,6 +52,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--gas", type=int, default=8)
     ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--offload", choices=("cpu", "none"), default="cpu")
     a = ap.parse_args()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(0)
@@ -45,26 +67,36 @@ def main():
         import deepspeed
 
         ds = ds_offload_config(a, C)
+        name = "deepspeed-offload"
+        if a.offload == "none":
+            name = "deepspeed"
+            del ds["zero_optimization"]["offload_optimizer"]
+            adam = fused_adam_or_torch(ds)
+            if int(os.environ.get("RANK", 0)) == 0:
+                print(f"deepspeed-adam {adam}", flush=True)
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
 
         def micro_step(idx, tgt, last):
             engine.backward(engine(input_ids=idx, labels=tgt).loss)
             engine.step()  # DeepSpeed updates at the accumulation boundary only
 
-        time_steps(a, micro_step, "deepspeed-offload")
+        time_steps(a, micro_step, name)
         return
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     dist.init_process_group("cpu:gloo,cuda:nccl")
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    off = CPUOffloadPolicy(pin_memory=True)
+    kw = {"mp_policy": mp}
+    if a.offload == "cpu":
+        kw["offload_policy"] = CPUOffloadPolicy(pin_memory=True)
     for layer in model.model.layers:
-        fully_shard(layer, mp_policy=mp, offload_policy=off)
-    fully_shard(model, mp_policy=mp, offload_policy=off)
+        fully_shard(layer, **kw)
+    fully_shard(model, **kw)
     torch.cuda.empty_cache()
+    # the fused AdamW steps where the sharded parameters are: the host with CPU offload, else the GPU
     micro_step = fsdp2_offload_step(a, model, lambda idx, tgt: model(input_ids=idx, labels=tgt).loss)
 
-    time_steps(a, micro_step, "fsdp2-offload")
+    time_steps(a, micro_step, "fsdp2-offload" if a.offload == "cpu" else "fsdp2")
     dist.destroy_process_group()
 
 

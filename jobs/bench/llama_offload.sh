@@ -1,79 +1,108 @@
 #!/bin/sh
-# ZeRO-3 with the optimizer in host memory for the Llama family on one GPU: zinf beside DeepSpeed
-# ZeRO-3 + DeepSpeedCPUAdam (where .peers/ was carried: ../shared/gpu/PEERS.md) and PyTorch FSDP2 +
-# CPU offload with the fused CPU AdamW, both on transformers' LlamaForCausalLM / Qwen3ForCausalLM
-# (hf_llama_offload.py: the same config, random init, SDPA, each decoder layer recomputed as zinf's
-# "activation_checkpointing": {} does), measured in the same run on the same machine, one after the
-# other. bf16, clipping 1.0, AdamW with decay; saves: none. Prints tokens/s, ms/step, peak GPU
-# memory, MFU (llama_flops.sh: 6 (N - embedding) + 12 L NH hs T FLOPs per token, as llama_speed.sh
-# counts, over --peak-tflops, 989 for an H100/H200 SXM) and zinf's ratio to each peer.
-# An 8B's fp32 master, m and v (12 bytes a parameter, 96 GB) and a peer's fp32 gradients on the
-# host (4 more) pass one H100 node's 125 GiB: run it on a node with more host memory (a 2-GPU
-# node's 256 GiB), one rank on one GPU.
+# ZeRO-3 for the Llama family on the GPUs of one node, the optimizer in host memory (--offload cpu,
+# the default) or on the GPUs (--offload none): zinf beside DeepSpeed ZeRO-3 (where .peers/ was
+# carried: ../shared/gpu/PEERS.md) and PyTorch FSDP2, both on transformers' LlamaForCausalLM /
+# Qwen3ForCausalLM (hf_llama_offload.py: the same config, random init, SDPA, each decoder layer
+# recomputed as zinf's "activation_checkpointing": {} does), measured in the same run on the same
+# machine, one after the other. zinf runs --np ranks under mpirun, placed as ranks.sh's rank_place
+# places them; each peer runs as many processes under torchrun. The peers:
+#   --offload cpu   DeepSpeed ZeRO-3 + DeepSpeedCPUAdam (pinned); FSDP2 + CPUOffloadPolicy (pinned)
+#                   with the fused CPU AdamW;
+#   --offload none  DeepSpeed ZeRO-3 with its fused GPU Adam (FusedAdam, or torch's fused AdamW
+#                   where FusedAdam cannot build: the output says which); FSDP2 with the fused
+#                   AdamW on the GPUs;
+# FSDP2 with bf16 parameters and fp32 gradient reduction. bf16, clipping 1.0, AdamW with decay;
+# saves: none. Prints what `zinf estimate` gives a GPU for the config, then tokens/s per GPU,
+# ms/step, peak GPU memory, MFU per GPU (llama_flops.sh: 6 (N - embedding) + 12 L NH hs T FLOPs
+# per token, as llama_speed.sh counts, over --peak-tflops, 989 for an H100/H200 SXM), zinf's ratio
+# to each peer, and zinf's wall_clock_breakdown of its last step (host and device timers, ms).
+# --offload cpu: an 8B's fp32 master, m and v (12 bytes a parameter, 96 GB) and a peer's fp32
+# gradients on the host (4 more) pass one H100 node's 125 GiB: run it on a node with more host
+# memory (a 2-GPU node's 256 GiB), one rank on one GPU. --offload none: each GPU holds 1/N of
+# zinf's 18 bytes a parameter (16-bit parameters, fp32 gradient accumulators, fp32 master, m, v;
+# the peers 16): an 8B fits 80 GB GPUs from --np 2; at --np 1 zinf refuses at start-up and its
+# one-line reason is printed.
 # Measured 2026-11-26 on GPU 0 of a 2xH100 node (32 cores, 251 GiB), one rank, zinf at d4c5dff, this
-# script at 9093585, `--model llama-3.1-8b --steps 4 --peer-steps 3 --peer-timeout 190`: zinf 5,621
-# tokens/s (26.5% MFU; it exited 1 after the steps, before its final report), DeepSpeed 0.19.8
-# 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s; Qwen3-8B not run
-# (docs/performance.md).
+# script at 9093585, `--model llama-3.1-8b --steps 4 --peer-steps 3 --peer-timeout 190` (--np 1
+# --offload cpu): zinf 5,621 tokens/s (26.5% MFU; it exited 1 after the steps, before its final
+# report), DeepSpeed 0.19.8 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s;
+# Qwen3-8B not run (docs/performance.md).
 # Usage (after `source .gpu-bundle/activate.sh`):
-#   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--micro 1] [--T 4096] [--gas 8]
-#                               [--steps 3] [--peer-steps 2] [--peer-timeout 300] [--peak-tflops 989]
-#                               [--no-ds] [--no-torch]
+#   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--np 1] [--offload cpu|none]
+#                               [--micro 1] [--T 4096] [--gas 8] [--steps 3] [--peer-steps 2]
+#                               [--peer-timeout 300] [--peak-tflops 989] [--no-ds] [--no-torch]
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=llama-3.1-8b micro=1 T=4096 gas=8 steps=3 psteps=2 ptime=300 peak=989 ds=yes torch=yes
+model=llama-3.1-8b np=1 offload=cpu micro=1 T=4096 gas=8 steps=3 psteps=2 ptime=300 peak=989 ds=yes torch=yes
 while [ $# -gt 0 ]; do
     case $1 in
-    --model) model=$2; shift ;; --micro) micro=$2; shift ;; --T) T=$2; shift ;; --gas) gas=$2; shift ;;
+    --model) model=$2; shift ;; --np) np=$2; shift ;; --offload) offload=$2; shift ;;
+    --micro) micro=$2; shift ;; --T) T=$2; shift ;; --gas) gas=$2; shift ;;
     --steps) steps=$2; shift ;; --peer-steps) psteps=$2; shift ;; --peer-timeout) ptime=$2; shift ;;
     --peak-tflops) peak=$2; shift ;; --no-ds) ds=no ;; --no-torch) torch=no ;;
     *) echo "llama_offload.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
+case $offload in cpu | none) ;; *) echo "llama_offload.sh: --offload $offload: expected cpu or none" >&2; exit 2 ;; esac
+case $np in '' | *[!0-9]* | 0) echo "llama_offload.sh: --np $np: expected a number of GPUs, 1 or more" >&2; exit 2 ;; esac
 tmp=${TMPDIR:-/tmp}/zinf-llamaoff.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 . "$here/jobs/bench/ranks.sh"
 . "$here/jobs/bench/llama_flops.sh"
 V=$("$ZINF" estimate --model "$model" | sed -n 's/.*vocab \([0-9]*\) (padded.*/\1/p' | head -1)
-"$ZINF" data --random $((gas * micro * (T + 1) * (steps + 2))) --vocab "${V:-32000}" --out "$tmp/rand" >/dev/null
+"$ZINF" data --random $((np * gas * micro * (T + 1) * (steps + 2))) --vocab "${V:-32000}" --out "$tmp/rand" >/dev/null
+opt=', "offload_optimizer": {"device": "cpu", "pin_memory": true}' where="optimizer in host memory (pinned)"
+[ "$offload" = cpu ] || { opt="" where="optimizer states on the GPUs"; }
 cat > "$tmp/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": $gas, "gradient_clipping": 1.0,
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
-  "zero_optimization": {"stage": 3, "overlap_comm": true, "offload_optimizer": {"device": "cpu", "pin_memory": true}},
+  "zero_optimization": {"stage": 3, "overlap_comm": true$opt},
   "activation_checkpointing": {}, "wall_clock_breakdown": true }
 JSON
+# what zinf's estimate gives each GPU for this config (model states and ZeRO's buffers, activations)
+est=$("$ZINF" estimate --model "$model" --config "$tmp/ds.json" --gpus-per-node "$np" --micro-batch "$micro" --seq-len "$T" 2>&1 |
+      awk '$1 == "*" && $2 ~ /^[0-3]$/ { s = sprintf("%s GiB a GPU (states %s, buffers %s), host %s GiB a node", $5, $6, $7, $8) }
+           /^Activations per GPU/ { sub(/.*: /, ""); a = $0 } END { if (s != "") print s "; activations " a }')
+# the peers' torchrun processes inherit the OMP_NUM_THREADS that rank_place sets: each its share
+rank_place "$np"
 rc=0
 t0=$(date +%s)
-mpirun --bind-to none -np 1 "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
+# shellcheck disable=SC2086 # $PLACE is mpirun words
+mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
     --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 zwall=$(( $(date +%s) - t0 ))
 # the steady rate: the median of the steps after the first third (the peers' rule, torch_gpt2.steady)
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" 2>/dev/null | awk -v n="$steps" 'NR > n / 3' |
-      sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }')
+      sort -n | awk -v np="$np" '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] / np; else print 0 }')
 zpeak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
 flops=$(llama_flops "$ZINF" "$model" "$tmp/zinf.log" "$T")
-echo "$model, micro-batch $micro x T $T, gradient accumulation $gas ($((micro * gas * T)) tokens a step), one GPU, one rank, bf16, ZeRO-3, optimizer in host memory (pinned), each layer recomputed, clipping 1.0; FLOPs/token $flops"
+echo "$model, micro-batch $micro x T $T per GPU, gradient accumulation $gas ($((micro * gas * T)) tokens a step per GPU), $np GPU(s), one rank each, bf16, ZeRO-3, $where, each layer recomputed, clipping 1.0; FLOPs/token $flops; tokens/s and MFU per GPU"
 echo "saves: none (zinf --save_steps 0; the peers save nothing)"
-printf "%-30s %11s %10s %9s %7s %s\n" "" "tokens/s" "ms/step" "peak GiB" "MFU" "zinf's ratio"
+echo "zinf estimate: ${est:-no figure}"
+printf "%-30s %12s %10s %9s %7s %s\n" "" "tokens/s/GPU" "ms/step" "peak GiB" "MFU" "zinf's ratio"
 row() { awk -v who="$1" -v t="$2" -v pk="$3" -v f="$flops" -v tok="$((micro * gas * T))" -v peak="$peak" -v z="$tps" 'BEGIN {
     if (t <= 0) { printf "%-30s %s\n", who, "no figure"; exit }
-    printf "%-30s %11.0f %10.0f %9s %6.1f%% %s\n", who, t, 1e3 * tok / t, pk, 100 * t * f / (peak * 1e12),
-           (who == "zinf" ? "" : sprintf("%.2fx", z / t)) }'; }
-if [ "$rc" -ne 0 ]; then echo "zinf failed (exit $rc):"; grep -v '^ \|^--\|^$\|^mpirun\|^the job\|^Primary' "$tmp/zinf.log" | tail -6; fi
+    printf "%-30s %12.0f %10.0f %9s %6.1f%% %s\n", who, t, 1e3 * tok / t, pk, 100 * t * f / (peak * 1e12),
+           (who == "zinf" || z <= 0 ? "" : sprintf("%.2fx", z / t)) }'; }
+if [ "$rc" -ne 0 ]; then echo "zinf failed (exit $rc):"; grep -v '^ \|^--\|^$\|^mpirun\|^the job\|^Primary\|^a non-zero' "$tmp/zinf.log" | awk '!seen[$0]++' | tail -6; fi
 row zinf "$tps" "${zpeak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
+grep "  device time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (device): /' || :
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /' || :
 echo "  zinf wall ${zwall} s for $steps steps (start-up included)"
-peer() { # peer NAME TAG ENGINE: one peer under torchrun, its row or its real error
+peer() { # peer NAME TAG ENGINE PEERS: one peer, --np processes under torchrun (in .peers/'s
+         # environment when PEERS is not empty), its row or its real error
     prc=0
     t0=$(date +%s)
-    timeout "$ptime" bash -c '[ -z "$2" ] || source "$1/.peers/activate-peers.sh" || exit; cd "$1/jobs/bench" && shift 2 &&
-        exec torchrun --standalone --nproc_per_node 1 hf_llama_offload.py "$@"' _ "$here" "$4" --engine "$3" \
-        --model "$model" --micro "$micro" --T "$T" --gas "$gas" --steps "$psteps" > "$tmp/$3.out" 2> "$tmp/$3.err" || prc=$?
+    # shellcheck disable=SC2016 # the inner bash expands its own arguments
+    timeout "$ptime" bash -c '[ -z "$2" ] || source "$1/.peers/activate-peers.sh" || exit; n=$3; cd "$1/jobs/bench" && shift 3 &&
+        exec torchrun --standalone --nproc_per_node "$n" hf_llama_offload.py "$@"' _ "$here" "$4" "$np" --engine "$3" \
+        --offload "$offload" --model "$model" --micro "$micro" --T "$T" --gas "$gas" --steps "$psteps" > "$tmp/$3.out" 2> "$tmp/$3.err" || prc=$?
     pr=$(awk -v tag="$2" '$1 == tag { print $2, $4 }' "$tmp/$3.out")
+    sed -n 's/^deepspeed-adam /  DeepSpeed'"'"'s optimizer: /p' "$tmp/$3.out"
     if [ -n "$pr" ] && [ "$prc" -eq 0 ]; then
         # shellcheck disable=SC2086 # two words: tokens/s, peak GiB
         row "$1" $pr
@@ -82,9 +111,11 @@ peer() { # peer NAME TAG ENGINE: one peer under torchrun, its row or its real er
     else peer_error "$1" "$prc" "$tmp/$3.err"; fi
 }
 if [ "$ds" = yes ] && [ -f "$here/.peers/activate-peers.sh" ]; then
-    # the first use compiles DeepSpeed's CPU Adam (about a minute on a fresh machine)
-    peer "DeepSpeed ZeRO-3 + CPU Adam" deepspeed-offload ds peers
+    # the first use compiles DeepSpeed's CPU Adam or FusedAdam (about a minute on a fresh machine)
+    if [ "$offload" = cpu ]; then peer "DeepSpeed ZeRO-3 + CPU Adam" deepspeed-offload ds peers
+    else peer "DeepSpeed ZeRO-3" deepspeed ds peers; fi
 elif [ "$ds" = yes ]; then echo "  DeepSpeed not run: no .peers/ here (../shared/gpu/PEERS.md)"; fi
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch, transformers' 2>/dev/null; then
-    peer "FSDP2 + CPU offload" fsdp2-offload fsdp2 ""
+    if [ "$offload" = cpu ]; then peer "FSDP2 + CPU offload" fsdp2-offload fsdp2 ""
+    else peer "FSDP2" fsdp2 fsdp2 ""; fi
 elif [ "$torch" = yes ]; then echo "  FSDP2 not run: no torch and transformers here"; fi

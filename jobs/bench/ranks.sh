@@ -1,5 +1,6 @@
 # shellcheck shell=sh
-# Sourced by the benchmarks that run several ranks on one node (offload_speed.sh, capacity.sh).
+# Sourced by the benchmarks that run several ranks on one node (offload_speed.sh, capacity.sh,
+# llama_offload.sh).
 # rank_place NP: PLACE becomes the mpirun placement words. One rank keeps every core, unbound;
 # several ranks each get their share of the node's cores, bound to them, and as many OpenMP
 # threads (unless OMP_NUM_THREADS is set), so that each steps its own shard on its own cores

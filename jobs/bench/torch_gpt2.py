@@ -118,9 +118,10 @@ def ds_offload_config(a, C):
 
 
 def fsdp2_offload_step(a, model, loss_of):
-    """The fused CPU AdamW of the FSDP2 offload peers (torch_fsdp2_offload.py, hf_llama_offload.py)
-    and their micro-step: loss_of(idx, tgt) / gas backward; at the last micro-step of a step
-    clipping (a.clip > 0), the step and zeroed gradients."""
+    """The fused AdamW of the FSDP2 peers (torch_fsdp2_offload.py, hf_llama_offload.py), which
+    steps where the sharded parameters are (the CPU with CPUOffloadPolicy, else the GPU), and their
+    micro-step: loss_of(idx, tgt) / gas backward; at the last micro-step of a step clipping
+    (a.clip > 0), the step and zeroed gradients."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
 
     def micro_step(idx, tgt, last):
