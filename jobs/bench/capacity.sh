@@ -109,7 +109,7 @@ JSON
 n=$(psi "$model")
 nt=$(sed -n 's/^ *model: .*: \([0-9]*\) layers, .*/\1/p' "$tmp/psi.txt")
 V=$(sed -n 's/.* vocab \([0-9]*\) (padded.*/\1/p' "$tmp/psi.txt")
-sed -n 's/^ *model: *//p' "$tmp/psi.txt" | sed "s|^$tmp/llama.json:|Llama shape:|; s/^/model: /"
+sed -n 's/^ *model: *//p' "$tmp/psi.txt" | sed "s|^$tmp/llama.json:|Llama shape:|; s|^$tmp/model.json:|GPT-2 shape:|; s/^/model: /"
 # DeepSpeed's bounds on the same node, host memory and disk only (16 GiB of host memory kept back
 # as for zinf's). Adam in mixed precision holds 16 bytes a parameter, fp32 parameters, momentum,
 # variance and the fp32 gradient (the ZeRO-Infinity paper, Rajbhandari et al. 2021, section 3 and
