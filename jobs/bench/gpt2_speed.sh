@@ -38,8 +38,11 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi dmon -s pc -d 1 > "$tmp/dmon.txt" 2>/dev/null &
     dmon=$!
 fi
+. "$here/jobs/bench/ranks.sh"
+rank_place "$np"
 rc=0
-mpirun -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
+# shellcheck disable=SC2086 # $PLACE is mpirun words
+mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
     --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" $keep > "$tmp/zinf.log" 2>&1 || rc=$?
 [ -z "$dmon" ] || { kill "$dmon" 2>/dev/null || :; wait "$dmon" 2>/dev/null || :; }
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }

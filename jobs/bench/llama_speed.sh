@@ -31,8 +31,11 @@ cat > "$tmp/ds.json" <<JSON
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
   "zero_optimization": {"stage": 0}, "wall_clock_breakdown": true $ac }
 JSON
+. "$here/jobs/bench/ranks.sh"
+rank_place 1 # unbound: mpirun binds one rank to one core by default, and its start-up then runs on one thread
 rc=0
-mpirun -np 1 "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
+# shellcheck disable=SC2086 # $PLACE is mpirun words
+mpirun $PLACE -np 1 "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" --max_length "$T" \
     --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 if [ "$rc" -ne 0 ]; then echo "zinf failed:"; tail -5 "$tmp/zinf.log"; fi
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" 2>/dev/null | awk -v n="$steps" 'NR > n / 2' |

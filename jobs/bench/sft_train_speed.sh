@@ -46,12 +46,15 @@ cat > "$tmp/ds.json" <<JSON
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5, "weight_decay": 0.1}},
   "zero_optimization": {"stage": 0}, "wall_clock_breakdown": true }
 JSON
+. "$here/jobs/bench/ranks.sh"
+rank_place 1 # unbound: mpirun binds one rank to one core by default, and the start-up then runs on one thread
 # run NAME DATA-FLAGS...: one training run, its log in $tmp/NAME.log and metrics in $tmp/NAME/
 run() {
     name=$1; shift
     echo "sft_train_speed.sh: the $name run, $(date -u +%T)" >&2
     rc=0
-    mpirun -np 1 "$ZINF" train --device cuda --model "$model" "$@" --max_length "$T" --max_steps "$steps" \
+    # shellcheck disable=SC2086 # $PLACE is mpirun words
+    mpirun $PLACE -np 1 "$ZINF" train --device cuda --model "$model" "$@" --max_length "$T" --max_steps "$steps" \
         --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/$name" > "$tmp/$name.log" 2>&1 || rc=$?
     if [ "$rc" -ne 0 ]; then echo "zinf ($name) failed (exit $rc):"; grep -v '^ \|^--\|^$\|^mpirun\|^the job\|^Primary' "$tmp/$name.log" | tail -5; fi
 }
