@@ -117,7 +117,7 @@ sed -n 's/^ *model: *//p' "$tmp/psi.txt" | sed "s|^$tmp/llama.json:|Llama shape:
 # offload_optimizer cpu + offload_param cpu the host holds those 16 plus the bf16 parameters, 2;
 # with offload_optimizer nvme the 16 go to disk (DeepSpeed writes no part of them to host memory
 # instead) while the host keeps the bf16 parameters, 2, and its pinned swap buffers
-awk -v g="$gpu_gib" -v h="$host_total" -v d="$disk_free" -v np="$np" -v n="$n" -v b="$bound" 'BEGIN {
+awk -v g="$gpu_gib" -v h="$host_total" -v d="$disk_free" -v np="$np" -v n="$n" -v b="$bound" -v hg="$host_gib" 'BEGIN {
     G = 1073741824; gpu = np * (g - 8) * G / 4; hd = ((h - 16) + d) * G / 14
     cc = (h - 16) * G / 18; nd = d * G / 16; nh = (h - 16) * G / 2; nc = nd < nh ? nd : nh
     printf "  node: %d GPU(s) of %.1f GiB, host %.0f GiB, disk %.0f GiB free\n", np, g, h, d
@@ -125,9 +125,9 @@ awk -v g="$gpu_gib" -v h="$host_total" -v d="$disk_free" -v np="$np" -v n="$n" -
            b / 1e9, gpu / 1e9, hd / 1e9, n / 1e9, 100 * n / b
     printf "  DeepSpeed bound: %.1fB with offload_optimizer cpu (host at 18 B each); %.1fB with offload_optimizer nvme (disk at 16 B each, host at 2); this model %.2fB = %.0f%% of the larger\n",
            cc / 1e9, nc / 1e9, n / 1e9, 100 * n / (cc > nc ? cc : nc)
-    hb = h - 16 - 2 * n / G; if (hb < 0) hb = 0; nv = 12 * n / G - hb; if (nv < 0) nv = 0
-    printf "  zinf placement: bf16 parameters %.0f GiB of host memory; optimizer states in host memory up to %.0f GiB (--host-gib), the rest %.0f GiB on NVMe\n",
-           2 * n / G, hb, nv }'
+    hb = h - 16 - 2 * n / G; if (hb < 0) hb = 0; ob = hg < hb ? hg : hb; nv = 12 * n / G - ob; if (nv < 0) nv = 0
+    printf "  zinf placement: bf16 parameters %.0f GiB of host memory; optimizer states %.0f GiB, of them %.0f GiB in host memory (--host-gib %s; at most %.0f GiB fit beside the parameters), %.0f GiB on NVMe\n",
+           2 * n / G, 12 * n / G, 12 * n / G < ob ? 12 * n / G : ob, hg, hb, nv }'
 # zinf_ckpt_bytes (src/ckpt_file.c): 12 bytes a parameter (fp32 master, m, v), 3 KiB a tensor and
 # 64 KiB of HDF5 metadata; counted here at 12 tensors a block and 4 outside them, the most of any
 # family, which overstates a smaller count by under 45 KiB a block, below the 3 figures printed
@@ -142,9 +142,15 @@ awk -v n="$n" -v l="$nt" -v d="$disk_free" 'BEGIN { c = 12 * n + 3 * 1024 * (12 
 rank_place "$np"
 rc=0
 start=$(date +%s)
+# in the background, so that a stop (timeout's SIGTERM) still shows how far the run came
 # shellcheck disable=SC2086 # $PLACE is mpirun words
 mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tmp/rand_train_*.bin" \
-    --max_length "$T" --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$out" > "$tmp/zinf.log" 2>&1 || rc=$?
+    --max_length "$T" --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$out" > "$tmp/zinf.log" 2>&1 &
+zpid=$!
+trap 'echo "  stopped after $(( $(date +%s) - start )) s; the run had logged:"; grep -v "^ *--\|^\[\|dlopen\|Perhaps a missing" "$tmp/zinf.log" | tail -12
+      kill "$zpid" 2>/dev/null; wait "$zpid" 2>/dev/null; exit 143' TERM INT
+wait "$zpid" || rc=$?
+trap - TERM INT
 took=$(( $(date +%s) - start ))
 grep "a checkpoint of this model takes" "$tmp/zinf.log" | head -1 | sed 's/^/  zinf at start: /'
 grep -E "parameters, L=|memory on rank|NVMe swap pools" "$tmp/zinf.log" | head -4
