@@ -131,9 +131,14 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static float normal_at(uint64_t seed, int u, int t, int64_t i)
+static uint64_t tensor_key(uint64_t seed, int u, int t)
 {
-    uint64_t k = mix64(seed ^ mix64(((uint64_t)u << 40) ^ ((uint64_t)t << 32) ^ 0x5a17ULL));
+    return mix64(seed ^ mix64(((uint64_t)u << 40) ^ ((uint64_t)t << 32) ^ 0x5a17ULL));
+}
+
+/* element i of the tensor whose key tensor_key gives */
+static float normal_at(uint64_t k, int64_t i)
+{
     uint64_t a = mix64(k ^ mix64((uint64_t)i * 2)), b = mix64(k ^ mix64((uint64_t)i * 2 + 1));
     double u1 = ((double)(a >> 11) + 0.5) * 0x1.0p-53, u2 = (double)(b >> 11) * 0x1.0p-53;
     return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
@@ -143,6 +148,8 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
                             float *out)
 {
     const zinf_unit *un = &m->units[u];
+    uint64_t key[ZINF_MAX_UNIT_TENSORS];
+    for (int t = 0; t < un->ntensors; t++) key[t] = tensor_key(seed, u, t);
     /* every element depends on (seed, unit, tensor, index) alone: any split over threads gives
      * the same values (a 10B-parameter model is 10^10 normal draws) */
 #pragma omp parallel for schedule(static) if (count > 65536)
@@ -157,7 +164,7 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
             if (tv->init_one) v = 1.0f;
             else if (tv->init_std > 0) {
                 int64_t row = tv->shape[1] ? i / tv->shape[1] : i;
-                v = row >= tv->init_rows ? 0.0f : tv->init_std * normal_at(seed, u, t, i);
+                v = row >= tv->init_rows ? 0.0f : tv->init_std * normal_at(key[t], i);
             }
         }
         out[k] = v; /* elements past numel are the shard padding: zero */

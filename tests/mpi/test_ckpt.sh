@@ -211,10 +211,22 @@ names = []
 m.visit(lambda n: names.append(n) if isinstance(m[n], h5py.Dataset) else None)
 # the model's order: by unit, then by offset in the unit (the attributes say where each sits)
 names.sort(key=lambda n: (int(m[n].attrs["unit_index"]), int(m[n].attrs["unit_offset"])))
-h = 1469598103934665603
+# zinf's end-of-run hash: per unit, the sum modulo 2^64 of splitmix64's finalizer over each value's
+# bits keyed by its index in the unit, folded in unit order by an FNV-1a step
+def mix(x):
+    x = x ^ (x >> np.uint64(30)); x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27)); x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+units = {}
 for n in names:
-    for b in np.asarray(m[n], dtype="<f4").tobytes():
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    units.setdefault(int(m[n].attrs["unit_index"]), []).append(np.asarray(m[n], dtype="<f4").ravel())
+h = 1469598103934665603
+with np.errstate(over="ignore"):
+    for u in sorted(units):
+        bits = np.concatenate(units[u]).view(np.uint32).astype(np.uint64)
+        idx = np.arange(bits.size, dtype=np.uint64)
+        s = int(mix((idx << np.uint64(32)) ^ bits ^ np.uint64(0x9E3779B97F4A7C15)).sum(dtype=np.uint64))
+        h = ((h ^ s) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
 print(f"{h:016x} {int(f.attrs['step'])}")
 PY
 )
