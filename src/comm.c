@@ -503,6 +503,7 @@ typedef struct {
     char host[64];
     char cpus[184]; /* condensed; ends in "..." when longer */
     int ncpu, threads;
+    int online;     /* the node's CPUs online */
     int given;      /* OMP_NUM_THREADS is set */
     int lowered;    /* the thread count was lowered here (OMP_NUM_THREADS unset, CPUs shared) */
 } placement;
@@ -535,7 +536,7 @@ static int wait_setup(zinf_comm *c, MPI_Request r, int mrc, const char *what)
 
 int zinf_comm_log_placement(zinf_comm *c)
 {
-    placement me = {{0}, {0}, 0, 1, 0, 0};
+    placement me = {{0}, {0}, 0, 1, (int)sysconf(_SC_NPROCESSORS_ONLN), 0, 0};
     if (gethostname(me.host, sizeof me.host - 1)) snprintf(me.host, sizeof me.host, "?");
     if (zinf_launch_affinity(me.cpus, sizeof me.cpus, &me.ncpu)) snprintf(me.cpus, sizeof me.cpus, "?");
 #ifdef _OPENMP
@@ -606,6 +607,20 @@ int zinf_comm_log_placement(zinf_comm *c)
                       "other's cores (zinf-launch binds each rank to its share of the cores; under plain mpirun: "
                       "--map-by slot:PE=N --bind-to core -x OMP_NUM_THREADS=N)", all[r0].host, n, n == 1 ? "" : "s",
                       threads, ncpu, ncpu == 1 ? "" : "s", given ? given : "unset");
+        /* ranks bound to one CPU each that chose no thread count: mpirun's default binding of one
+         * or two ranks (a core each), which leaves zinf's host work one thread a rank (the random
+         * init of a 1.5B model took 75 s so on a 16-core GPU node) */
+        int widest = 0, chose = 0;
+        for (int k = 0; k < n; k++) {
+            widest = nd[k].ncpu > widest ? nd[k].ncpu : widest;
+            chose |= nd[k].given;
+        }
+        if (!chose && widest == 1 && nd[0].online >= 2 * n)
+            zinf_warn("%s: %s bound to one CPU of the node's %d and OMP_NUM_THREADS is unset: zinf's host work (the "
+                      "random init, a host optimizer, the data) runs on one thread a rank (mpirun binds one or two "
+                      "ranks to a core each unless told otherwise: --bind-to none, --map-by slot:PE=N --bind-to core "
+                      "-x OMP_NUM_THREADS=N, or zinf-launch)", all[r0].host, n == 1 ? "its rank is" : "each of its ranks is",
+                      nd[0].online);
         if (lines++ >= 8) { more++; continue; }
         char text[2048];
         size_t o = 0;

@@ -226,6 +226,21 @@ case "$OUTPUT" in *"zinf: warning: $(hostname)"*) fail "unbound, no OMP_NUM_THRE
 # shellcheck disable=SC2086
 OUTPUT=$(OMP_PROC_BIND=close "$LAUNCH" --num_gpus 1 zinf $TRAIN --max_steps 1 --out "$TMP/log3" 2>&1)
 expect_has "OMP_PROC_BIND" "zinf: warning: OMP_PROC_BIND=close: the OpenMP runtime binds each rank's first thread to one place"
+# one rank bound to one core by mpirun with no thread count chosen: a warning naming the way out;
+# unbound, or with OMP_NUM_THREADS set (a choice), none
+if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then
+    # shellcheck disable=SC2086
+    OUTPUT=$(env -u OMP_NUM_THREADS "$MPIRUN" --bind-to core -np 1 "$ZINF" $TRAIN --max_steps 1 --out "$TMP/log5" 2>&1); RC=$?
+    expect_ok "one rank bound to a core"
+    expect_has "one rank bound to a core" "zinf: warning: $(hostname): its rank is bound to one CPU of the node's $(getconf _NPROCESSORS_ONLN) and OMP_NUM_THREADS is unset" \
+        "--bind-to none, --map-by slot:PE=N --bind-to core -x OMP_NUM_THREADS=N, or zinf-launch)"
+    for how in "env -u OMP_NUM_THREADS $MPIRUN --bind-to none" "env OMP_NUM_THREADS=1 $MPIRUN --bind-to core"; do
+        # shellcheck disable=SC2086
+        OUTPUT=$($how -np 1 "$ZINF" $TRAIN --max_steps 1 --out "$TMP/log6" --overwrite_output_dir 2>&1); RC=$?
+        expect_ok "$how"
+        case "$OUTPUT" in *"is bound to one CPU"*) fail "$how: warned of a one-CPU binding: $OUTPUT" ;; *) pass ;; esac
+    done
+fi
 
 # refusals: one line each (the pool's note may come first), nothing run
 bad "more ranks than cores" "--bind_cores_to_rank: $((NCORES + 1)) ranks on this node's $NCORES core" --num_gpus $((NCORES + 1)) --bind_cores_to_rank true "$TMP/cpus.sh"
