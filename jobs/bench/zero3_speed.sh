@@ -8,7 +8,8 @@
 #                             [--policies "full none auto"] [--peak-tflops 989] [--no-torch]
 # Prints tokens/s per GPU, ms/step, peak GPU memory and MFU (6 N + 12 L C T FLOPs per token over
 # --peak-tflops, the dense bf16 peak of one GPU: 989 for an H100 or H200 SXM) for each policy; a
-# policy whose step does not fit in GPU memory says so.
+# policy whose step does not fit in GPU memory says so; under each zinf row, where its last step
+# went (wall_clock_breakdown: host timers, then the GPU's own).
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
@@ -66,6 +67,9 @@ JSON
     pk=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/$pol.log" | tail -1)
     row "zinf, recompute $pol" "$tps" "$(awk -v t="$tps" -v mb="$micro" -v T="$T" 'BEGIN { printf "%.1f", 1e3 * mb * T / t }')" "${pk:-?}"
     grep -h "activation checkpointing" "$tmp/$pol.log" | sed 's/^.*activation checkpointing/  zinf: activation checkpointing/' | head -2
+    # where the step goes (rank 0's last step): the breakdown a missed goal needs
+    grep "  time (ms)" "$tmp/$pol.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
+    grep "  device time (ms)" "$tmp/$pol.log" | tail -1 | sed 's/^ */  zinf breakdown (device): /' || :
 done
 if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
     for pol in full none; do
