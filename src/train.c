@@ -514,12 +514,17 @@ static int sft_dataset(run *r, const char *model, int T)
     zinf_chat_data_opts d = o->sft;
     d.input = o->dataset;
     d.max_length = T;
-    if (!d.tokenizer) d.tokenizer = model;
     struct stat st;
     int rc = 0;
-    if (!d.tokenizer || (stat(d.tokenizer, &st) == 0 && !S_ISDIR(st.st_mode) && !strstr(d.tokenizer, ".json")))
-        rc = zinf_err("--dataset: --tokenizer PATH is needed (tokenizer.json or a model directory) when --model is "
-                      "not a model directory");
+    /* the tokenizer is --tokenizer's, else the model directory's; a preset or a config.json file
+     * has none */
+    if (!d.tokenizer && (!model || stat(model, &st) != 0 || !S_ISDIR(st.st_mode)))
+        rc = zinf_err("--dataset: --model %s is %s, which holds no tokenizer: give --tokenizer PATH (tokenizer.json or "
+                      "a model directory)", model ? model : "(none)",
+                      model && stat(model, &st) == 0 ? "a config file" : "a preset");
+    else if (d.tokenizer && stat(d.tokenizer, &st) == 0 && !S_ISDIR(st.st_mode) && !strstr(d.tokenizer, ".json"))
+        rc = zinf_err("--tokenizer %s: a tokenizer.json, or a model directory holding one, is needed", d.tokenizer);
+    if (!d.tokenizer) d.tokenizer = model;
     char cache[4400];
     snprintf(cache, sizeof cache, "%s/sft-cache", o->out);
     if (o->dataset_cache) snprintf(cache, sizeof cache, "%s", o->dataset_cache);

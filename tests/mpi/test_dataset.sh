@@ -67,7 +67,16 @@ run train --model "$M" --template nosuch --max_length 128 --dataset "$TMP/data.j
 expect_err "an unknown --template" "--template: unknown template 'nosuch'"
 run train --model "$M" --template chatml --truncation_strategy middle --dataset "$TMP/data.jsonl" --out "$TMP/b3"
 expect_err "a bad --truncation_strategy" "--truncation_strategy middle: expected delete, left or right"
-[ ! -e "$TMP/b1" ] && [ ! -e "$TMP/b2" ] && [ ! -e "$TMP/b3" ] && pass || fail "a refused run left its --out: $(ls -d "$TMP"/b? 2>/dev/null)"
+# no tokenizer: a preset or a config.json has none, and --tokenizer must name a tokenizer.json
+run train --model test-llama --template chatml --dataset "$TMP/data.jsonl" --out "$TMP/b4"
+expect_err "a preset and no --tokenizer" "--dataset: --model test-llama is a preset, which holds no tokenizer: give --tokenizer PATH"
+run train --model "$M/config.json" --template chatml --dataset "$TMP/data.jsonl" --out "$TMP/b5"
+expect_err "a config.json and no --tokenizer" "--dataset: --model $M/config.json is a config file, which holds no tokenizer"
+cp "$M/config.json" "$TMP/tok.model"
+run train --model "$M" --tokenizer "$TMP/tok.model" --template chatml --dataset "$TMP/data.jsonl" --out "$TMP/b6"
+expect_err "--tokenizer not a tokenizer.json" "--tokenizer $TMP/tok.model: a tokenizer.json, or a model directory holding one, is needed"
+[ ! -e "$TMP/b1" ] && [ ! -e "$TMP/b2" ] && [ ! -e "$TMP/b3" ] && [ ! -e "$TMP/b4" ] && [ ! -e "$TMP/b5" ] && [ ! -e "$TMP/b6" ] && pass ||
+    fail "a refused run left its --out: $(ls -d "$TMP"/b? 2>/dev/null)"
 
 # flags of --dataset without it; --data and --dataset together
 run train --model "$M" --data "$TMP/x_*.bin" --template chatml --out "$TMP/o6"
