@@ -850,7 +850,9 @@ static int setup(run *r)
                         : o->ac_keep_attention ? ZINF_RECOMPUTE_KEEP_ATTN : ZINF_RECOMPUTE_FULL;
     rc = zinf_model_init(&r->m, &mc, &r->be);
     /* the activations come after the ZeRO states, so that "auto" sees what memory is left */
+    double tz = zinf_now();
     if (!rc) rc = zinf_zero_init(&r->z, &r->m, &r->cfg, comm, &r->be, o->seed);
+    tz = zinf_now() - tz;
     int nrc = 0;
     if (!rc) rc = recompute_blocks(r, rp, comm, &nrc);
     if (!rc) rc = zinf_model_alloc_acts_n(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp, nrc);
@@ -1027,6 +1029,13 @@ static int setup(run *r)
     zinf_info("zinf: activations %.2f MiB, their gradients %.2f MiB per rank", (double)r->m.act_bytes / 1048576.0,
               (double)r->m.grad_bytes / 1048576.0);
     zinf_zero_print_mem(r->z);
+    /* where a large model's start-up goes (minutes for 32B on 4 GPUs): the states' allocation,
+     * page-locking, NVMe files and random init, then the weights' or checkpoint's read */
+    char rd[96] = "";
+    if (ck[0] || o->init_from)
+        snprintf(rd, sizeof rd, ", %s read in %.1f s", ck[0] ? "the checkpoint" : "the weights", tload);
+    zinf_info("zinf: start-up %.1f s: ZeRO states allocated and initialized in %.1f s on rank 0%s",
+              zinf_now() - r->t_start, tz, rd);
     if (zinf_data_is_sft(r->train))
         zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
                   "of %d tokens (%s), %.1f%% of the positions filled, read and grouped in %.2f s", data,

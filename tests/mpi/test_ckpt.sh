@@ -54,6 +54,11 @@ for c in "1 0" "2 1" "2 2" "3 3" "2 3 cpu" "2 3 nvme"; do
     trn "$n" "$np" "$n.part" 6 --save_steps 0 --resume auto
     expect_ok "$n: resumed"
     expect_has "$n: resumed" "resumed from $TMP/$n.part/checkpoint-3.h5 after step 3"
+    # the start-up line: the ZeRO states' and the checkpoint's parts within the whole so far
+    printf '%s\n' "$OUTPUT" |
+        sed -n 's/^zinf: start-up \([0-9.]*\) s: ZeRO states allocated and initialized in \([0-9.]*\) s on rank 0, the checkpoint read in \([0-9.]*\) s$/\1 \2 \3/p' |
+        awk '{ ok = $1 + 0.1 >= $2 + $3 } END { exit !(NR == 1 && ok) }' && pass ||
+        fail "$n: no start-up line whose parts fit its whole: $(printf '%s\n' "$OUTPUT" | grep start-up)"
     [ -n "$H" ] && [ "$(hash_of)" = "$H" ] && pass || fail "$n: parameters after resuming $(hash_of), uninterrupted $H"
     [ -n "$(losses "$n.full" 3)" ] && [ "$(losses "$n.part" 3)" = "$(losses "$n.full" 3)" ] && pass ||
         fail "$n: the resumed losses differ"
