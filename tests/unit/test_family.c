@@ -3,7 +3,9 @@
  * table; a batch whose positions are the row offsets gives the loss and gradients of a batch
  * without them, and packed rows are refused; the model's identity, as a checkpoint records it,
  * reads back to the same model, accepts the six integers of checkpoints written before it, and
- * names the first field that differs. */
+ * names the first field that differs; the random init is the same bits for any split and its
+ * draws are standard normal (against the closed forms). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,43 @@ int main(void)
           name, (long long)shape[0]);
     zinf_hf_tensor(&m, m.nunits - 1, 1, name, sizeof name, shape, &tr);
     CHECK(!strcmp(name, "transformer.ln_f.bias"), "HF lnf: %s", name);
+
+    /* --- random init: any split of a unit (the ranks' shards) gives the same bits, padded rows are
+     * zero, and the drawn values over every unit, each divided by its tensor's std, follow a
+     * standard normal: mean, variance and the shares beyond 1 and 2 sigma against the closed forms */
+    {
+        double n = 0, sum = 0, sq = 0, out1 = 0, out2 = 0;
+        int split_ok = 1, pad_ok = 1;
+        for (int u = 0; u < m.nunits; u++) {
+            const zinf_unit *un = &m.units[u];
+            int64_t ne = un->numel, cut = (ne / 3) | 1; /* odd: a Box-Muller pair is cut in two */
+            float *a = malloc((size_t)ne * 4), *b = malloc((size_t)ne * 4 + 8);
+            zinf_model_init_params(&m, u, 7, 0, ne, a);
+            zinf_model_init_params(&m, u, 7, 0, cut, b);
+            zinf_model_init_params(&m, u, 7, cut, ne - cut + 2, b + cut); /* 2 past the end: padding */
+            split_ok &= !memcmp(a, b, (size_t)ne * 4) && b[ne] == 0 && b[ne + 1] == 0;
+            for (int t = 0; t < un->ntensors; t++) {
+                const zinf_tensor_view *tv = &un->t[t];
+                int64_t end = t + 1 < un->ntensors ? un->t[t + 1].offset : ne;
+                if (tv->init_one || tv->init_std <= 0) continue;
+                for (int64_t i = tv->offset; i < end; i++) {
+                    int64_t row = tv->shape[1] ? (i - tv->offset) / tv->shape[1] : i - tv->offset;
+                    if (row >= tv->init_rows) { pad_ok &= a[i] == 0; continue; }
+                    double z = a[i] / tv->init_std;
+                    n++, sum += z, sq += z * z, out1 += fabs(z) > 1, out2 += fabs(z) > 2;
+                }
+            }
+            free(a);
+            free(b);
+        }
+        double mean = sum / n, var = sq / n - mean * mean, p1 = erfc(1 / sqrt(2.0)), p2 = erfc(2 / sqrt(2.0));
+        CHECK(split_ok, "init: a unit made in two pieces differs from the unit made whole");
+        CHECK(pad_ok, "init: the padded vocabulary rows are not zero");
+        CHECK(n > 20000 && fabs(mean) < 5 / sqrt(n) && fabs(var - 1) < 5 * sqrt(2 / n) &&
+                  fabs(out1 / n - p1) < 5 * sqrt(p1 * (1 - p1) / n) && fabs(out2 / n - p2) < 5 * sqrt(p2 * (1 - p2) / n),
+              "init: %.0f draws, mean %.4g, variance %.4g, beyond 1 sigma %.4f (want %.4f), beyond 2 %.4f (want %.4f)", n,
+              mean, var, out1 / n, p1, out2 / n, p2);
+    }
 
     /* --- parameters, a batch ------------------------------------------------------------------ */
     const int B = 2, T = 8, N = B * T;
