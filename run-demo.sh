@@ -13,6 +13,9 @@ if [ ! -x zinf ]; then
     make -j"$(nproc)" zinf >/dev/null
 fi
 OUT=demo-out
+# a run of the demo starts over: the last one's checkpoints would otherwise be refused as another
+# run's (zinf train does not start a new run where one left its checkpoints)
+rm -rf "$OUT"
 mkdir -p "$OUT"
 # Fixed-width problems of 10 bytes: a window of 30 tokens holds exactly three, so every training
 # sequence starts at a problem. The training text is the kept problems in 6 shuffled passes; the
