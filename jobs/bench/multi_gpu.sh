@@ -6,10 +6,26 @@
 # time limit and the whole a deadline, so that one hang does not take the rest; a part the deadline
 # leaves no time for says so. Logs go to DIR/logs.tgz, the summary to DIR/summary.txt.
 # Usage (from the top of a tree holding zinf, tests/ and jobs/, .gpu-bundle/ and, for DeepSpeed,
-# .peers/): jobs/bench/multi_gpu.sh DIR [SECONDS, default 540]
+# .peers/): jobs/bench/multi_gpu.sh DIR [SECONDS, default 530] [PART ...]
+# PARTs, run in the order given (default: tests adamw zero3_np4 offload_np2 offload_np4 zero3_np2;
+# the Llama and capacity parts take minutes each, so a lease of 10-minute calls runs them a few at
+# a time): tests, adamw, zero3_np4, zero3_np2, offload_np2, offload_np4, llama_z3_np4,
+# llama_z3_np2, llama_off_np2, cap_qwen32b (Qwen2.5-32B shape on the node's GPUs, ZeRO-Infinity),
+# cap_llama_max (the largest Llama shape of hidden 8192 that capacity.sh's bound allows),
+# cap_20b_np2 (the largest Llama shape of hidden 5120 on 2 of the GPUs).
 here=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: multi_gpu.sh DIR [SECONDS]}
+out=${1:?usage: multi_gpu.sh DIR [SECONDS] [PART ...]}
 budget=${2:-530}
+case $budget in *[!0-9]* | "") echo "multi_gpu.sh: SECONDS '$budget' is not a number (PARTs come after it)" >&2; exit 2 ;; esac
+shift; [ $# -eq 0 ] || shift
+parts=${*:-tests adamw zero3_np4 offload_np2 offload_np4 zero3_np2}
+for p in $parts; do
+    case $p in
+    tests | adamw | zero3_np4 | zero3_np2 | offload_np2 | offload_np4 | llama_z3_np4 | llama_z3_np2 | llama_off_np2 | \
+        cap_qwen32b | cap_llama_max | cap_20b_np2) ;;
+    *) echo "multi_gpu.sh: unknown part $p" >&2; exit 2 ;;
+    esac
+done
 start=$(date +%s)
 deadline=$((start + budget))
 mkdir -p "$out"
@@ -42,6 +58,7 @@ ngpu=$(nvidia-smi -L | grep -c '^GPU')
 # 1. the GPU tests, at once (tiny models: sharing the GPUs costs time, not results): run.sh on 2
 # visible GPUs without its op tests; multi.sh 4, the part run.sh adds from 4 GPUs; the op tests
 # on the last GPU. Together they are run.sh on 4 GPUs, its 2-GPU runs placed on GPUs 0-1 instead.
+tests() {
 if [ "$ngpu" -ge 4 ]; then
     part check_cuda_2gpu 240 env CUDA_VISIBLE_DEVICES=0,1 SKIP_OPS=1 sh tests/cuda/run.sh &
     part check_cuda_ops 240 env CUDA_VISIBLE_DEVICES=3 tests/unit/test_backend_ops &
@@ -54,6 +71,7 @@ for f in "$logs"/check_cuda_*.log; do
     [ -f "$f" ] && say "$(basename "$f" .log): $(grep -E ': [0-9]+ checks' "$f" | tail -2 | tr '\n' ' ')$(grep -c '^FAIL' "$f") FAIL lines"
     grep -E '^FAIL|max relative|last 3 losses' "$f" | sed 's/^/   /' >> "$S"
 done
+}
 
 # 2. the host AdamW with the ranks placed as offload_speed.sh places them: one process alone, then
 # one per rank at once (shared memory bandwidth), at 2 and at 4 ranks
@@ -67,18 +85,34 @@ adamw() {
          "$here/tests/unit/test_cpu_adamw" "$logs/adamw$np.rank"
      for f in "$logs/adamw$np.rank".*; do echo "-- $f (all ranks at once):"; grep -E 'threads|triad|^avx' "$f"; done)
 }
-part adamw_ranks 60 bash -c "$(declare -f adamw rank_place); here=$here logs=$logs; adamw 2; adamw 4"
-grep -E '^==|^--|triad|bf16' "$logs/adamw_ranks.log" | grep -v -E 'fp16|f32' | sed 's/^/   /' >> "$S"
+adamw_part() {
+    part adamw_ranks 60 bash -c "$(declare -f adamw rank_place); here=$here logs=$logs; adamw 2; adamw 4"
+    grep -E '^==|^--|triad|bf16' "$logs/adamw_ranks.log" | grep -v -E 'fp16|f32' | sed 's/^/   /' >> "$S"
+}
 
-# 3. ZeRO-3 beside FSDP2 at 4 GPUs, 4. offload beside FSDP2 and DeepSpeed at 2 and 4, then
-# ZeRO-3 at 2 GPUs
-part zero3_np4 150 sh jobs/bench/zero3_speed.sh --np 4 --steps 12 --policies "full none"
-sed 's/^/   /' "$logs/zero3_np4.log" >> "$S"
-part offload_np2 170 sh jobs/bench/offload_speed.sh --np 2 --steps 8
-sed 's/^/   /' "$logs/offload_np2.log" >> "$S"
-part offload_np4 120 sh jobs/bench/offload_speed.sh --np 4 --steps 8
-sed 's/^/   /' "$logs/offload_np4.log" >> "$S"
-part zero3_np2 150 sh jobs/bench/zero3_speed.sh --np 2 --steps 12 --policies "full none"
-sed 's/^/   /' "$logs/zero3_np2.log" >> "$S"
+# 3. the benchmarks, each a part: its log's lines go into the summary
+bench() { # bench NAME CAP COMMAND...
+    local name=$1
+    part "$@"
+    [ -f "$logs/$name.log" ] && sed 's/^/   /' "$logs/$name.log" >> "$S"
+}
+L8="--model llama-3.1-8b --T 4096 --steps 3 --peer-steps 2 --peer-timeout 130"
+for p in $parts; do
+    # shellcheck disable=SC2086 # $L8 is words
+    case $p in
+    tests) tests ;;
+    adamw) adamw_part ;;
+    zero3_np4) bench zero3_np4 150 sh jobs/bench/zero3_speed.sh --np 4 --steps 12 --policies "full none" ;;
+    zero3_np2) bench zero3_np2 150 sh jobs/bench/zero3_speed.sh --np 2 --steps 12 --policies "full none" ;;
+    offload_np2) bench offload_np2 170 sh jobs/bench/offload_speed.sh --np 2 --steps 8 ;;
+    offload_np4) bench offload_np4 120 sh jobs/bench/offload_speed.sh --np 4 --steps 8 ;;
+    llama_z3_np4) bench llama_z3_np4 290 sh jobs/bench/llama_offload.sh $L8 --np 4 --offload none --gas 4 ;;
+    llama_z3_np2) bench llama_z3_np2 290 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload none --gas 4 ;;
+    llama_off_np2) bench llama_off_np2 400 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload cpu --gas 8 ;;
+    cap_qwen32b) bench cap_qwen32b 420 sh jobs/bench/capacity.sh --np "$ngpu" --model qwen2.5-32b --host-gib 320 --steps 1 --nvme /tmp/zinfcap ;;
+    cap_llama_max) bench cap_llama_max 540 sh jobs/bench/capacity.sh --np "$ngpu" --llama-hidden 8192 --host-gib 300 --steps 1 --nvme /tmp/zinfcap ;;
+    cap_20b_np2) bench cap_20b_np2 480 env CUDA_VISIBLE_DEVICES=0,1 sh jobs/bench/capacity.sh --np 2 --llama-hidden 5120 --host-gib 150 --steps 1 --nvme /tmp/zinfcap ;;
+    esac
+done
 say "done after $(( $(date +%s) - start ))s"
 pack
