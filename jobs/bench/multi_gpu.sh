@@ -11,8 +11,10 @@
 # the Llama and capacity parts take minutes each, so a lease of 10-minute calls runs them a few at
 # a time): tests, adamw, zero3_np4, zero3_np2, offload_np2, offload_np4, llama_z3_np4,
 # llama_z3_np2, llama_off_np2, cap_qwen32b (Qwen2.5-32B shape on the node's GPUs, ZeRO-Infinity),
-# cap_llama_max (the largest Llama shape of hidden 8192 that capacity.sh's bound allows),
-# cap_20b_np2 (the largest Llama shape of hidden 5120 on 2 of the GPUs).
+# cap_llama_max (a Llama shape of 56 layers at hidden 8192, 50.0B: on 4xH100 92% of the bound
+# capacity.sh prints, whose own largest, 60 layers, would leave no room on the disk beside its
+# 217 GiB of NVMe states), cap_20b_np2 (60 layers at hidden 5120, 21.6B, on 2 of the GPUs; 84% of
+# the bound on a 2-GPU node of 251 GiB).
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: multi_gpu.sh DIR [SECONDS] [PART ...]}
 budget=${2:-530}
@@ -110,8 +112,8 @@ for p in $parts; do
     llama_z3_np2) bench llama_z3_np2 290 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload none --gas 4 ;;
     llama_off_np2) bench llama_off_np2 400 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload cpu --gas 8 ;;
     cap_qwen32b) bench cap_qwen32b 420 sh jobs/bench/capacity.sh --np "$ngpu" --model qwen2.5-32b --host-gib 320 --steps 1 --nvme /tmp/zinfcap ;;
-    cap_llama_max) bench cap_llama_max 540 sh jobs/bench/capacity.sh --np "$ngpu" --llama-hidden 8192 --host-gib 300 --steps 1 --nvme /tmp/zinfcap ;;
-    cap_20b_np2) bench cap_20b_np2 480 env CUDA_VISIBLE_DEVICES=0,1 sh jobs/bench/capacity.sh --np 2 --llama-hidden 5120 --host-gib 150 --steps 1 --nvme /tmp/zinfcap ;;
+    cap_llama_max) bench cap_llama_max 540 sh jobs/bench/capacity.sh --np "$ngpu" --llama-hidden 8192 --llama-layers 56 --host-gib 380 --steps 1 --nvme /tmp/zinfcap ;;
+    cap_20b_np2) bench cap_20b_np2 480 env CUDA_VISIBLE_DEVICES=0,1 sh jobs/bench/capacity.sh --np 2 --llama-hidden 5120 --llama-layers 60 --host-gib 150 --steps 1 --nvme /tmp/zinfcap ;;
     esac
 done
 say "done after $(( $(date +%s) - start ))s"
