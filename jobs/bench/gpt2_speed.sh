@@ -47,8 +47,7 @@ mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tm
 [ -z "$dmon" ] || { kill "$dmon" 2>/dev/null || :; wait "$dmon" 2>/dev/null || :; }
 [ "$rc" -eq 0 ] || { tail -20 "$tmp/zinf.log" >&2; exit 1; }
 # steady state: the median of the second half of the steps
-tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | awk -v n="$steps" 'NR > n / 2' | sort -n |
-      awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" | steady "$steps" 2)
 params=$(sed -n 's/.*(\([0-9.]*\)M parameters, L=\([0-9]*\) C=\([0-9]*\).*/\1 \2 \3/p' "$tmp/zinf.log" | head -1)
 peak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
 set -- $params

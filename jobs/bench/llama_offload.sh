@@ -75,8 +75,8 @@ mpirun $PLACE -np "$np" "$ZINF" train --device cuda --model "$model" --data "$tm
     --max_steps "$steps" --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/out" > "$tmp/zinf.log" 2>&1 || rc=$?
 zwall=$(( $(date +%s) - t0 ))
 # the steady rate: the median of the steps after the first third (the peers' rule, torch_gpt2.steady)
-tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" 2>/dev/null | awk -v n="$steps" 'NR > n / 3' |
-      sort -n | awk -v np="$np" '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] / np; else print 0 }')
+tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" 2>/dev/null | steady "$steps" 3 |
+      awk -v np="$np" '{ print $1 / np }')
 zpeak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
 flops=$(llama_flops "$ZINF" "$model" "$tmp/zinf.log" "$T")
 echo "$model, micro-batch $micro x T $T per GPU, gradient accumulation $gas ($((micro * gas * T)) tokens a step per GPU), $np GPU(s), one rank each, bf16, ZeRO-3, $where, each layer recomputed, clipping 1.0; FLOPs/token $flops; tokens/s and MFU per GPU"

@@ -1,10 +1,16 @@
 # shellcheck shell=sh
-# Sourced by the benchmarks that run several ranks on one node (offload_speed.sh, capacity.sh,
-# llama_offload.sh).
+# Sourced by the benchmarks that run zinf under mpirun (the speed, offload and capacity scripts):
+# its placement, the steady rate of its steps, and a failed peer's own error.
 # rank_place NP: PLACE becomes the mpirun placement words. One rank keeps every core, unbound;
 # several ranks each get their share of the node's cores, bound to them, and as many OpenMP
 # threads (unless OMP_NUM_THREADS is set), so that each steps its own shard on its own cores
 # beside its own GPU's PCIe link instead of every rank's threads contending for all the cores.
+# steady STEPS D: of the values on stdin, one a step, the median of those after the first STEPS / D
+# (the warm-up), 0 where there are none
+steady() {
+    awk -v n="$1" -v d="$2" 'NR > n / d' | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'
+}
+
 rank_place() {
     PLACE="--bind-to none"
     if [ "$1" -gt 1 ]; then

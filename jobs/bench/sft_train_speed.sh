@@ -58,9 +58,8 @@ run() {
         --logging_steps 1 --save_steps 0 --config "$tmp/ds.json" --out "$tmp/$name" > "$tmp/$name.log" 2>&1 || rc=$?
     if [ "$rc" -ne 0 ]; then echo "zinf ($name) failed (exit $rc):"; grep -v '^ \|^--\|^$\|^mpirun\|^the job\|^Primary' "$tmp/$name.log" | tail -5; fi
 }
-median() { # median of the second half of the steps' values in the lines matched by $2 in log $1
-    sed -n "$2" "$1" | awk -v n="$steps" 'NR > n / 2' | sort -n |
-        awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'
+median() { # the steady value (ranks.sh's steady: the second half of the steps) of the lines matched by $2 in $1
+    sed -n "$2" "$1" | steady "$steps" 2
 }
 t0=$(date +%s)
 run packed --dataset "$tmp/data.jsonl" --tokenizer "$tok" --template qwen --packing

@@ -62,8 +62,8 @@ JSON
         echo "  does not run: $why"
         continue
     fi
-    tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/$pol/metrics.jsonl" | awk -v n="$steps" 'NR > n / 3' |
-          sort -n | awk -v np="$np" '{ a[NR] = $1 } END { printf "%.0f", a[int((NR + 1) / 2)] / np }')
+    tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/$pol/metrics.jsonl" | steady "$steps" 3 |
+          awk -v np="$np" '{ printf "%.0f", $1 / np }')
     pk=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/$pol.log" | tail -1)
     row "zinf, recompute $pol" "$tps" "$(awk -v t="$tps" -v mb="$micro" -v T="$T" 'BEGIN { printf "%.1f", 1e3 * mb * T / t }')" "${pk:-?}"
     grep -h "activation checkpointing" "$tmp/$pol.log" | sed 's/^.*activation checkpointing/  zinf: activation checkpointing/' | head -2
