@@ -518,13 +518,14 @@ static int sft_dataset(run *r, const char *model, int T)
     int rc = 0;
     /* the tokenizer is --tokenizer's, else the model directory's; a preset or a config.json file
      * has none */
-    if (!d.tokenizer && (!model || stat(model, &st) != 0 || !S_ISDIR(st.st_mode)))
+    bool named = d.tokenizer != NULL;
+    if (!named) d.tokenizer = model;
+    bool exists = d.tokenizer && stat(d.tokenizer, &st) == 0, dir = exists && S_ISDIR(st.st_mode);
+    if (!named && !dir)
         rc = zinf_err("--dataset: --model %s is %s, which holds no tokenizer: give --tokenizer PATH (tokenizer.json or "
-                      "a model directory)", model ? model : "(none)",
-                      model && stat(model, &st) == 0 ? "a config file" : "a preset");
-    else if (d.tokenizer && stat(d.tokenizer, &st) == 0 && !S_ISDIR(st.st_mode) && !strstr(d.tokenizer, ".json"))
+                      "a model directory)", model ? model : "(none)", exists ? "a config file" : "a preset");
+    else if (named && exists && !dir && !strstr(d.tokenizer, ".json"))
         rc = zinf_err("--tokenizer %s: a tokenizer.json, or a model directory holding one, is needed", d.tokenizer);
-    if (!d.tokenizer) d.tokenizer = model;
     char cache[4400];
     snprintf(cache, sizeof cache, "%s/sft-cache", o->out);
     if (o->dataset_cache) snprintf(cache, sizeof cache, "%s", o->dataset_cache);
