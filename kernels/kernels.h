@@ -198,9 +198,9 @@ struct zinf_backend {
     void (*from_f32)(zinf_backend *be, void *dst, const float *src, int64_t n);
 };
 
-/* ZINF_GEMM_AUTOTUNE's value: 0 (cuBLASLt's first algorithm), 1 (time the candidates; also when
- * unset or empty), 2 ("verbose": and print each choice); -1 for anything else. */
-static inline int zinf_gemm_autotune_mode(const char *s)
+/* The value of a switch in the environment (ZINF_GEMM_AUTOTUNE, ZINF_ATTN_CUDNN): 0 off, 1 on
+ * (also when unset or empty), 2 ("verbose": on, and each choice printed); -1 for anything else. */
+static inline int zinf_env_switch(const char *s)
 {
     if (!s || !*s || (s[0] == '1' && !s[1])) return 1;
     if (s[0] == '0' && !s[1]) return 0;

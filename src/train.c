@@ -240,8 +240,10 @@ static int env_check(void)
 {
     ZINF_TRY(zinf_comm_check_env());
     const char *s = getenv("ZINF_GEMM_AUTOTUNE");
-    if (zinf_gemm_autotune_mode(s) < 0)
+    if (zinf_env_switch(s) < 0)
         return zinf_err("ZINF_GEMM_AUTOTUNE=%s: expected 0, 1 or verbose", s);
+    s = getenv("ZINF_ATTN_CUDNN");
+    if (zinf_env_switch(s) < 0) return zinf_err("ZINF_ATTN_CUDNN=%s: expected 0, 1 or verbose", s);
     double w;
     if (lock_wait(&w)) return zinf_err("ZINF_OUT_LOCK_WAIT=%s: expected seconds >= 0", getenv("ZINF_OUT_LOCK_WAIT"));
     return 0;

@@ -3,18 +3,18 @@
 # torch.compile) measured in the same run, same shape, same tokens per step.
 # Usage (on a GPU node, after `source .gpu-bundle/activate.sh` where the host lacks the libraries):
 #   jobs/bench/llama_speed.sh [--model llama-3.2-1b] [--micro 4] [--T 4096] [--steps 10] [--recompute]
-#                             [--no-hf]
+#                             [--no-hf] [--hf-modes eager,compile]
 # Prints tokens/s, ms/step, MFU and peak GPU memory. MFU counts 6 (N - embedding) + 12 L NH hs T
 # FLOPs per token (the count of the issue's figures; embedding = vocab x hidden) over 989 TFLOP/s,
 # the H100/H200 SXM bf16 dense figure. Saves: none (zinf --save_steps 0; the peer saves nothing).
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=llama-3.2-1b micro=4 T=4096 steps=10 recompute=false hf=yes
+model=llama-3.2-1b micro=4 T=4096 steps=10 recompute=false hf=yes hf_modes=eager,compile
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --micro) micro=$2; shift ;; --T) T=$2; shift ;; --steps) steps=$2; shift ;;
-    --recompute) recompute=true ;; --no-hf) hf=no ;;
+    --recompute) recompute=true ;; --no-hf) hf=no ;; --hf-modes) hf_modes=$2; shift ;;
     *) echo "llama_speed.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -52,7 +52,7 @@ printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 if [ "$hf" = yes ]; then
-    python3 "$here/jobs/bench/hf_llama.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" > "$tmp/hf.txt" 2>"$tmp/hf.err" || :
+    python3 "$here/jobs/bench/hf_llama.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" --modes "$hf_modes" > "$tmp/hf.txt" 2>"$tmp/hf.err" || :
     while read -r who mode a b c; do
         case "$a" in failed:) echo "transformers $mode: failed: $b $c" ;; *) row "transformers $mode" "$a" "$c" ;; esac
     done < "$tmp/hf.txt"

@@ -5,7 +5,8 @@
  * attention; G = 1 is multi-head attention); out[B,T,C], C = NH hs; lse[B,NH,T] = natural
  * log-sum-exp of the scaled scores of each query row. AttnGeo below holds the offsets.
  *
- * Two implementations behind one entry point:
+ * Tried first for rows of one sample each: cuDNN's fused attention (attention_cudnn.cu), where it
+ * loads and takes the shape. Then two implementations of zinf's own behind the same entry point:
  *  - fast path (bf16/fp16 compute, head size 64, and 128 where noted): tensor-core tiles (mma.sync m16n8k16, operands
  *    through ldmatrix from padded shared memory), fp32 accumulation and softmax in registers
  *    (base-2 exponentials).
@@ -1329,6 +1330,7 @@ void cu_attention_fwd(zinf_backend *be, void *out, float *lse, const void *qkv, 
 {
     CudaImpl *im = impl_of(be);
     if (!attn_shape_ok(im, "attention_fwd", B, T_, NH, NKV, hs)) return;
+    if (!rows && zinf_cudnn_attn_fwd(im, out, lse, qkv, B, T_, NH, NKV, hs)) return;
     const AttnGeo A(B, T_, NH, NKV, hs, rows);
     ZINF_DISPATCH_CDT(im->cdt, attn_fwd_t<T>(im, (T *)out, lse, (const T *)qkv, B, A));
 }
@@ -1338,6 +1340,7 @@ void cu_attention_bwd(zinf_backend *be, void *dqkv, const void *dout, const void
 {
     CudaImpl *im = impl_of(be);
     if (!attn_shape_ok(im, "attention_bwd", B, T_, NH, NKV, hs)) return;
+    if (!rows && zinf_cudnn_attn_bwd(im, dqkv, dout, qkv, out, lse, B, T_, NH, NKV, hs)) return;
     const AttnGeo A(B, T_, NH, NKV, hs, rows);
     ZINF_DISPATCH_CDT(im->cdt, attn_bwd_t<T>(im, (T *)dqkv, (const T *)dout, (const T *)qkv, (const T *)out, lse,
                                              B, A));

@@ -335,6 +335,7 @@ extern "C" void zinf_backend_cuda_free(zinf_backend *be)
         cudaSetDevice(im->device);
         cudaStreamSynchronize(im->stream);
         cu_matmul_free(im);
+        zinf_cudnn_free(im);
         if (im->lt) cublasLtDestroy(im->lt);
         if (im->lt_ws) cudaFree(im->lt_ws);
         if (im->scratch) cudaFree(im->scratch);

@@ -27,6 +27,14 @@ double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b);
 #define ZINF_ATTN_HOPPER_ALL 3
 extern int zinf_cuda_attn_hopper;
 
+/* Attention through cuDNN's fused kernels where cuDNN 9 loads and takes the shape (rows of one
+ * sample, bf16/fp16, head size 64 or 128): 1 on, 0 off (zinf's kernels), -1 (the start) from
+ * ZINF_ATTN_CUDNN at first use ("0" off, "verbose" on and each plan or refusal on stderr). runs
+ * counts the calls cuDNN ran; the version is cuDNN's (e.g. 91900), 0 when it is not used. */
+extern int zinf_cuda_attn_cudnn;
+extern long zinf_cuda_attn_cudnn_runs;
+int zinf_cuda_cudnn_version(void);
+
 #ifdef __cplusplus
 }
 #endif

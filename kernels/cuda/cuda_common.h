@@ -35,6 +35,7 @@ struct CudaImpl {
     size_t scratch_bytes;
     double *host_sum; /* pinned: sumsq's result comes back through it */
     MatmulCache *mm;  /* cuBLASLt descriptors and algorithms per shape */
+    void *dnn;        /* cuDNN's handle and attention plans per shape (attention_cudnn.cu) */
     /* the first failure since the last sync: a void operation records it here and sync() or
      * the next int-returning call reports it */
     int err;
@@ -59,6 +60,15 @@ static inline void zinf_cuda_check_launch(CudaImpl *im, const char *op)
 /* A device scratch buffer of at least bytes (grown on demand; NULL + recorded error on failure).
  * Valid until the next call; only for use by work queued on the compute stream. */
 void *zinf_cuda_scratch(CudaImpl *im, size_t bytes, const char *op);
+
+/* Attention through cuDNN (attention_cudnn.cu): false when it does not apply or cuDNN refuses the
+ * shape (the caller runs zinf's kernels); true when it ran or its failure is recorded. Rows of
+ * one sample each only (no zinf_attn_rows). */
+bool zinf_cudnn_attn_fwd(CudaImpl *im, void *out, float *lse, const void *qkv, int B, int T, int NH, int NKV,
+                         int hs);
+bool zinf_cudnn_attn_bwd(CudaImpl *im, void *dqkv, const void *dout, const void *qkv, const void *out,
+                         const float *lse, int B, int T, int NH, int NKV, int hs);
+void zinf_cudnn_free(CudaImpl *im);
 
 /* -------------------------------------------------------------------- compute-type traits */
 

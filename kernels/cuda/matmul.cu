@@ -107,7 +107,7 @@ int cu_matmul_init(CudaImpl *im)
     im->lt_ws_bytes = LT_WORKSPACE;
     im->mm = new MatmulCache();
     /* a bad value is reported by zinf train before the backend starts; here it means "on" */
-    int at = zinf_gemm_autotune_mode(getenv("ZINF_GEMM_AUTOTUNE"));
+    int at = zinf_env_switch(getenv("ZINF_GEMM_AUTOTUNE"));
     im->mm->autotune = at < 0 ? 1 : at;
     return 0;
 }

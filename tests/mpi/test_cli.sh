@@ -156,7 +156,9 @@ OUTPUT=$(ZINF_COMM_TIMEOUT=-5 "$ZINF" train --model "$TMP/v300.json" --data "$TM
 expect_err "negative ZINF_COMM_TIMEOUT" "ZINF_COMM_TIMEOUT=-5: expected a number of seconds >= 0"
 OUTPUT=$(ZINF_GEMM_AUTOTUNE=fast "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
 expect_err "bad ZINF_GEMM_AUTOTUNE" "ZINF_GEMM_AUTOTUNE=fast: expected 0, 1 or verbose"
-OUTPUT=$(ZINF_GEMM_AUTOTUNE=verbose ZINF_COMM_TIMEOUT=2.5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 \
+OUTPUT=$(ZINF_ATTN_CUDNN=yes "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 2>&1); RC=$?
+expect_err "bad ZINF_ATTN_CUDNN" "ZINF_ATTN_CUDNN=yes: expected 0, 1 or verbose"
+OUTPUT=$(ZINF_GEMM_AUTOTUNE=verbose ZINF_ATTN_CUDNN=0 ZINF_COMM_TIMEOUT=2.5 "$ZINF" train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 \
     --max_steps 1 --out "$TMP/envok" 2>&1); RC=$?
 expect_ok "good ZINF_GEMM_AUTOTUNE and ZINF_COMM_TIMEOUT values"
 

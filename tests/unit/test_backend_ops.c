@@ -37,7 +37,9 @@
  *                                    and attention alone
  * ZINF_TEST_ATTN_HOPPER=bits picks which attention kernels take their wgmma version on a Hopper
  * GPU (1 forward, 2 dQ; default both), for timing them against the mma.sync ones. The
- * checks run the fast attention path twice there: with those wgmma kernels, then with none. */
+ * checks run the fast attention path three times there: through cuDNN where it loads
+ * (ZINF_ATTN_CUDNN=0: not), with those wgmma kernels, then with none. --bench-attn times cuDNN's
+ * attention and zinf's kernels one after the other. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -685,6 +687,7 @@ static void test_gelu_epilogue(ctx *c, int64_t N, int K)
 
 /* ---------------------------------------------------------------- attention */
 static int hopper_bits = ZINF_ATTN_HOPPER_ALL; /* the wgmma kernels checked (ZINF_TEST_ATTN_HOPPER) */
+static int cudnn_on = 1;                        /* cuDNN's attention checked (ZINF_ATTN_CUDNN=0: not) */
 
 /* Samples packed into rows: each row of T filled with samples whose lengths cycle through lens
  * (the last one cut at the row's end); the CPU's rows in host memory, the GPU's in device memory. */
@@ -740,6 +743,7 @@ static void test_attention_rows(ctx *c, int B, int T, int NH, int NKV, int hs, c
     float *dy = hrand(c->dt, N * C, -1, 1), *gq = hrand(c->dt, nq, -1, 1), *nan_q = nans(nq);
     void *ddy = up(c, dy, N * C);
     void *raw[2];
+    const long cudnn_before = zinf_cuda_attn_cudnn_runs;
     for (int r = 0; r < 2; r++) {
         void *dg = up(c, nan_q, nq);
         c->gpu->attention_bwd(c->gpu, dg, ddy, dqkv_in, dout, dlse, B, T, NH, NKV, hs, rg);
@@ -769,7 +773,13 @@ static void test_attention_rows(ctx *c, int B, int T, int NH, int NKV, int hs, c
         }
         compare(c, "attention_bwd", part[p], gp, rp, N * w, tol_of(c, 5e-5, 8e-2, 1e-2));
     }
-    same_bits(c, "attention_bwd", nm, raw[0], raw[1], nq * es(c));
+    if (zinf_cuda_attn_cudnn_runs == cudnn_before) {
+        same_bits(c, "attention_bwd", nm, raw[0], raw[1], nq * es(c));
+    } else { /* cuDNN's backward sums dQ with atomics: two runs agree within rounding, not bits */
+        float *h1 = dec(c, raw[1], nq);
+        compare(c, "attention_bwd", "cuDNN rerun", h1, h, nq, tol_of(c, 5e-5, 1e-2, 1e-2));
+        free(h1);
+    }
     free(gp), free(rp), free(h), free(raw[0]), free(raw[1]);
     free(qkv), free(out), free(lse), free(go), free(gl), free(dy), free(gq), free(nan_q);
     dfree(c, dqkv_in), dfree(c, dout), dfree(c, dlse), dfree(c, ddy);
@@ -1363,10 +1373,13 @@ static void run_all(ctx *c, int big)
     const int glens[] = {5, 1, 17, 40};
     test_attention_rows(c, 2, 70, 6, 2, 96, glens, 4); /* generic, packed */
     test_attention_rows(c, 2, 33, 4, 2, 16, glens, 4);
-    /* the fast path twice on a Hopper GPU: its wgmma kernels, then the mma.sync ones (hs 128:
-     * the generic forward and dQ beside the mma.sync dK/dV) */
-    for (int pass = 0; pass < 2; pass++) {
-        zinf_cuda_attn_hopper = pass ? 0 : hopper_bits;
+    /* the fast path three times: through cuDNN where it loads (rows of one sample; packed rows
+     * take zinf's kernels), then zinf's own on a Hopper GPU: its wgmma kernels, then the mma.sync
+     * ones (hs 128: the generic forward and dQ beside the mma.sync dK/dV) */
+    for (int pass = 0; pass < 3; pass++) {
+        zinf_cuda_attn_cudnn = pass == 0 && cudnn_on;
+        zinf_cuda_attn_hopper = pass == 2 ? 0 : hopper_bits;
+        const long runs0 = zinf_cuda_attn_cudnn_runs;
         int Ts[] = {1, 7, 64, 100, 256};
         for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 2, 2, 64);
         for (int i = 0; i < 5; i++) test_attention(c, 2, Ts[i], 4, 2, 64);  /* groups of 2 */
@@ -1386,7 +1399,16 @@ static void run_all(ctx *c, int big)
             test_attention(c, 1, 1024, 2, 2, 64);
             test_attention(c, 1, 512, 4, 1, 128);
         }
+        if (pass == 0 && zinf_cuda_cudnn_version() > 0 && c->dt != ZINF_F32) {
+            /* cuDNN loaded: it must have taken these shapes, or the fast path silently is not it */
+            long ran = zinf_cuda_attn_cudnn_runs - runs0;
+            printf("%-4s %-14s %-5s cuDNN %d ran %ld attention calls\n", ran > 0 ? "ok" : "FAIL", "attention",
+                   c->dn, zinf_cuda_cudnn_version(), ran);
+            CHECK(ran > 0, "attention [%s]: cuDNN %d loaded but ran none of the calls (ZINF_ATTN_CUDNN=verbose says why)",
+                  c->dn, zinf_cuda_cudnn_version());
+        }
     }
+    zinf_cuda_attn_cudnn = cudnn_on;
     zinf_cuda_attn_hopper = hopper_bits;
     test_rmsnorm(c, 7, 24, 24);
     test_rmsnorm(c, 33, 128, 128 * 3); /* per-head q norm inside a packed row: hs 128, ld = the row */
@@ -1424,6 +1446,8 @@ int main(int argc, char **argv)
     /* timing the attention versions against each other: ZINF_TEST_ATTN_HOPPER=bits (cuda_backend.h) */
     const char *hop = getenv("ZINF_TEST_ATTN_HOPPER");
     if (hop && *hop) zinf_cuda_attn_hopper = hopper_bits = atoi(hop);
+    const char *dnn = getenv("ZINF_ATTN_CUDNN");
+    cudnn_on = !(dnn && strcmp(dnn, "0") == 0);
     if (zinf_backend_cuda_count() <= 0) {
         const char *why = zinf_backend_cuda_error();
         printf("test_backend_ops: no CUDA device%s%s%s; skipped\n", *why ? " (" : "", why, *why ? ")" : "");
@@ -1442,7 +1466,11 @@ int main(int argc, char **argv)
             return 1;
         }
         ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
-        bench_attn(&c, argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 4096);
+        for (int dnn = cudnn_on && zinf_cuda_cudnn_version() > 0; dnn >= 0; dnn--) {
+            zinf_cuda_attn_cudnn = dnn;
+            printf("\n%s", dnn ? "cuDNN's fused attention" : "zinf's kernels");
+            bench_attn(&c, argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 4096);
+        }
         zinf_backend_cuda_free(&gpu);
         return check_done("test_backend_ops --bench-attn");
     }
