@@ -8,8 +8,12 @@
 # of every rank at once (each rank's host AdamW runs at the same time in an offloaded run, so they
 # share the node's memory bandwidth), beside the same N ranks unbound (zinf-launch
 # --bind_cores_to_rank false: each rank's OpenMP team over every core) and unbound with
-# OMP_NUM_THREADS=1. A GPU node's run of it tells whether an offloaded run's per-rank host AdamW
-# (its "host optimizer (ms)" line) runs at the rate its placement allows.
+# OMP_NUM_THREADS=1. Each figure is the mean over 5 s of back-to-back steps (test_cpu_adamw
+# --sustain), so that ranks run at once overlap for the whole measurement (a best-of-rounds figure
+# per rank does not: each rank's best round can fall where the others are idle, which showed two
+# ranks at 5.9 and 4.8 Gparam/s where they sustain 2.4 each). A GPU node's run of it tells whether
+# an offloaded run's per-rank host AdamW (its "host optimizer (ms)" line) runs at the rate its
+# placement allows.
 # Usage: jobs/bench/cpu_adamw.sh [--ranks N] [N parameters, default 2^26]
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,9 +29,9 @@ if [ "$ranks" -gt 0 ]; then
     launch=${ZINF_LAUNCH:-$here/zinf-launch}
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    # the best bf16-output path's Gparam/s and the triad GB/s of one --bench output
-    rate() { awk '/^triad/ { split($0, t, ": "); bw = t[2] + 0 } /bf16/ && $1 != "scalar" && $4 + 0 > r { r = $4 + 0 }
-                  END { printf "%.2f Gparam/s (triad %.1f GB/s)", r, bw }' "$1"; }
+    # the rate of one --sustain output: Gparam/s and the GB/s it moves
+    rate() { sed -n 's/.* threads: \([0-9.]*\) Gparam\/s (\([0-9.]*\) GB\/s.*/\1 Gparam\/s (\2 GB\/s)/p' "$1"; }
+    threads() { sed -n 's/.*, \([0-9]*\) threads:.*/\1/p' "$1"; }
     # place WHAT LAUNCH-FLAGS...: run the benchmark in every rank (or rank 0 only: ONLY=0)
     place() {
         what=$1
@@ -36,14 +40,14 @@ if [ "$ranks" -gt 0 ]; then
         "$launch" --nproc_per_node "$ranks" "$@" sh -c '
             [ -z "$3" ] || [ "$OMPI_COMM_WORLD_RANK" = "$3" ] || exit 0
             echo "cpus=$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status) threads=${OMP_NUM_THREADS:-all}" > "$4.$OMPI_COMM_WORLD_RANK"
-            exec "$1" --bench "$2" >> "$4.$OMPI_COMM_WORLD_RANK"' _ "$bench" "$n" "${ONLY:-}" "$tmp/out" > "$tmp/launch.log" 2>&1 ||
+            exec "$1" --sustain 5 "$2" >> "$4.$OMPI_COMM_WORLD_RANK"' _ "$bench" "$n" "${ONLY:-}" "$tmp/out" > "$tmp/launch.log" 2>&1 ||
             { sed 's/^/  /' "$tmp/launch.log"; return 1; }
         for f in "$tmp"/out.*; do
             printf '%-58s rank %s on CPUs %-10s %3s threads: %s\n' "$what" "${f##*.}" \
-                "$(sed -n '1s/cpus=\([^ ]*\).*/\1/p' "$f")" "$(sed -n '2s/.*, \([0-9]*\) threads,.*/\1/p' "$f")" "$(rate "$f")"
+                "$(sed -n '1s/cpus=\([^ ]*\).*/\1/p' "$f")" "$(threads "$f")" "$(rate "$f")"
         done
     }
-    echo "CPU AdamW on $n fp32 parameters per rank, $ranks ranks on this node ($(nproc) CPUs), bf16 copy, best path"
+    echo "CPU AdamW on $n fp32 parameters per rank, $ranks ranks on this node ($(nproc) CPUs), bf16 copy, best path, 5 s sustained"
     # the node's NUMA nodes and hardware threads per core: a share that spans NUMA nodes reads
     # part of its states from the other node's memory
     for d in /sys/devices/system/node/node[0-9]*; do
@@ -55,9 +59,9 @@ if [ "$ranks" -gt 0 ]; then
     place "every rank at once, each bound to its share"
     (unset OMP_NUM_THREADS; place "every rank at once, unbound, a thread per CPU each" --bind_cores_to_rank false)
     OMP_NUM_THREADS=1 place "every rank at once, unbound, OMP_NUM_THREADS=1" --bind_cores_to_rank false
-    "$bench" --bench "$n" > "$tmp/whole"
+    "$bench" --sustain 5 "$n" > "$tmp/whole"
     printf '%-58s %29s %3s threads: %s\n' "one process alone over the whole node" "" \
-        "$(sed -n 's/.*, \([0-9]*\) threads,.*/\1/p' "$tmp/whole")" "$(rate "$tmp/whole")"
+        "$(threads "$tmp/whole")" "$(rate "$tmp/whole")"
     exit 0
 fi
 echo "CPU AdamW on $n fp32 parameters, $(nproc) cores"

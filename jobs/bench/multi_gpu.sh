@@ -81,14 +81,17 @@ done
 adamw() {
     local np=$1
     (rank_place "$np"; echo "== $np rank(s): $PLACE, OMP_NUM_THREADS=$OMP_NUM_THREADS"
-     echo "-- one process alone:"; tests/unit/test_cpu_adamw --bench 67108864 | grep -E 'threads|triad|^avx|^path'
+     echo "-- one process alone, best of rounds:"; tests/unit/test_cpu_adamw --bench 67108864 | grep -E 'threads|triad|^avx|^path'
+     # 5 s of back-to-back steps, one rank alone, then every rank at once (the windows overlap)
      # shellcheck disable=SC2086
-     mpirun $PLACE -np "$np" sh -c 'exec "$1" --bench 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
+     echo "-- one rank alone, sustained: $(mpirun $PLACE -np 1 tests/unit/test_cpu_adamw --sustain 5 67108864)"
+     # shellcheck disable=SC2086
+     mpirun $PLACE -np "$np" sh -c 'exec "$1" --sustain 5 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
          "$here/tests/unit/test_cpu_adamw" "$logs/adamw$np.rank"
-     for f in "$logs/adamw$np.rank".*; do echo "-- $f (all ranks at once):"; grep -E 'threads|triad|^avx' "$f"; done)
+     for f in "$logs/adamw$np.rank".*; do echo "-- $f (all ranks at once, sustained): $(cat "$f")"; done)
 }
 adamw_part() {
-    part adamw_ranks 60 bash -c "$(declare -f adamw rank_place); here=$here logs=$logs; adamw 2; adamw 4"
+    part adamw_ranks 90 bash -c "$(declare -f adamw rank_place); here=$here logs=$logs; adamw 2; adamw 4"
     grep -E '^==|^--|triad|bf16' "$logs/adamw_ranks.log" | grep -v -E 'fp16|f32' | sed 's/^/   /' >> "$S"
 }
 
@@ -106,8 +109,8 @@ for p in $parts; do
     adamw) adamw_part ;;
     zero3_np4) bench zero3_np4 150 sh jobs/bench/zero3_speed.sh --np 4 --steps 12 --policies "full none" ;;
     zero3_np2) bench zero3_np2 150 sh jobs/bench/zero3_speed.sh --np 2 --steps 12 --policies "full none" ;;
-    offload_np2) bench offload_np2 170 sh jobs/bench/offload_speed.sh --np 2 --steps 8 ;;
-    offload_np4) bench offload_np4 120 sh jobs/bench/offload_speed.sh --np 4 --steps 8 ;;
+    offload_np2) bench offload_np2 200 sh jobs/bench/offload_speed.sh --np 2 --steps 8 ;;
+    offload_np4) bench offload_np4 200 sh jobs/bench/offload_speed.sh --np 4 --steps 8 ;;
     llama_z3_np4) bench llama_z3_np4 290 sh jobs/bench/llama_offload.sh $L8 --np 4 --offload none --gas 4 ;;
     llama_z3_np2) bench llama_z3_np2 290 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload none --gas 4 ;;
     llama_off_np2) bench llama_off_np2 400 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload cpu --gas 8 ;;

@@ -24,7 +24,12 @@
  *        test_cpu_adamw --bench [N]    Gparam/s of each path on N parameters (default 2^25),
  *                                      beside a triad bandwidth measured in the same run with
  *                                      the same threads (OMP_NUM_THREADS), and the roofline
- *                                      that bandwidth allows at 30 bytes per parameter */
+ *                                      that bandwidth allows at 30 bytes per parameter
+ *        test_cpu_adamw --sustain S [N]  the automatic path's mean Gparam/s (bf16 copy) over S
+ *                                      seconds of back-to-back steps: started in several processes
+ *                                      at once, their windows overlap, so each figure is its rate
+ *                                      while the others run (--bench's best of rounds is not: the
+ *                                      processes' best rounds need not coincide) */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=off") /* the reference must not fuse either, whatever CFLAGS */
 #endif
@@ -490,16 +495,23 @@ static double now(void)
 
 /* Best of ROUNDS, each round timing the triads and then every path once, so that on a shared
  * machine the bandwidth and the kernels meet the same weather. */
-#define ROUNDS 7
-static int bench(int64_t n)
+/* The benchmarks' arrays (p, g, m, v at plausible values, p16 and c zero; p16 as wide as fp32 so
+ * that every path fits), first touched in the same static split the kernels use; the step's
+ * constants; the thread count */
+typedef struct {
+    float *p, *g, *m, *v, *p16, *c;
+    zinf_adamw_args a;
+    int nt;
+} bench_bufs;
+static void bench_init(bench_bufs *b, int64_t n)
 {
-    int nt = 1;
+    b->nt = 1;
 #ifdef _OPENMP
-    nt = omp_get_max_threads();
+    b->nt = omp_get_max_threads();
 #endif
-    float *p = xalloc((size_t)n * 4), *g = xalloc((size_t)n * 4), *m = xalloc((size_t)n * 4),
-          *v = xalloc((size_t)n * 4), *p16 = xalloc((size_t)n * 4), *c = xalloc((size_t)n * 4);
-    /* first touch in the same static split the kernels use */
+    float **all[] = {&b->p, &b->g, &b->m, &b->v, &b->p16, &b->c};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = xalloc((size_t)n * 4);
+    float *p = b->p, *g = b->g, *m = b->m, *v = b->v, *p16 = b->p16, *c = b->c;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull;
@@ -509,9 +521,23 @@ static int bench(int64_t n)
         v[i] = 1e-4f * g[i] * g[i];
         p16[i] = c[i] = 0;
     }
-    zinf_adamw_args a = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                         .weight_decay = 0.01f, .bias_correction1 = 0.5f,
-                         .bias_correction2 = 0.01f, .grad_scale = 1.0f, .adam_w_mode = 1};
+    b->a = (zinf_adamw_args){.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                             .weight_decay = 0.01f, .bias_correction1 = 0.5f,
+                             .bias_correction2 = 0.01f, .grad_scale = 1.0f, .adam_w_mode = 1};
+}
+static void bench_free(bench_bufs *b)
+{
+    free(b->p), free(b->g), free(b->m), free(b->v), free(b->p16), free(b->c);
+}
+
+#define ROUNDS 7
+static int bench(int64_t n)
+{
+    bench_bufs B;
+    bench_init(&B, n);
+    const int nt = B.nt;
+    float *p = B.p, *g = B.g, *m = B.m, *v = B.v, *p16 = B.p16, *c = B.c;
+    const zinf_adamw_args a = B.a;
     static const int tys[] = {2, 3, 0};
     enum { NT = 3, NI = 3 };
     double best[NI][NT], best_tr = 1e30, best_ip = 1e30;
@@ -564,7 +590,31 @@ static int bench(int64_t n)
     printf("(roofline = triad bandwidth / bytes moved per parameter: 30 with a 16-bit copy "
            "(p, g, m, v read, p, m, v written, p16 written), 28 without; the in-place roofline "
            "uses the a += s*b bandwidth, which like AdamW's p, m, v pays no write-allocate)\n");
-    free(p), free(g), free(m), free(v), free(p16), free(c);
+    bench_free(&B);
+    return 0;
+}
+
+/* --sustain: steps of the automatic path (bf16 copy, as the offloaded optimizer runs it) back to
+ * back for `secs` seconds after one warm-up step; the mean over the window */
+static int sustain(double secs, int64_t n)
+{
+    bench_bufs B;
+    bench_init(&B, n);
+    float *p = B.p, *g = B.g, *m = B.m, *v = B.v, *p16 = B.p16;
+    const zinf_adamw_args a = B.a;
+    zinf_cpu_adamw(p, p16, ZINF_BF16, g, m, v, n, &a);
+    int steps = 0;
+    double t0 = now(), t = 0;
+    do {
+        zinf_cpu_adamw(p, p16, ZINF_BF16, g, m, v, n, &a);
+        steps++;
+        t = now() - t0;
+    } while (t < secs);
+    double gps = (double)n * steps / t / 1e9;
+    printf("sustained %s bf16, n = %lld parameters, %d threads: %.3f Gparam/s (%.1f GB/s at 30 "
+           "bytes a parameter) over %.2f s, %d steps\n", zinf_cpu_isa_name(zinf_cpu_isa_auto()),
+           (long long)n, B.nt, gps, gps * 30, t, steps);
+    bench_free(&B);
     return 0;
 }
 
@@ -572,8 +622,10 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--bench"))
         return bench(argc >= 3 ? strtoll(argv[2], NULL, 0) : (int64_t)1 << 25);
+    if (argc >= 3 && !strcmp(argv[1], "--sustain") && atof(argv[2]) > 0)
+        return sustain(atof(argv[2]), argc >= 4 ? strtoll(argv[3], NULL, 0) : (int64_t)1 << 26);
     if (argc >= 2) {
-        fprintf(stderr, "usage: %s [--bench [N]]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--bench [N] | --sustain SECONDS [N]]\n", argv[0]);
         return 2;
     }
     test_isa_choice();
