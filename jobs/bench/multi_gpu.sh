@@ -14,7 +14,11 @@
 # cap_llama_max (a Llama shape of 56 layers at hidden 8192, 50.0B: on 4xH100 92% of the bound
 # capacity.sh prints, whose own largest, 60 layers, would leave no room on the disk beside its
 # 217 GiB of NVMe states), cap_20b_np2 (60 layers at hidden 5120, 21.6B, on 2 of the GPUs; 84% of
-# the bound on a 2-GPU node of 251 GiB).
+# the bound on a 2-GPU node of 251 GiB), ds_build (DeepSpeed's CPU Adam and async I/O ops compiled
+# once for the parts after it: on a fresh machine each DeepSpeed peer otherwise spends a minute
+# or more of its part's limit compiling them, and at 2 and 4 ranks has not reached a step before
+# its part ended), offload_np2_t16 (offload_np2's zinf run alone with 16 OpenMP threads a rank
+# instead of the share's 32, to tell the team's size from the share's on a 64-core node).
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: multi_gpu.sh DIR [SECONDS] [PART ...]}
 budget=${2:-530}
@@ -24,7 +28,7 @@ parts=${*:-tests adamw zero3_np4 offload_np2 offload_np4 zero3_np2}
 for p in $parts; do
     case $p in
     tests | adamw | zero3_np4 | zero3_np2 | offload_np2 | offload_np4 | llama_z3_np4 | llama_z3_np2 | llama_off_np2 | \
-        cap_qwen32b | cap_llama_max | cap_20b_np2) ;;
+        cap_qwen32b | cap_llama_max | cap_20b_np2 | ds_build | offload_np2_t16) ;;
     *) echo "multi_gpu.sh: unknown part $p" >&2; exit 2 ;;
     esac
 done
@@ -111,6 +115,12 @@ for p in $parts; do
     zero3_np2) bench zero3_np2 150 sh jobs/bench/zero3_speed.sh --np 2 --steps 12 --policies "full none" ;;
     offload_np2) bench offload_np2 200 sh jobs/bench/offload_speed.sh --np 2 --steps 8 ;;
     offload_np4) bench offload_np4 200 sh jobs/bench/offload_speed.sh --np 4 --steps 8 ;;
+    offload_np2_t16) bench offload_np2_t16 120 env OMP_NUM_THREADS=16 sh jobs/bench/offload_speed.sh --np 2 --steps 8 --no-ds --no-torch ;;
+    ds_build) bench ds_build 240 bash -c 'source .peers/activate-peers.sh && python3 -c "
+from deepspeed.ops.op_builder import AsyncIOBuilder, CPUAdamBuilder
+for b in (CPUAdamBuilder(), AsyncIOBuilder()):
+    b.load(verbose=False)
+    print(\"DeepSpeed op built:\", b.name)"' ;;
     llama_z3_np4) bench llama_z3_np4 290 sh jobs/bench/llama_offload.sh $L8 --np 4 --offload none --gas 4 ;;
     llama_z3_np2) bench llama_z3_np2 290 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload none --gas 4 ;;
     llama_off_np2) bench llama_off_np2 400 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload cpu --gas 8 ;;
