@@ -53,6 +53,8 @@ def main():
     ap.add_argument("--gas", type=int, default=8)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--offload", choices=("cpu", "none"), default="cpu")
+    # DeepSpeed's offload_optimizer.ratio (ZeRO-3): this share of the optimizer states on the CPU
+    ap.add_argument("--ratio", type=float, default=1.0)
     a = ap.parse_args()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(0)
@@ -71,6 +73,8 @@ def main():
         if a.offload == "none":
             name = "deepspeed"
             del ds["zero_optimization"]["offload_optimizer"]
+        elif a.ratio < 1:
+            ds["zero_optimization"]["offload_optimizer"]["ratio"] = a.ratio
             adam = fused_adam_or_torch(ds)
             if int(os.environ.get("RANK", 0)) == 0:
                 print(f"deepspeed-adam {adam}", flush=True)

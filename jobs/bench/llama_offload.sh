@@ -27,26 +27,33 @@
 # --offload cpu): zinf 5,621 tokens/s (26.5% MFU; it exited 1 after the steps, before its final
 # report), DeepSpeed 0.19.8 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s;
 # Qwen3-8B not run (docs/performance.md).
+# --ratio R (0 < R < 1, with --offload cpu): offload_optimizer.ratio, DeepSpeed's ZeRO-3 partial
+# offload: R of each shard's optimizer states in host memory, the rest stepped on the GPU; the
+# same config goes to DeepSpeed, and FSDP2, which has no such split, is not run.
 # Usage (after `source .gpu-bundle/activate.sh`):
-#   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--np 1] [--offload cpu|none]
+#   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--np 1] [--offload cpu|none] [--ratio 1]
 #                               [--micro 1] [--T 4096] [--gas 8] [--steps 3] [--peer-steps 2]
 #                               [--peer-timeout 300] [--peak-tflops 989] [--no-ds] [--no-torch]
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=llama-3.1-8b np=1 offload=cpu micro=1 T=4096 gas=8 steps=3 psteps=2 ptime=300 peak=989 ds=yes torch=yes
+model=llama-3.1-8b np=1 offload=cpu micro=1 T=4096 gas=8 steps=3 psteps=2 ptime=300 peak=989 ds=yes torch=yes ratio=1
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --np) np=$2; shift ;; --offload) offload=$2; shift ;;
     --micro) micro=$2; shift ;; --T) T=$2; shift ;; --gas) gas=$2; shift ;;
     --steps) steps=$2; shift ;; --peer-steps) psteps=$2; shift ;; --peer-timeout) ptime=$2; shift ;;
-    --peak-tflops) peak=$2; shift ;; --no-ds) ds=no ;; --no-torch) torch=no ;;
+    --peak-tflops) peak=$2; shift ;; --no-ds) ds=no ;; --no-torch) torch=no ;; --ratio) ratio=$2; shift ;;
     *) echo "llama_offload.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
 case $offload in cpu | none) ;; *) echo "llama_offload.sh: --offload $offload: expected cpu or none" >&2; exit 2 ;; esac
 case $np in '' | *[!0-9]* | 0) echo "llama_offload.sh: --np $np: expected a number of GPUs, 1 or more" >&2; exit 2 ;; esac
+awk -v r="$ratio" 'BEGIN { exit !(r ~ /^[0-9]*\.?[0-9]+$/ && r > 0 && r <= 1) }' ||
+    { echo "llama_offload.sh: --ratio $ratio: expected a number in (0, 1]" >&2; exit 2; }
+partial=$(awk -v r="$ratio" 'BEGIN { print (r < 1) ? "yes" : "no" }')
+[ "$partial" = no ] || [ "$offload" = cpu ] || { echo "llama_offload.sh: --ratio needs --offload cpu" >&2; exit 2; }
 tmp=${TMPDIR:-/tmp}/zinf-llamaoff.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -55,6 +62,8 @@ trap 'rm -rf "$tmp"' EXIT
 V=$("$ZINF" estimate --model "$model" | sed -n 's/.*vocab \([0-9]*\) (padded.*/\1/p' | head -1)
 "$ZINF" data --random $((np * gas * micro * (T + 1) * (steps + 2))) --vocab "${V:-32000}" --out "$tmp/rand" >/dev/null
 opt=', "offload_optimizer": {"device": "cpu", "pin_memory": true}' where="optimizer in host memory (pinned)"
+[ "$partial" = no ] || { opt=', "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"$ratio"'}'
+                         where="optimizer $ratio in host memory (pinned), the rest on the GPU"; }
 [ "$offload" = cpu ] || { opt="" where="optimizer states on the GPUs"; }
 cat > "$tmp/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": $gas, "gradient_clipping": 1.0,
@@ -100,7 +109,7 @@ peer() { # peer NAME TAG ENGINE PEERS: one peer, --np processes under torchrun (
     # shellcheck disable=SC2016 # the inner bash expands its own arguments
     timeout "$ptime" bash -c '[ -z "$2" ] || source "$1/.peers/activate-peers.sh" || exit; n=$3; cd "$1/jobs/bench" && shift 3 &&
         exec torchrun --standalone --nproc_per_node "$n" hf_llama_offload.py "$@"' _ "$here" "$4" "$np" --engine "$3" \
-        --offload "$offload" --model "$model" --micro "$micro" --T "$T" --gas "$gas" --steps "$psteps" > "$tmp/$3.out" 2> "$tmp/$3.err" || prc=$?
+        --offload "$offload" --ratio "$ratio" --model "$model" --micro "$micro" --T "$T" --gas "$gas" --steps "$psteps" > "$tmp/$3.out" 2> "$tmp/$3.err" || prc=$?
     pr=$(awk -v tag="$2" '$1 == tag { print $2, $4 }' "$tmp/$3.out")
     sed -n 's/^deepspeed-adam /  DeepSpeed'"'"'s optimizer: /p' "$tmp/$3.out"
     if [ -n "$pr" ] && [ "$prc" -eq 0 ]; then
@@ -115,7 +124,8 @@ if [ "$ds" = yes ] && [ -f "$here/.peers/activate-peers.sh" ]; then
     if [ "$offload" = cpu ]; then peer "DeepSpeed ZeRO-3 + CPU Adam" deepspeed-offload ds peers
     else peer "DeepSpeed ZeRO-3" deepspeed ds peers; fi
 elif [ "$ds" = yes ]; then echo "  DeepSpeed not run: no .peers/ here (../shared/gpu/PEERS.md)"; fi
-if [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch, transformers' 2>/dev/null; then
+if [ "$torch" = yes ] && [ "$partial" = yes ]; then echo "  FSDP2 not run: it has no partial optimizer offload (--ratio $ratio)"
+elif [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'import torch, transformers' 2>/dev/null; then
     if [ "$offload" = cpu ]; then peer "FSDP2 + CPU offload" fsdp2-offload fsdp2 ""
     else peer "FSDP2" fsdp2 fsdp2 ""; fi
 elif [ "$torch" = yes ]; then echo "  FSDP2 not run: no torch and transformers here"; fi
