@@ -260,11 +260,25 @@ struct Shape {
     int64_t B, T, NH, NKV, hs, W, C;
 };
 
+/* The dimensions and strides both graphs use, in zinf's layout: q (and dq) heads in qkv rows of W;
+ * K seen transposed; k/v heads; the attention output's rows of C; one value per query row (lse);
+ * a scalar; the scores */
+struct Dims {
+    int64_t qd[4], qs[4], ktd[4], kts[4], kd[4], os[4], ld[4], ls[4], one[4], sd[4], ss[4];
+    explicit Dims(const Shape &s)
+        : qd{s.B, s.NH, s.T, s.hs}, qs{s.T * s.W, s.hs, s.W, 1}, ktd{s.B, s.NKV, s.hs, s.T},
+          kts{s.T * s.W, s.hs, 1, s.W}, kd{s.B, s.NKV, s.T, s.hs}, os{s.T * s.C, s.hs, s.C, 1},
+          ld{s.B, s.NH, s.T, 1}, ls{s.NH * s.T, s.T, 1, 1}, one{1, 1, 1, 1}, sd{s.B, s.NH, s.T, s.T},
+          ss{s.NH * s.T * s.T, s.T * s.T, s.T, 1}
+    {
+    }
+};
+
 /* S = Q K^T * scale with the causal mask applied (masked scores -inf), as the engine expects it */
-static Desc masked_scores(Graph *g, const Shape &s, Desc Q, Desc KT, Desc SC, Desc NI, Desc LSE_or_null)
+static Desc masked_scores(Graph *g, const Dims &d, Desc Q, Desc KT, Desc SC, Desc NI, Desc LSE_or_null)
 {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT;
-    const int64_t sd[4] = {s.B, s.NH, s.T, s.T}, ss[4] = {s.NH * s.T * s.T, s.T * s.T, s.T, 1};
+    const int64_t *sd = d.sd, *ss = d.ss;
     Desc S = virt(g, F, sd, ss), S1 = virt(g, F, sd, ss);
     mm(g, Q, KT, S);
     pw(g, CUDNN_POINTWISE_MUL, F, S, SC, NULL, S1);
@@ -282,20 +296,6 @@ static Desc masked_scores(Graph *g, const Shape &s, Desc Q, Desc KT, Desc SC, De
     return S3;
 }
 
-/* The dimensions and strides both graphs use, in zinf's layout: q (and dq) heads in qkv rows of W;
- * K seen transposed; k/v heads; the attention output's rows of C; one value per query row (lse);
- * a scalar; the scores */
-struct Dims {
-    int64_t qd[4], qs[4], ktd[4], kts[4], kd[4], os[4], ld[4], ls[4], one[4], sd[4], ss[4];
-    explicit Dims(const Shape &s)
-        : qd{s.B, s.NH, s.T, s.hs}, qs{s.T * s.W, s.hs, s.W, 1}, ktd{s.B, s.NKV, s.hs, s.T},
-          kts{s.T * s.W, s.hs, 1, s.W}, kd{s.B, s.NKV, s.T, s.hs}, os{s.T * s.C, s.hs, s.C, 1},
-          ld{s.B, s.NH, s.T, 1}, ls{s.NH * s.T, s.T, 1, 1}, one{1, 1, 1, 1}, sd{s.B, s.NH, s.T, s.T},
-          ss{s.NH * s.T * s.T, s.T * s.T, s.T, 1}
-    {
-    }
-};
-
 static void build_fwd(Graph *g, const Shape &s, cudnnDataType_t io)
 {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT;
@@ -306,7 +306,7 @@ static void build_fwd(Graph *g, const Shape &s, cudnnDataType_t io)
          V = tensor(g, U_V, io, vd, qs, false), O = tensor(g, U_O, io, qd, os, false),
          LSE = tensor(g, U_LSE, F, ld, ls, false), SC = tensor(g, U_SCALE, F, one, one, false, true),
          NI = tensor(g, U_NEGINF, F, one, one, false, true);
-    Desc S = masked_scores(g, s, Q, KT, SC, NI, NULL);
+    Desc S = masked_scores(g, d, Q, KT, SC, NI, NULL);
     Desc MX = virt(g, F, ld, ls), D = virt(g, F, sd, ss), E = virt(g, F, sd, ss), Z = virt(g, F, ld, ls),
          LZ = virt(g, F, ld, ls), P = virt(g, io, sd, ss);
     red(g, CUDNN_REDUCE_TENSOR_MAX, S, MX);
@@ -325,38 +325,37 @@ static void build_bwd(Graph *g, const Shape &s, cudnnDataType_t io)
     const Dims d(s);
     const int64_t *qd = d.qd, *qs = d.qs, *ktd = d.ktd, *kts = d.kts, *kd = d.kd, *os = d.os, *ld = d.ld,
                   *ls = d.ls, *one = d.one, *sd = d.sd, *ss = d.ss;
-    const int64_t std_[4] = {s.B, s.NH, s.T, s.T}, sts[4] = {s.NH * s.T * s.T, s.T * s.T, 1, s.T}; /* transposed */
-    const int64_t fd[4] = {s.B, s.NH, s.T, s.hs}, fs[4] = {s.NH * s.T * s.hs, s.T * s.hs, s.hs, 1};
-    const int64_t dod[4] = {s.B, s.NH, s.T, s.hs}, dos[4] = {s.NH * s.T * s.hs, s.hs, s.NH * s.hs, 1};
+    /* the scores transposed; a query head's [T, hs] products stored contiguously */
+    const int64_t sts[4] = {s.NH * s.T * s.T, s.T * s.T, 1, s.T}, fs[4] = {s.NH * s.T * s.hs, s.T * s.hs, s.hs, 1};
     Desc Q = tensor(g, U_Q, io, qd, qs, false), KT = tensor(g, U_K, io, ktd, kts, false),
          VT = tensor(g, U_V, io, ktd, kts, false), O = tensor(g, U_O, io, qd, os, false),
          dO = tensor(g, U_DO, io, qd, os, false), LSE = tensor(g, U_LSE, F, ld, ls, false),
          SC = tensor(g, U_SCALE, F, one, one, false, true), NI = tensor(g, U_NEGINF, F, one, one, false, true),
          ONE = tensor(g, U_ONE, F, one, one, false, true), dQ = tensor(g, U_DQ, io, qd, qs, false),
          dK = tensor(g, U_DK, io, kd, qs, false), dV = tensor(g, U_DV, io, kd, qs, false),
-         DSUM = tensor(g, U_DSUM, F, ld, ls, false), DQACC = tensor(g, U_DQACC, F, fd, fs, false);
+         DSUM = tensor(g, U_DSUM, F, ld, ls, false), DQACC = tensor(g, U_DQACC, F, qd, fs, false);
     /* D = rowsum(dO o O) */
-    Desc t1 = virt(g, F, dod, dos), t2 = virt(g, F, ld, ls);
+    Desc t1 = virt(g, F, qd, os), t2 = virt(g, F, ld, ls);
     pw(g, CUDNN_POINTWISE_MUL, F, dO, O, NULL, t1);
     red(g, CUDNN_REDUCE_TENSOR_ADD, t1, t2);
     pw(g, CUDNN_POINTWISE_MUL, F, t2, ONE, NULL, DSUM);
     /* P, then dV = P^T dO (summed over each group of query heads) */
-    Desc S = masked_scores(g, s, Q, KT, SC, NI, LSE);
-    Desc P = virt(g, F, sd, ss), PT = virt(g, io, std_, sts);
+    Desc S = masked_scores(g, d, Q, KT, SC, NI, LSE);
+    Desc P = virt(g, F, sd, ss), PT = virt(g, io, sd, sts);
     pw(g, CUDNN_POINTWISE_EXP, F, S, NULL, NULL, P);
     view(g, P, PT);
     /* y = a b into a k/v head's gradient: with grouped heads, each query head's product in full,
      * summed over its group */
     auto kv_grad = [&](Desc a, Desc b, Desc y) {
         if (s.NH == s.NKV) return mm(g, a, b, y);
-        Desc full = virt(g, io, fd, fs);
+        Desc full = virt(g, io, qd, fs);
         mm(g, a, b, full);
         red(g, CUDNN_REDUCE_TENSOR_ADD, full, y);
     };
     kv_grad(PT, dO, dV);
     /* dS = P o (dO V^T - D) * scale; dK = dS^T Q */
     Desc dP = virt(g, F, sd, ss), u = virt(g, F, sd, ss), u2 = virt(g, F, sd, ss), dS = virt(g, F, sd, ss),
-         dST = virt(g, io, std_, sts);
+         dST = virt(g, io, sd, sts);
     mm(g, dO, VT, dP);
     pw(g, CUDNN_POINTWISE_SUB, F, dP, DSUM, NULL, u);
     pw(g, CUDNN_POINTWISE_MUL, F, u, P, NULL, u2);
@@ -466,13 +465,18 @@ void zinf_cudnn_free(CudaImpl *im)
 
 static bool enabled(void)
 {
-    if (zinf_cuda_attn_cudnn < 0) {
-        int m = zinf_env_switch(getenv("ZINF_ATTN_CUDNN")); /* zinf train refuses a bad value */
-        verbose = m == 2;
-        zinf_cuda_attn_cudnn = m != 0;
-        if (zinf_cuda_attn_cudnn && !load_cudnn()) say("cuDNN not used: %s", L.why);
+    /* ZINF_ATTN_CUDNN, read once (zinf train refuses a bad value): the default of the switch, and
+     * verbose whether the switch comes from it or is set by a test */
+    static int env = -2;
+    static bool told;
+    if (env == -2) {
+        env = zinf_env_switch(getenv("ZINF_ATTN_CUDNN"));
+        verbose = env == 2;
     }
-    return zinf_cuda_attn_cudnn && load_cudnn();
+    if (zinf_cuda_attn_cudnn < 0) zinf_cuda_attn_cudnn = env != 0;
+    if (!zinf_cuda_attn_cudnn) return false;
+    if (!load_cudnn() && !told) told = true, say("cuDNN not used: %s", L.why);
+    return L.ok;
 }
 
 static Plan *plan_for(CudaImpl *im, int bwd, const Shape &s)

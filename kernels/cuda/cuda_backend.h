@@ -29,7 +29,8 @@ extern int zinf_cuda_attn_hopper;
 
 /* Attention through cuDNN's fused kernels where cuDNN 9 loads and takes the shape (rows of one
  * sample, bf16/fp16, head size 64 or 128): 1 on, 0 off (zinf's kernels), -1 (the start) from
- * ZINF_ATTN_CUDNN at first use ("0" off, "verbose" on and each plan or refusal on stderr). runs
+ * ZINF_ATTN_CUDNN at first use ("0" off, "verbose" on and each plan or refusal on stderr; verbose
+ * holds also where a test sets the switch). runs
  * counts the calls cuDNN ran; the version is cuDNN's (e.g. 91900), 0 when it is not used. */
 extern int zinf_cuda_attn_cudnn;
 extern long zinf_cuda_attn_cudnn_runs;

@@ -1448,8 +1448,7 @@ int main(int argc, char **argv)
     /* timing the attention versions against each other: ZINF_TEST_ATTN_HOPPER=bits (cuda_backend.h) */
     const char *hop = getenv("ZINF_TEST_ATTN_HOPPER");
     if (hop && *hop) zinf_cuda_attn_hopper = hopper_bits = atoi(hop);
-    const char *dnn = getenv("ZINF_ATTN_CUDNN");
-    cudnn_on = !(dnn && strcmp(dnn, "0") == 0);
+    cudnn_on = zinf_env_switch(getenv("ZINF_ATTN_CUDNN")) != 0;
     if (zinf_backend_cuda_count() <= 0) {
         const char *why = zinf_backend_cuda_error();
         printf("test_backend_ops: no CUDA device%s%s%s; skipped\n", *why ? " (" : "", why, *why ? ")" : "");
