@@ -239,11 +239,11 @@ static int lock_wait(double *w)
 static int env_check(void)
 {
     ZINF_TRY(zinf_comm_check_env());
-    const char *s = getenv("ZINF_GEMM_AUTOTUNE");
-    if (zinf_env_switch(s) < 0)
-        return zinf_err("ZINF_GEMM_AUTOTUNE=%s: expected 0, 1 or verbose", s);
-    s = getenv("ZINF_ATTN_CUDNN");
-    if (zinf_env_switch(s) < 0) return zinf_err("ZINF_ATTN_CUDNN=%s: expected 0, 1 or verbose", s);
+    static const char *const switches[] = {"ZINF_GEMM_AUTOTUNE", "ZINF_ATTN_CUDNN"};
+    for (size_t i = 0; i < sizeof switches / sizeof *switches; i++) {
+        const char *s = getenv(switches[i]);
+        if (zinf_env_switch(s) < 0) return zinf_err("%s=%s: expected 0, 1 or verbose", switches[i], s);
+    }
     double w;
     if (lock_wait(&w)) return zinf_err("ZINF_OUT_LOCK_WAIT=%s: expected seconds >= 0", getenv("ZINF_OUT_LOCK_WAIT"));
     return 0;

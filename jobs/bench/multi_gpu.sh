@@ -87,15 +87,13 @@ adamw() {
     (rank_place "$np"; echo "== $np rank(s): $PLACE, OMP_NUM_THREADS=$OMP_NUM_THREADS"
      echo "-- one process alone, best of rounds:"; tests/unit/test_cpu_adamw --bench 67108864 | grep -E 'threads|triad|^avx|^path'
      # 5 s of back-to-back steps, one rank alone, then every rank at once (the windows overlap)
-     # shellcheck disable=SC2086
-     echo "-- one rank alone, sustained: $(mpirun $PLACE -np 1 tests/unit/test_cpu_adamw --sustain 5 67108864)"
-     # shellcheck disable=SC2086
-     mpirun $PLACE -np "$np" sh -c 'exec "$1" --sustain 5 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
-         "$here/tests/unit/test_cpu_adamw" "$logs/adamw$np.rank"
+     adamw_at_once 1 "$logs/adamw$np.alone"
+     echo "-- one rank alone, sustained: $(cat "$logs/adamw$np.alone.0")"
+     adamw_at_once "$np" "$logs/adamw$np.rank"
      for f in "$logs/adamw$np.rank".*; do echo "-- $f (all ranks at once, sustained): $(cat "$f")"; done)
 }
 adamw_part() {
-    part adamw_ranks 90 bash -c "$(declare -f adamw rank_place); here=$here logs=$logs; adamw 2; adamw 4"
+    part adamw_ranks 90 bash -c "$(declare -f adamw rank_place adamw_at_once); here=$here logs=$logs; adamw 2; adamw 4"
     grep -E '^==|^--|triad|bf16' "$logs/adamw_ranks.log" | grep -v -E 'fp16|f32' | sed 's/^/   /' >> "$S"
 }
 

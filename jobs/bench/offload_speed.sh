@@ -80,15 +80,11 @@ grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /'
 # best-of-rounds figure would not say this: each process's best round may fall where the others
 # are idle); the slowest rank's rate sets the bound
 if [ -x "$here/tests/unit/test_cpu_adamw" ]; then
-    sustained() { sed -n 's/.* threads: \([0-9.]*\) Gparam\/s.*/\1/p' "$@"; }
-    # shellcheck disable=SC2086 # $PLACE is mpirun words
-    mpirun $PLACE -np 1 "$here/tests/unit/test_cpu_adamw" --sustain 5 67108864 > "$tmp/adamw.alone" 2>/dev/null || :
-    rate=$(sustained "$tmp/adamw.alone")
-    # shellcheck disable=SC2086
-    mpirun $PLACE -np "$np" sh -c 'exec "$1" --sustain 5 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
-        "$here/tests/unit/test_cpu_adamw" "$tmp/adamw.rank" 2>/dev/null || :
-    all=$(for f in "$tmp"/adamw.rank.*; do sustained "$f"; done | sort -g | head -1)
-    thr=$(sed -n 's/.*, \([0-9]*\) threads:.*/\1/p' "$tmp/adamw.alone")
+    adamw_at_once 1 "$tmp/adamw.alone" 2>/dev/null || :
+    rate=$(adamw_rate "$tmp/adamw.alone.0")
+    adamw_at_once "$np" "$tmp/adamw.rank" 2>/dev/null || :
+    all=$(for f in "$tmp"/adamw.rank.*; do adamw_rate "$f"; done | sort -g | head -1)
+    thr=$(sed -n 's/.*, \([0-9]*\) threads:.*/\1/p' "$tmp/adamw.alone.0")
     [ -n "$rate" ] && awk -v n="$nparams" -v np="$np" -v r="$rate" -v a="${all:-0}" -v t="${thr:-?}" 'BEGIN {
         printf "  host AdamW (%s threads a rank, 5 s sustained): %.2f Gparam/s alone, %.2f with all %d rank(s) at once (the slowest); %.0f M parameters per rank take %.0f ms a step at that rate (the bound it sets)\n",
                t, r, a, np, n / np, (a > 0 ? n / np / a : n / np / r) }'

@@ -41,3 +41,14 @@ peer_error() {
             if (msg == "") msg = "no error text on stderr"
             printf "  %s does not run (exit %s): %s\n", name, rc, msg }' "$3"
 }
+
+# adamw_at_once NP PREFIX: test_cpu_adamw --sustain 5 on 2^26 parameters in NP processes at once,
+# placed as $PLACE places ranks (rank_place), each process's line in PREFIX.RANK; adamw_rate
+# FILE...: the Gparam/s of such lines
+# ($here: the top of the tree, which every script that sources this sets)
+adamw_at_once() {
+    # shellcheck disable=SC2086,SC2154 # $PLACE is mpirun words
+    mpirun $PLACE -np "$1" sh -c 'exec "$1" --sustain 5 67108864 > "$2.${OMPI_COMM_WORLD_RANK:-0}"' _ \
+        "$here/tests/unit/test_cpu_adamw" "$2"
+}
+adamw_rate() { sed -n 's/.* threads: \([0-9.]*\) Gparam\/s.*/\1/p' "$@"; }
