@@ -493,8 +493,6 @@ static double now(void)
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-/* Best of ROUNDS, each round timing the triads and then every path once, so that on a shared
- * machine the bandwidth and the kernels meet the same weather. */
 /* The benchmarks' arrays (p, g, m, v at plausible values, p16 and c zero; p16 as wide as fp32 so
  * that every path fits), first touched in the same static split the kernels use; the step's
  * constants; the thread count */
@@ -530,6 +528,8 @@ static void bench_free(bench_bufs *b)
     free(b->p), free(b->g), free(b->m), free(b->v), free(b->p16), free(b->c);
 }
 
+/* Best of ROUNDS, each round timing the triads and then every path once, so that on a shared
+ * machine the bandwidth and the kernels meet the same weather. */
 #define ROUNDS 7
 static int bench(int64_t n)
 {
