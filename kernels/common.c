@@ -10,6 +10,26 @@
 
 size_t zinf_dtype_size(zinf_dtype dt) { return dt == ZINF_F32 ? 4 : 2; }
 
+static size_t attn_ws_of(int64_t n, int64_t T, int64_t NH, int64_t NKV, int64_t hs)
+{
+    size_t t64 = (size_t)(T + 63) / 64 * 64;
+    return (size_t)n * NH * (t64 * t64 * 2 + (NH != NKV ? (size_t)T * hs * 4 : 0));
+}
+
+int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs)
+{
+    if (B < 1 || attn_ws_of(1, T, NH, NKV, hs) > ZINF_ATTN_WS_BUDGET) return 0;
+    int64_t most = 1;
+    while (most < B && attn_ws_of(most + 1, T, NH, NKV, hs) <= ZINF_ATTN_WS_BUDGET) most++;
+    int64_t calls = (B + most - 1) / most;
+    return (B + calls - 1) / calls; /* calls of equal size, the last one no larger */
+}
+
+size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs)
+{
+    return attn_ws_of(zinf_attn_ws_samples(B, T, NH, NKV, hs), T, NH, NKV, hs);
+}
+
 const char *zinf_dtype_name(zinf_dtype dt)
 {
     switch (dt) {

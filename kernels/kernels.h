@@ -209,6 +209,18 @@ static inline int zinf_env_switch(const char *s)
     return !*v && !*s ? 2 : -1;
 }
 
+/* cuDNN's attention backward, as the CUDA backend runs it (deterministic: attention_cudnn.cu),
+ * keeps the gradient of the probabilities of the samples it runs at once in its workspace, NH T^2
+ * 2 bytes a sample with T rounded up to 64, and with grouped kv heads each query head's dK and dV
+ * in fp32 before the group's sum (NH T hs 4 bytes). It runs the micro-batch's samples in as few
+ * calls of equal size as keep that within ZINF_ATTN_WS_BUDGET, and zinf's own kernels (no
+ * workspace) where one sample does not fit. zinf_attn_ws_samples: the samples a call takes (0:
+ * zinf's kernels); zinf_attn_ws_bytes: the workspace they need, which the activation fit of
+ * zinf_recompute_blocks "auto" keeps free and zinf estimate counts. */
+#define ZINF_ATTN_WS_BUDGET ((size_t)2 << 30)
+int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs);
+size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs);
+
 /* The sum of squares of one array (be->sumsq with k = 1). */
 static inline double zinf_sumsq1(zinf_backend *be, const float *x, int64_t n)
 {

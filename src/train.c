@@ -722,11 +722,13 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
         size_t used = 0, total = 0, es = zinf_dtype_size(r->be.cdt);
         rc = r->be.mem_info(&r->be, &used, &total);
         /* the reserve: what ZeRO allocates only while a step runs (buckets, gathered units, a
-         * unit's gradient: zinf estimate's figure), and 5% of the GPU (at least 1 GiB) for the
-         * rest (GEMM and attention scratch, NCCL, the allocator's slack) */
+         * unit's gradient: zinf estimate's figure), cuDNN's attention workspace, and 5% of the GPU
+         * (at least 1 GiB) for the rest (GEMM scratch, NCCL, the allocator's slack) */
         zinf_mem_estimate e;
         size_t reserve = total / 20;
         if (reserve < ((size_t)1 << 30)) reserve = (size_t)1 << 30;
+        reserve += zinf_attn_ws_bytes(r->cfg.train_micro_batch_size_per_gpu, r->T, mc->n_head, mc->n_kv_head,
+                                      mc->head_dim);
         if (!rc && !zinf_estimate_prec(mc, es == 4 ? ZINF_EST_FP32 : ZINF_EST_MIXED, (int)r->cfg.zero_stage,
                                        ZINF_EST_NONE, ZINF_EST_NONE, 1, comm->size, 0, &r->cfg, &e))
             reserve += (size_t)e.gpu_step_buffers;

@@ -34,6 +34,7 @@
 #include "zinf-build.h"
 
 int zinf_cuda_attn_cudnn = -1;     /* -1: from ZINF_ATTN_CUDNN at first use */
+int zinf_cuda_attn_cudnn_acc = 0;  /* the backward's dQ through the accumulator (cuda_backend.h) */
 long zinf_cuda_attn_cudnn_runs = 0; /* attention calls cuDNN ran (tests check it ran) */
 
 #ifdef ZINF_HAVE_CUDNN
@@ -319,7 +320,7 @@ static void build_fwd(Graph *g, const Shape &s, cudnnDataType_t io)
     mm(g, P, V, O);
 }
 
-static void build_bwd(Graph *g, const Shape &s, cudnnDataType_t io)
+static void build_bwd(Graph *g, const Shape &s, cudnnDataType_t io, bool acc)
 {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT;
     const Dims d(s);
@@ -333,7 +334,7 @@ static void build_bwd(Graph *g, const Shape &s, cudnnDataType_t io)
          SC = tensor(g, U_SCALE, F, one, one, false, true), NI = tensor(g, U_NEGINF, F, one, one, false, true),
          ONE = tensor(g, U_ONE, F, one, one, false, true), dQ = tensor(g, U_DQ, io, qd, qs, false),
          dK = tensor(g, U_DK, io, kd, qs, false), dV = tensor(g, U_DV, io, kd, qs, false),
-         DSUM = tensor(g, U_DSUM, F, ld, ls, false), DQACC = tensor(g, U_DQACC, F, qd, fs, false);
+         DSUM = tensor(g, U_DSUM, F, ld, ls, false), DQACC = acc ? tensor(g, U_DQACC, F, qd, fs, false) : NULL;
     /* D = rowsum(dO o O) */
     Desc t1 = virt(g, F, qd, os), t2 = virt(g, F, ld, ls);
     pw(g, CUDNN_POINTWISE_MUL, F, dO, O, NULL, t1);
@@ -362,9 +363,11 @@ static void build_bwd(Graph *g, const Shape &s, cudnnDataType_t io)
     pw(g, CUDNN_POINTWISE_MUL, F, u2, SC, NULL, dS);
     view(g, dS, dST);
     kv_grad(dST, Q, dK);
-    /* dQ = dS K, accumulated in fp32 */
+    /* dQ = dS K: straight into dQ (cuDNN then keeps dP in its workspace and sums dQ in a fixed
+     * order), or through an fp32 accumulator that the key tiles add to with atomics */
     Desc K = virt(g, io, kd, qs);
     view(g, KT, K);
+    if (!acc) return mm(g, dS, K, dQ);
     mm(g, dS, K, DQACC);
     pw(g, CUDNN_POINTWISE_IDENTITY, F, DQACC, NULL, NULL, dQ);
 }
@@ -433,7 +436,7 @@ static Desc make_plan(Graph *g, cudnnHandle_t h, int64_t *ws)
 /* ---------------------------------------------------------------- plans per shape */
 
 struct Plan {
-    int bwd, B, T, NH, NKV, hs;
+    int bwd, B, T, NH, NKV, hs; /* bwd: 1 dQ straight, 2 through the fp32 accumulator */
     zinf_dtype dt;
     Graph *g; /* NULL: cuDNN refused this shape (fall back) */
     Desc plan;
@@ -508,7 +511,7 @@ static Plan *plan_for(CudaImpl *im, int bwd, const Shape &s)
     g->next_uid = U_VIRT;
     const cudnnDataType_t io = im->cdt == ZINF_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     if (bwd)
-        build_bwd(g, s, io);
+        build_bwd(g, s, io, bwd == 2);
     else
         build_fwd(g, s, io);
     Desc plan = g->st ? NULL : make_plan(g, st->h, &p->ws);
@@ -523,7 +526,7 @@ static Plan *plan_for(CudaImpl *im, int bwd, const Shape &s)
     }
     p->g = g, p->plan = plan;
     say("cuDNN %zu %s plan for B %lld T %lld NH %lld NKV %lld hs %lld, workspace %lld bytes (%s)", L.version,
-        bwd ? "backward" : "forward", (long long)s.B, (long long)s.T, (long long)s.NH, (long long)s.NKV,
+        bwd == 2 ? "backward (dQ accumulated)" : bwd ? "backward" : "forward", (long long)s.B, (long long)s.T, (long long)s.NH, (long long)s.NKV,
         (long long)s.hs, (long long)p->ws, g->notes);
     return p;
 }
@@ -582,14 +585,27 @@ bool zinf_cudnn_attn_bwd(CudaImpl *im, void *dqkv, const void *dout, const void 
                                     const float *lse, int B, int T, int NH, int NKV, int hs)
 {
     if (!usable(im, dqkv, dout, qkv, out, hs)) return false;
-    const Shape s{B, T, NH, NKV, hs, (int64_t)(NH + 2 * NKV) * hs, (int64_t)NH * hs};
-    Plan *p = plan_for(im, 1, s);
-    if (!p) return false;
-    const size_t rows = (size_t)B * NH * T, at_sum = up256((size_t)p->ws), at_acc = at_sum + up256(rows * 4);
-    char *ws = (char *)zinf_cuda_scratch(im, at_acc + rows * hs * 4, "attention_bwd");
+    const bool acc = zinf_cuda_attn_cudnn_acc > 0;
+    /* dQ straight: the samples in calls of Bc, each call's dP within ZINF_ATTN_WS_BUDGET */
+    const int64_t Bc = acc ? B : zinf_attn_ws_samples(B, T, NH, NKV, hs);
+    if (Bc == 0) {
+        static int told_T;
+        if (told_T != T)
+            told_T = T, say("cuDNN backward not used for T %d NH %d: one sample's workspace passes the %zu-byte "
+                            "budget (ZINF_ATTN_WS_BUDGET): zinf's kernels", T, NH, ZINF_ATTN_WS_BUDGET);
+        return false;
+    }
+    const Shape s{Bc, T, NH, NKV, hs, (int64_t)(NH + 2 * NKV) * hs, (int64_t)NH * hs};
+    Plan *p = plan_for(im, acc ? 2 : 1, s), *last = p;
+    const int64_t tail = B % Bc;
+    if (p && tail) last = plan_for(im, 1, Shape{tail, s.T, s.NH, s.NKV, s.hs, s.W, s.C});
+    if (!p || !last) return false;
+    const size_t rows = (size_t)Bc * NH * T, ws_max = (size_t)(p->ws > last->ws ? p->ws : last->ws),
+                 at_sum = up256(ws_max), at_acc = at_sum + up256(rows * 4);
+    char *ws = (char *)zinf_cuda_scratch(im, acc ? at_acc + rows * hs * 4 : at_acc, "attention_bwd");
     if (!ws) return true; /* recorded */
     /* dQ's fp32 accumulator starts at zero: the graph adds the products of every key block to it */
-    cudaError_t ce = cudaMemsetAsync(ws + at_acc, 0, rows * hs * 4, im->stream);
+    cudaError_t ce = acc ? cudaMemsetAsync(ws + at_acc, 0, rows * hs * 4, im->stream) : cudaSuccess;
     if (ce != cudaSuccess) {
         zinf_cuda_fail(im, "attention_bwd", ZINF_CUDA_EIO, "attention_bwd: clearing dQ's accumulator: %s",
                        cudaGetErrorString(ce));
@@ -597,13 +613,19 @@ bool zinf_cudnn_attn_bwd(CudaImpl *im, void *dqkv, const void *dout, const void 
     }
     float scale = 1.0f / sqrtf((float)hs), neginf = -INFINITY, one = 1.0f;
     const size_t e = 2;
-    char *q = (char *)qkv, *dq = (char *)dqkv;
     const int64_t k_off = s.C * e, v_off = (s.C + (int64_t)NKV * hs) * e;
     const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_LSE, U_SCALE, U_NEGINF, U_ONE,
                             U_DQ, U_DK, U_DV, U_DSUM, U_DQACC};
-    void *ptrs[] = {q, q + k_off, q + v_off, (void *)out, (void *)dout, (void *)lse, &scale, &neginf, &one,
-                    dq, dq + k_off, dq + v_off, ws + at_sum, ws + at_acc};
-    return execute(im, p, uids, ptrs, 14, ws, "attention_bwd");
+    for (int64_t b0 = 0; b0 < B; b0 += Bc) {
+        /* sample b0 on: its rows of qkv and dqkv, of the output and its gradient, of lse */
+        const size_t at_row = (size_t)b0 * T * s.W * e, at_out = (size_t)b0 * T * s.C * e;
+        char *q = (char *)qkv + at_row, *dq = (char *)dqkv + at_row;
+        void *ptrs[] = {q, q + k_off, q + v_off, (char *)out + at_out, (char *)dout + at_out,
+                        (void *)(lse + (size_t)b0 * NH * T), &scale, &neginf, &one,
+                        dq, dq + k_off, dq + v_off, ws + at_sum, ws + at_acc};
+        if (!execute(im, b0 + Bc > B ? last : p, uids, ptrs, acc ? 14 : 13, ws, "attention_bwd")) return true;
+    }
+    return true;
 }
 
 int zinf_cuda_cudnn_version(void) { return load_cudnn() ? (int)L.version : 0; }

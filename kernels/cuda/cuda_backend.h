@@ -33,6 +33,10 @@ extern int zinf_cuda_attn_hopper;
  * holds also where a test sets the switch). runs
  * counts the calls cuDNN ran; the version is cuDNN's (e.g. 91900), 0 when it is not used. */
 extern int zinf_cuda_attn_cudnn;
+/* The backward's dQ: 0 (the default) straight from dS K, which cuDNN sums in a fixed order (dP kept in
+ * its workspace, B NH T^2 2 bytes); 1 through an fp32 accumulator to which the key tiles add with
+ * atomics: faster, not the same bits from run to run (test_backend_ops --bench-attn times both) */
+extern int zinf_cuda_attn_cudnn_acc;
 extern long zinf_cuda_attn_cudnn_runs;
 int zinf_cuda_cudnn_version(void);
 
