@@ -16,11 +16,15 @@
  * backward of either kind. The layout is zinf's own: q, k and v of a token side by side in one
  * row of qkv, addressed by strides, nothing copied.
  *
- * The backward sums dQ over the key tiles in an fp32 buffer (cleared before each run). zinf's
- * runs are repeatable bit for bit (DESIGN 5), so an engine that cuDNN marks nondeterministic is
- * passed over, and test_backend_ops holds the backward's reruns to the same bits, at long
- * sequences too (--bench-attn), where a kernel adding the tiles with atomics would differ.
- * One plan per shape is built on first use and kept until the backend is freed. */
+ * zinf's runs are repeatable bit for bit (DESIGN 5). The backward graph with dQ summed over the key
+ * tiles in an fp32 buffer is matched by an engine that adds the tiles with atomics without saying
+ * so (no nondeterministic note; two runs at T 4096 differ on an H100, cuDNN 9.19), so dQ = dS K
+ * goes straight into dQ, and cuDNN keeps dP in its workspace (NH T^2 2 bytes a sample) and sums in
+ * a fixed order; the samples go in calls within ZINF_ATTN_WS_BUDGET (kernels.h), and past one
+ * sample zinf's kernels run. The accumulated form stays for timing against it
+ * (zinf_cuda_attn_cudnn_acc, test_backend_ops --bench-attn). Engines marked nondeterministic are
+ * passed over as well, and test_backend_ops holds the backward's reruns to the same bits, at T
+ * 4096 too. One plan per shape is built on first use and kept until the backend is freed. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "err.h"
 #include "estimate.h"
+#include "kernels.h"
 #include "model.h"
 
 #define RT 1e-12
@@ -508,10 +509,40 @@ static void check_main(void)
     fclose(g);
 }
 
+/* cuDNN's attention backward workspace (kernels.h), against the sizes cuDNN 9.19 reported for its
+ * plans on an H100 (ZINF_ATTN_CUDNN=verbose, 2026-11-28; each 256 bytes more, its alignment):
+ * one sample of T 4096, 32 query heads over 8 kv heads of 128, 1140850944 bytes (dP 32 x 4096^2 x 2,
+ * and the grouped heads' fp32 dK/dV 32 x 4096 x 128 x 4); two samples of 32/32 heads of 128,
+ * 2147483904; one of 64/64 heads of 64, 2147483904. The calls: as few as keep each within the
+ * 2 GiB budget, of equal size. */
+static void check_attn_ws(void)
+{
+    CHECK(ZINF_ATTN_WS_BUDGET == (size_t)2 << 30, "the budget is 2 GiB");
+    CHECK(zinf_attn_ws_bytes(1, 4096, 32, 8, 128) == 1140850944 - 256, "1 x 4096, 32/8 heads of 128");
+    CHECK(zinf_attn_ws_bytes(2, 4096, 32, 32, 128) == 2147483904 - 256, "2 x 4096, 32/32 heads of 128");
+    CHECK(zinf_attn_ws_bytes(1, 4096, 64, 64, 64) == 2147483904 - 256, "1 x 4096, 64/64 heads of 64");
+    /* Llama-3.2-1B at micro-batch 4: two samples (2.2 GB) pass 2 GiB, so four calls of one */
+    CHECK(zinf_attn_ws_samples(4, 4096, 32, 8, 64) == 1, "Llama-3.2-1B: one sample a call");
+    /* Qwen2.5-1.5B (12/2 heads of 128): all four in one call, 1.7 GB */
+    CHECK(zinf_attn_ws_samples(4, 4096, 12, 2, 128) == 4, "Qwen2.5-1.5B: four samples a call");
+    CHECK(zinf_attn_ws_bytes(4, 4096, 12, 2, 128) == (size_t)4 * 12 * (4096 * 4096 * 2 + 4096 * 128 * 4),
+          "Qwen2.5-1.5B bytes");
+    /* 64 grouped heads at 4096: one sample's 2 GiB of dP plus its fp32 dK/dV pass the budget */
+    CHECK(zinf_attn_ws_samples(4, 4096, 64, 16, 64) == 0, "64/16 heads at 4096: zinf's kernels");
+    CHECK(zinf_attn_ws_bytes(4, 4096, 64, 16, 64) == 0, "no workspace where cuDNN is not used");
+    /* five samples of which two fit a call: calls of 2, 2, 1 (as few calls, sizes equal but the last) */
+    CHECK(zinf_attn_ws_samples(5, 4096, 24, 24, 64) == 2, "5 samples, 2 fit: 2 a call");
+    /* T rounded up to 64; 7 of 8 samples fit: two calls of 4 */
+    CHECK(zinf_attn_ws_bytes(1, 4000, 16, 16, 64) == (size_t)16 * 4032 * 4032 * 2, "T 4000 counted as 4032");
+    CHECK(zinf_attn_ws_samples(8, 4096, 9, 9, 128) == 4, "8 samples, 7 fit: two calls of 4");
+    CHECK(zinf_attn_ws_samples(0, 4096, 4, 4, 128) == 0, "no samples");
+}
+
 int main(void)
 {
     check_largest();
     check_paper();
+    check_attn_ws();
 
     zinf_model_cfg m;
     const char *presets[] = {"gpt2-124m", "gpt2-1.5b"};
