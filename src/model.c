@@ -345,8 +345,9 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
         for (int64_t i = 0; i < N; i++) m->nvalid += targets[i] >= 0;
     }
     float dloss = dloss_scale != 0.0f && m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
-    /* the head: all rows at once (the loss gradient left in the logits for the backward after a
-     * training forward), or chunk by chunk for the losses alone */
+    /* the head: all rows at once, or chunk by chunk; after a training forward the last chunk (the
+     * only one when they are all at once) leaves its loss gradient in the logits, which the
+     * backward takes first, recomputing only the chunks before it */
     const int hu = m->f->head_unit(m), C = m->c.n_embd, V = m->c.vocab_size, Vp = m->c.padded_vocab;
     const size_t es = zinf_dtype_size(be->cdt);
     const char *hin = m->f->head_in(m);
@@ -362,11 +363,11 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
-        if (targets) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, R == N ? dloss : 0.0f);
+        if (targets) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, r0 + R == N ? dloss : 0.0f);
     }
     ZINF_TRY(zinf_release(h, hu, 0));
     if (!targets) return be->sync(be);
-    m->logits_hold_grad = dloss_scale != 0.0f && m->head_rows == N;
+    m->logits_hold_grad = dloss_scale != 0.0f;
     ZINF_TRY(be->copy(be, m->host_losses, m->losses, (size_t)N * 4, NULL));
     ZINF_TRY(be->sync(be));
     double s = 0;
@@ -403,12 +404,15 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
     ZINF_TRY(zinf_acquire(h, hu, 1));
     const void *W = m->f->head_w(m, m->params);
     void *dW = m->f->head_w(m, m->grads);
-    for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
+    /* the chunks last to first: the last one's gradient is in the logits after a training forward;
+     * each one before it has its logits computed again, then their gradient */
+    for (int64_t r0 = (N - 1) / m->head_rows * m->head_rows; r0 >= 0; r0 -= m->head_rows) {
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
-        if (R < N) /* a chunk: its logits again, then their gradient */
+        bool held = r0 + R == N && m->logits_hold_grad;
+        if (!held) {
             be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
-        /* the loss gradient replaces the logits (already, after a training forward of one chunk) */
-        if (R < N || !m->logits_hold_grad) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, dloss);
+            be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, dloss);
+        }
         be->matmul_bwd(be, din + (size_t)r0 * C * es, dW, NULL, m->logits, hin + (size_t)r0 * C * es, W, R, C, Vp);
     }
     m->logits_hold_grad = false;

@@ -148,12 +148,14 @@ typedef struct zinf_model {
     float *losses;       /* [B*T] */
     int32_t *tokens, *targets; /* [B*T] in device memory */
     int64_t nvalid;      /* targets >= 0 in the last forward */
-    bool logits_hold_grad; /* the last forward was zinf_model_forward_train */
+    bool logits_hold_grad; /* the last forward was a training one: the last chunk's logits (all of them when
+                            * they fit at once) hold their loss gradient */
     float *host_losses;
 } zinf_model;
 
 /* Bytes of compute-dtype logits held at once; past it the head runs in row chunks, the forward
- * computing only the losses and the backward recomputing each chunk's logits for its gradient. */
+ * computing the losses (and the last chunk's loss gradient) and the backward, last chunk first,
+ * recomputing the logits of each chunk before it for its gradient. */
 #define ZINF_LOGITS_BUDGET ((size_t)2 << 30)
 /* The rows of logits held at once for N rows of Vp columns of es bytes. */
 int64_t zinf_model_head_rows(int64_t N, int Vp, size_t es);
