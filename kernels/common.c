@@ -22,6 +22,9 @@ int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int6
     int64_t most = 1;
     while (most < B && attn_ws_of(most + 1, T, NH, NKV, hs) <= ZINF_ATTN_WS_BUDGET) most++;
     int64_t calls = (B + most - 1) / most;
+    /* a call after the first starts at sample b0, its lse rows at b0 NH T floats, which cuDNN
+     * needs 16-byte aligned as the first call's are */
+    if (calls > 1 && NH * T % 4) return 0;
     return (B + calls - 1) / calls; /* calls of equal size, the last one no larger */
 }
 

@@ -595,8 +595,9 @@ bool zinf_cudnn_attn_bwd(CudaImpl *im, void *dqkv, const void *dout, const void 
     if (Bc == 0) {
         static int told_T;
         if (told_T != T)
-            told_T = T, say("cuDNN backward not used for T %d NH %d: one sample's workspace passes the %zu-byte "
-                            "budget (ZINF_ATTN_WS_BUDGET): zinf's kernels", T, NH, ZINF_ATTN_WS_BUDGET);
+            told_T = T, say("cuDNN backward not used for B %d T %d NH %d: its workspace does not fit "
+                            "ZINF_ATTN_WS_BUDGET in calls it can make (zinf_attn_ws_samples): zinf's kernels",
+                            B, T, NH);
         return false;
     }
     const Shape s{Bc, T, NH, NKV, hs, (int64_t)(NH + 2 * NKV) * hs, (int64_t)NH * hs};
