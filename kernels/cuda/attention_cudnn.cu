@@ -530,8 +530,8 @@ static Plan *plan_for(CudaImpl *im, int bwd, const Shape &s)
     }
     p->g = g, p->plan = plan;
     say("cuDNN %zu %s plan for B %lld T %lld NH %lld NKV %lld hs %lld, workspace %lld bytes (%s)", L.version,
-        bwd == 2 ? "backward (dQ accumulated)" : bwd ? "backward" : "forward", (long long)s.B, (long long)s.T, (long long)s.NH, (long long)s.NKV,
-        (long long)s.hs, (long long)p->ws, g->notes);
+        bwd == 2 ? "backward (dQ accumulated)" : bwd ? "backward" : "forward", (long long)s.B, (long long)s.T,
+        (long long)s.NH, (long long)s.NKV, (long long)s.hs, (long long)p->ws, g->notes);
     return p;
 }
 
@@ -628,7 +628,7 @@ bool zinf_cudnn_attn_bwd(CudaImpl *im, void *dqkv, const void *dout, const void 
         void *ptrs[] = {q, q + k_off, q + v_off, (char *)out + at_out, (char *)dout + at_out,
                         (void *)(lse + (size_t)b0 * NH * T), &scale, &neginf, &one,
                         dq, dq + k_off, dq + v_off, ws + at_sum, ws + at_acc};
-        if (!execute(im, b0 + Bc > B ? last : p, uids, ptrs, acc ? 14 : 13, ws, "attention_bwd")) return true;
+        execute(im, b0 + Bc > B ? last : p, uids, ptrs, acc ? 14 : 13, ws, "attention_bwd"); /* failures recorded */
     }
     return true;
 }
