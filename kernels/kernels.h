@@ -83,6 +83,9 @@ struct zinf_backend {
     int (*sync)(zinf_backend *be); /* everything issued so far has finished */
     /* device memory in use and in total (bytes), for reports; NULL on the CPU backend */
     int (*mem_info)(zinf_backend *be, size_t *used, size_t *total);
+    /* the backend's own device buffers (GEMM workspace, operations' scratch, which grows to the
+     * largest asked for), bytes; NULL on the CPU backend */
+    size_t (*scratch_bytes)(zinf_backend *be);
 
     /* ---- operations; B batch, T time, C channels, NH heads, N = B*T rows ---- */
     /* out[N,C] = wte[tok] + wpe[t]; wpe NULL: no learned positions (RoPE models), out = wte[tok];

@@ -121,6 +121,7 @@ typedef struct run {
     char dataset_glob[2][4400]; /* --dataset: the cached shards' train and val globs ("" none) */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
+    size_t dev_base;         /* device memory in use before the model's (CUDA context, libraries, NCCL) */
     int T;
     fault fault;
     /* wall_clock_breakdown: the backend's timed events on its compute stream at a pass's start,
@@ -781,6 +782,8 @@ static int setup(run *r)
     if (rc && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg());
     if (rc) return zinf_comm_agree(comm, rc);
     ZINF_TRY(zinf_comm_agree(comm, zinf_comm_attach(comm, &r->be)));
+    size_t dev_total = 0;
+    if (r->be.mem_info && r->be.mem_info(&r->be, &r->dev_base, &dev_total)) r->dev_base = 0;
 
     zinf_model_cfg mc;
     ZINF_TRY(zinf_comm_agree(comm, zinf_model_cfg_load(&mc, o->model)));
@@ -1322,9 +1325,18 @@ static int check_params_agree(run *r)
     zinf_mem_report mr;
     zinf_zero_mem(r->z, &mr);
     zinf_zero_print_mem(r->z);
-    if (r->be.mem_info)
-        zinf_info("peak GPU memory %.2f GiB in use on rank 0 (cudaMemGetInfo after each step)",
-                  (double)r->dev_peak / 1073741824.0);
+    if (r->be.mem_info) {
+        /* what the peak holds, as far as zinf knows it: the rest is the libraries' own (cuBLAS,
+         * cuDNN, NCCL allocate as they go) and the allocator's rounding */
+        const double G = 1073741824.0;
+        size_t acts = r->m.act_bytes + r->m.grad_bytes, scr = r->be.scratch_bytes ? r->be.scratch_bytes(&r->be) : 0;
+        double known = (double)r->dev_base + (double)mr.peak + (double)acts + (double)scr;
+        zinf_info("peak GPU memory %.2f GiB in use on rank 0 (cudaMemGetInfo after each step): %.2f in use before "
+                  "the run's own (CUDA context, libraries, NCCL), ZeRO's blocks at most %.2f (its cache included), "
+                  "activations %.2f, the backend's workspace and scratch %.2f, the rest %.2f",
+                  (double)r->dev_peak / G, (double)r->dev_base / G, (double)mr.peak / G, (double)acts / G,
+                  (double)scr / G, ((double)r->dev_peak - known) / G);
+    }
     {
         metrics_put(r, "the final record", "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "

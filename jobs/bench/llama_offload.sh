@@ -15,7 +15,8 @@
 # saves: none. Prints what `zinf estimate` gives a GPU for the config, then tokens/s per GPU,
 # ms/step, peak GPU memory, MFU per GPU (llama_flops.sh: 6 (N - embedding) + 12 L NH hs T FLOPs
 # per token, as llama_speed.sh counts, over --peak-tflops, 989 for an H100/H200 SXM), zinf's ratio
-# to each peer, and zinf's wall_clock_breakdown of its last step (host and device timers, ms).
+# to each peer, zinf's wall_clock_breakdown of its last step (host and device timers, ms) and what
+# its peak GPU memory holds (GiB).
 # --offload cpu: an 8B's fp32 master, m and v (12 bytes a parameter, 96 GB) and a peer's fp32
 # gradients on the host (4 more) pass one H100 node's 125 GiB: run it on a node with more host
 # memory (a 2-GPU node's 256 GiB), one rank on one GPU. --offload none: each GPU holds 1/N of
@@ -101,6 +102,7 @@ row zinf "$tps" "${zpeak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 grep "  device time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (device): /' || :
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /' || :
+sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$tmp/zinf.log" | tail -1
 echo "  zinf wall ${zwall} s for $steps steps (start-up included)"
 peer() { # peer NAME TAG ENGINE PEERS: one peer, --np processes under torchrun (in .peers/'s
          # environment when PEERS is not empty), its row or its real error

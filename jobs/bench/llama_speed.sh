@@ -4,7 +4,7 @@
 # Usage (on a GPU node, after `source .gpu-bundle/activate.sh` where the host lacks the libraries):
 #   jobs/bench/llama_speed.sh [--model llama-3.2-1b] [--micro 4] [--T 4096] [--steps 10] [--recompute]
 #                             [--no-hf] [--hf-modes eager,compile]
-# Prints tokens/s, ms/step, MFU and peak GPU memory. MFU counts 6 (N - embedding) + 12 L NH hs T
+# Prints tokens/s, ms/step, MFU and peak GPU memory (zinf's: also what it holds). MFU counts 6 (N - embedding) + 12 L NH hs T
 # FLOPs per token (the count of the figures; embedding = vocab x hidden) over 989 TFLOP/s,
 # the H100/H200 SXM bf16 dense figure. Saves: none (zinf --save_steps 0; the peer saves nothing).
 set -eu
@@ -51,6 +51,7 @@ echo "saves: none (zinf --save_steps 0; transformers saves nothing)"
 printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
+sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$tmp/zinf.log" | tail -1
 if [ "$hf" = yes ]; then
     python3 "$here/jobs/bench/hf_llama.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" --modes "$hf_modes" > "$tmp/hf.txt" 2>"$tmp/hf.err" || :
     while read -r who mode a b c; do

@@ -4,7 +4,8 @@
 # ZeRO-3 with DeepSpeedCPUAdam (--offload cpu), measured in the same run on the same machine,
 # and the bound the host's AdamW rate sets (parameters / the CPU AdamW's parameters per second,
 # measured here by tests/unit/test_cpu_adamw --bench), and the model FLOPs utilisation (6 N + 12 L
-# C T per token over --peak-tflops, the GPU's dense bf16 peak: 989 for an H100 or H200 SXM).
+# C T per token over --peak-tflops, the GPU's dense bf16 peak: 989 for an H100 or H200 SXM), with
+# zinf's step breakdown and what its peak GPU memory holds.
 # With --clip 0 the config also turns bf16.check_grad_overflow off, as FSDP2 has no such check:
 # no step can then be skipped, so zinf's host step runs during the backward pass.
 # Usage (after `source .gpu-bundle/activate.sh`):
@@ -73,6 +74,7 @@ awk -v t="$tps" -v np="$np" -v mb="$((micro * gas))" -v T="$T" -v p="${peak_mem:
     printf "%-34s %14.0f %10.1f %10s %6s\n", "zinf", t / np, 1e3 * np * mb * T / t, p, u }'
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /'
+sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$tmp/zinf.log" | tail -1
 # the host AdamW bound: this shard's parameters over the CPU AdamW rate (bf16 output) measured
 # here, over 5 s of back-to-back steps (test_cpu_adamw --sustain): by one rank alone on its share
 # of the cores, then by one process per rank at once, placed and bound as the ranks are, so that

@@ -316,6 +316,12 @@ static int cu_mem_info(zinf_backend *be, size_t *used, size_t *total)
     return 0;
 }
 
+static size_t cu_scratch_bytes(zinf_backend *be)
+{
+    CudaImpl *im = impl_of(be);
+    return (im->scratch ? im->scratch_bytes : 0) + (im->lt_ws ? im->lt_ws_bytes : 0);
+}
+
 /* ---------------------------------------------------------------- init */
 
 extern "C" int zinf_backend_cuda_count(void)
@@ -410,6 +416,7 @@ extern "C" int zinf_backend_cuda_init(zinf_backend *be, int device, zinf_dtype c
     be->stream_wait = cu_stream_wait;
     be->sync = cu_sync;
     be->mem_info = cu_mem_info;
+    be->scratch_bytes = cu_scratch_bytes;
     be->encoder_fwd = cu_encoder_fwd;
     be->encoder_bwd = cu_encoder_bwd;
     be->copy_rows = cu_copy_rows;
