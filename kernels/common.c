@@ -18,7 +18,8 @@ static size_t attn_ws_of(int64_t n, int64_t T, int64_t NH, int64_t NKV, int64_t 
 
 int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs)
 {
-    if (B < 1 || attn_ws_of(1, T, NH, NKV, hs) > ZINF_ATTN_WS_BUDGET) return 0;
+    /* cuDNN's graphs are built for head sizes 64 and 128 only (attention_cudnn.cu) */
+    if (B < 1 || (hs != 64 && hs != 128) || attn_ws_of(1, T, NH, NKV, hs) > ZINF_ATTN_WS_BUDGET) return 0;
     int64_t most = 1;
     while (most < B && attn_ws_of(most + 1, T, NH, NKV, hs) <= ZINF_ATTN_WS_BUDGET) most++;
     int64_t calls = (B + most - 1) / most;

@@ -217,8 +217,9 @@ static inline int zinf_env_switch(const char *s)
  * 2 bytes a sample with T rounded up to 64, and with grouped kv heads each query head's dK and dV
  * in fp32 before the group's sum (NH T hs 4 bytes). It runs the micro-batch's samples in as few
  * calls of equal size as keep that within ZINF_ATTN_WS_BUDGET, and zinf's own kernels (no
- * workspace) where one sample does not fit, or where several calls are needed and NH T is not a
- * multiple of 4 (a later call's log-sum-exp rows would not be 16-byte aligned).
+ * workspace) at other head sizes than 64 and 128, where one sample does not fit, or where several
+ * calls are needed and NH T is not a multiple of 4 (a later call's log-sum-exp rows would not be
+ * 16-byte aligned).
  * zinf_attn_ws_samples: the samples a call takes (0: zinf's kernels); zinf_attn_ws_bytes: the
  * workspace they need, which the activation fit of zinf_recompute_blocks "auto" keeps free and
  * zinf estimate counts. */

@@ -536,6 +536,8 @@ static void check_attn_ws(void)
     CHECK(zinf_attn_ws_bytes(1, 4000, 16, 16, 64) == (size_t)16 * 4032 * 4032 * 2, "T 4000 counted as 4032");
     CHECK(zinf_attn_ws_samples(8, 4096, 9, 9, 128) == 4, "8 samples, 7 fit: two calls of 4");
     CHECK(zinf_attn_ws_samples(0, 4096, 4, 4, 128) == 0, "no samples");
+    CHECK(zinf_attn_ws_samples(4, 4096, 8, 8, 96) == 0 && zinf_attn_ws_bytes(4, 4096, 8, 8, 96) == 0,
+          "head size 96: no cuDNN graph, zinf's kernels");
     /* several calls with NH T not a multiple of 4: a later call's lse rows would not be 16-byte
      * aligned, so zinf's kernels; one call needs no offset */
     CHECK(zinf_attn_ws_samples(4, 4095, 25, 25, 64) == 0, "NH 25 x T 4095 in calls: zinf's kernels");
