@@ -535,6 +535,8 @@ static void check_attn_ws(void)
     /* T rounded up to 64; 7 of 8 samples fit: two calls of 4 */
     CHECK(zinf_attn_ws_bytes(1, 4000, 16, 16, 64) == (size_t)16 * 4032 * 4032 * 2, "T 4000 counted as 4032");
     CHECK(zinf_attn_ws_samples(8, 4096, 9, 9, 128) == 4, "8 samples, 7 fit: two calls of 4");
+    /* test_backend_ops' rerun check at T 4096: 3 samples of 24/6 heads of 128 go as 2 and 1 */
+    CHECK(zinf_attn_ws_samples(3, 4096, 24, 6, 128) == 2, "3 samples of 24/6 heads: calls of 2 and 1");
     CHECK(zinf_attn_ws_samples(0, 4096, 4, 4, 128) == 0, "no samples");
     CHECK(zinf_attn_ws_samples(4, 4096, 8, 8, 96) == 0 && zinf_attn_ws_bytes(4, 4096, 8, 8, 96) == 0,
           "head size 96: no cuDNN graph, zinf's kernels");
