@@ -16,10 +16,11 @@ static size_t attn_ws_of(int64_t n, int64_t T, int64_t NH, int64_t NKV, int64_t 
     return (size_t)n * NH * (t64 * t64 * 2 + (NH != NKV ? (size_t)T * hs * 4 : 0));
 }
 
-int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs)
+int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, size_t es)
 {
-    /* cuDNN's graphs are built for head sizes 64 and 128 only (attention_cudnn.cu) */
-    if (B < 1 || (hs != 64 && hs != 128) || attn_ws_of(1, T, NH, NKV, hs) > ZINF_ATTN_WS_BUDGET) return 0;
+    /* cuDNN's graphs are built for 16-bit compute and head sizes 64 and 128 only (attention_cudnn.cu) */
+    if (B < 1 || es != 2 || (hs != 64 && hs != 128) || attn_ws_of(1, T, NH, NKV, hs) > ZINF_ATTN_WS_BUDGET)
+        return 0;
     int64_t most = 1;
     while (most < B && attn_ws_of(most + 1, T, NH, NKV, hs) <= ZINF_ATTN_WS_BUDGET) most++;
     int64_t calls = (B + most - 1) / most;
@@ -29,9 +30,9 @@ int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int6
     return (B + calls - 1) / calls; /* calls of equal size, the last one no larger */
 }
 
-size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs)
+size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, size_t es)
 {
-    return attn_ws_of(zinf_attn_ws_samples(B, T, NH, NKV, hs), T, NH, NKV, hs);
+    return attn_ws_of(zinf_attn_ws_samples(B, T, NH, NKV, hs, es), T, NH, NKV, hs);
 }
 
 const char *zinf_dtype_name(zinf_dtype dt)

@@ -217,15 +217,16 @@ static inline int zinf_env_switch(const char *s)
  * 2 bytes a sample with T rounded up to 64, and with grouped kv heads each query head's dK and dV
  * in fp32 before the group's sum (NH T hs 4 bytes). It runs the micro-batch's samples in as few
  * calls of equal size as keep that within ZINF_ATTN_WS_BUDGET, and zinf's own kernels (no
- * workspace) at other head sizes than 64 and 128, where one sample does not fit, or where several
+ * workspace) in fp32 (es, the compute dtype's bytes, 4), at other head sizes than 64 and 128,
+ * where one sample does not fit, or where several
  * calls are needed and NH T is not a multiple of 4 (a later call's log-sum-exp rows would not be
  * 16-byte aligned).
  * zinf_attn_ws_samples: the samples a call takes (0: zinf's kernels); zinf_attn_ws_bytes: the
  * workspace they need, which the activation fit of zinf_recompute_blocks "auto" keeps free and
  * zinf estimate counts. */
 #define ZINF_ATTN_WS_BUDGET ((size_t)2 << 30)
-int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs);
-size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs);
+int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, size_t es);
+size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, size_t es);
 
 /* The sum of squares of one array (be->sumsq with k = 1). */
 static inline double zinf_sumsq1(zinf_backend *be, const float *x, int64_t n)

@@ -712,13 +712,12 @@ int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, 
                 "plus %.2f GiB of activation-gradient scratch\n", micro, T,
                 precision == ZINF_EST_FP32 ? "fp32" : "16-bit", RECOMPUTE[recompute], which,
                 (double)a / 1073741824.0, (double)g / 1073741824.0);
-        /* 16-bit on CUDA: what cuDNN's attention backward takes while it runs */
-        size_t ws = zinf_attn_ws_bytes(micro, T, m->n_head, m->n_kv_head, m->head_dim);
-        if (precision != ZINF_EST_FP32 && ws)
+        /* on CUDA: what cuDNN's attention backward takes while it runs */
+        int64_t per = zinf_attn_ws_samples(micro, T, m->n_head, m->n_kv_head, m->head_dim, es);
+        if (per)
             fprintf(out, "cuDNN's attention backward (CUDA) takes %.2f GiB more while it runs (%lld sample%s a call)\n",
-                    (double)ws / 1073741824.0, (long long)zinf_attn_ws_samples(micro, T, m->n_head, m->n_kv_head,
-                                                                               m->head_dim),
-                    zinf_attn_ws_samples(micro, T, m->n_head, m->n_kv_head, m->head_dim) == 1 ? "" : "s");
+                    (double)zinf_attn_ws_bytes(micro, T, m->n_head, m->n_kv_head, m->head_dim, es) / 1073741824.0,
+                    (long long)per, per == 1 ? "" : "s");
         /* what activation_checkpointing.zinf_recompute_blocks trades: one stored set per block kept */
         if (recompute && m->n_layer > 1) {
             ZINF_TRY(zinf_model_act_bytes_n(m, micro, T, es, (zinf_recompute)recompute, m->n_layer, &a, &g));

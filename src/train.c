@@ -728,9 +728,8 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
         zinf_mem_estimate e;
         size_t reserve = total / 20;
         if (reserve < ((size_t)1 << 30)) reserve = (size_t)1 << 30;
-        if (r->be.cdt != ZINF_F32) /* cuDNN's attention runs in 16-bit only */
-            reserve += zinf_attn_ws_bytes(r->cfg.train_micro_batch_size_per_gpu, r->T, mc->n_head, mc->n_kv_head,
-                                          mc->head_dim);
+        reserve += zinf_attn_ws_bytes(r->cfg.train_micro_batch_size_per_gpu, r->T, mc->n_head, mc->n_kv_head,
+                                      mc->head_dim, es);
         if (!rc && !zinf_estimate_prec(mc, es == 4 ? ZINF_EST_FP32 : ZINF_EST_MIXED, (int)r->cfg.zero_stage,
                                        ZINF_EST_NONE, ZINF_EST_NONE, 1, comm->size, 0, &r->cfg, &e))
             reserve += (size_t)e.gpu_step_buffers;

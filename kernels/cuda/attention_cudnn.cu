@@ -591,7 +591,7 @@ bool zinf_cudnn_attn_bwd(CudaImpl *im, void *dqkv, const void *dout, const void 
     if (!usable(im, dqkv, dout, qkv, out, hs)) return false;
     const bool acc = zinf_cuda_attn_cudnn_acc > 0;
     /* dQ straight: the samples in calls of Bc, each call's dP within ZINF_ATTN_WS_BUDGET */
-    const int64_t Bc = acc ? B : zinf_attn_ws_samples(B, T, NH, NKV, hs);
+    const int64_t Bc = acc ? B : zinf_attn_ws_samples(B, T, NH, NKV, hs, zinf_dtype_size(im->cdt));
     if (Bc == 0) {
         static int told_T;
         if (told_T != T)
