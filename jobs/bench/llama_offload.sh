@@ -102,7 +102,7 @@ row zinf "$tps" "${zpeak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 grep "  device time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (device): /' || :
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /' || :
-sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$tmp/zinf.log" | tail -1
+zinf_memory "$tmp/zinf.log"
 echo "  zinf wall ${zwall} s for $steps steps (start-up included)"
 peer() { # peer NAME TAG ENGINE PEERS: one peer, --np processes under torchrun (in .peers/'s
          # environment when PEERS is not empty), its row or its real error

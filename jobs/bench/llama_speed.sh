@@ -51,7 +51,7 @@ echo "saves: none (zinf --save_steps 0; transformers saves nothing)"
 printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
-sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$tmp/zinf.log" | tail -1
+zinf_memory "$tmp/zinf.log"
 if [ "$hf" = yes ]; then
     python3 "$here/jobs/bench/hf_llama.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" --modes "$hf_modes" > "$tmp/hf.txt" 2>"$tmp/hf.err" || :
     while read -r who mode a b c; do

@@ -74,7 +74,7 @@ awk -v t="$tps" -v np="$np" -v mb="$((micro * gas))" -v T="$T" -v p="${peak_mem:
     printf "%-34s %14.0f %10.1f %10s %6s\n", "zinf", t / np, 1e3 * np * mb * T / t, p, u }'
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /'
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /'
-sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$tmp/zinf.log" | tail -1
+zinf_memory "$tmp/zinf.log"
 # the host AdamW bound: this shard's parameters over the CPU AdamW rate (bf16 output) measured
 # here, over 5 s of back-to-back steps (test_cpu_adamw --sustain): by one rank alone on its share
 # of the cores, then by one process per rank at once, placed and bound as the ranks are, so that

@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # Sourced by the benchmarks that run zinf under mpirun (the speed, offload and capacity scripts):
-# its placement, the steady rate of its steps, and a failed peer's own error.
+# its placement, the steady rate of its steps, what its peak GPU memory held, and a failed peer's
+# own error.
 # rank_place NP: PLACE becomes the mpirun placement words. One rank keeps every core, unbound;
 # several ranks each get their share of the node's cores, bound to them, and as many OpenMP
 # threads (unless OMP_NUM_THREADS is set), so that each steps its own shard on its own cores
@@ -9,6 +10,11 @@
 # (the warm-up), 0 where there are none
 steady() {
     awk -v n="$1" -v d="$2" 'NR > n / d' | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'
+}
+
+# zinf_memory LOG: what zinf's peak GPU memory held (its end-of-run line in LOG), one line in GiB
+zinf_memory() {
+    sed -n 's/.*peak GPU memory [0-9.]* GiB in use on rank 0 (cudaMemGetInfo after each step): /  zinf memory on GPU 0 (GiB): /p' "$1" | tail -1
 }
 
 rank_place() {
