@@ -25,6 +25,8 @@
  *
  * BUFFERS (per GPU; "elements" are parameters; "min(x, Psi)" because no bucket outgrows the model):
  *   - gradient reduction bucket, 16-bit, on the GPU, all stages:       2 x min(reduce_bucket_size, Psi)
+ *     and at stages 2-3 the reduce-scatter's result beside it: 1/N of that more (the engine
+ *     completes older reduce-scatters before staging past it: zinf_zero_reduce_elems)
  *   - parameter all-gather bucket after the step, 16-bit, stages 1-2:  2 x min(allgather_bucket_size, Psi)
  *   - stage 3, on the GPU:
  *       gathered units: the unit in use plus what prefetch brings in (it goes on while less than
@@ -315,11 +317,12 @@ static int states_exact(const zinf_model_cfg *m, int precision, int stage, int o
  * gradient reduction bucket; at stages 1-2 the post-step all-gather bucket; at stage 3 the
  * gathered units in flight and the full gradient of the unit being differentiated. *pers gets the
  * stage-3 persistent units (whole on every GPU from the start). */
-static int step_buffers(const zinf_model_cfg *m, int stage, double L, double psi, double rbs, double abs_,
-                        double prefetch, double max_live, double persist, const zinf_config *cfg, double *step,
-                        double *pers)
+static int step_buffers(const zinf_model_cfg *m, int stage, double N, double L, double psi, double rbs,
+                        double abs_, double prefetch, double max_live, double persist, const zinf_config *cfg,
+                        double *step, double *pers)
 {
-    *step = dmin(rbs, psi); /* gradient reduction bucket */
+    /* gradient reduction bucket, and at stages 2-3 the reduce-scatter's result: the engine's bound */
+    *step = (double)zinf_zero_reduce_elems(stage, (int)N, (int64_t)rbs, (int64_t)psi);
     *pers = 0;
     if (stage == 1 || stage == 2) *step += dmin(abs_, psi); /* post-step all-gather bucket */
     if (stage != 3) return 0;
@@ -407,7 +410,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
 
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
     double step_bufs = 0, pers = 0;
-    ZINF_TRY(step_buffers(m, stage, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
+    ZINF_TRY(step_buffers(m, stage, N, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
     gbuf += esz * step_bufs; /* the buckets, and at stage 3 the gathered units and a unit's gradient */
     gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;

@@ -1340,14 +1340,15 @@ static int check_params_agree(run *r)
     {
         metrics_put(r, "the final record", "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "
-                "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld, \"mem_act\": %lld, "
+                "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld, \"mem_reduce_peak\": %lld, "
+                "\"mem_act\": %lld, "
                 "\"mem_act_grad\": %lld, \"mem_states_device\": %lld, \"mem_states_host\": %lld, "
                 "\"mem_states_nvme\": %lld, \"mem_staging_host\": %lld}\n",
                 (unsigned long long)h, (long long)mr.bytes[ZINF_MEM_PARAM], (long long)mr.bytes[ZINF_MEM_PARAM_SHARD],
                 (long long)mr.bytes[ZINF_MEM_GRAD], (long long)mr.bytes[ZINF_MEM_GRAD_ACC],
                 (long long)mr.bytes[ZINF_MEM_MASTER], (long long)mr.bytes[ZINF_MEM_ADAM],
                 (long long)mr.bytes[ZINF_MEM_COMM], (long long)mr.peak, (long long)mr.live_max_beyond_current,
-                (long long)r->m.act_bytes, (long long)r->m.grad_bytes, (long long)states_at(&mr, ZINF_AT_DEVICE),
+                (long long)mr.reduce_peak, (long long)r->m.act_bytes, (long long)r->m.grad_bytes, (long long)states_at(&mr, ZINF_AT_DEVICE),
                 (long long)states_at(&mr, ZINF_AT_HOST), (long long)states_at(&mr, ZINF_AT_NVME),
                 (long long)mr.at[ZINF_AT_HOST][ZINF_MEM_STAGING]);
     }

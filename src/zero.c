@@ -75,6 +75,9 @@ struct zinf_zero {
     /* reductions in flight */
     pending *pend;
     int npend, cappend;
+    int64_t rs_held;        /* reduce-scatter staging and results of the pending pieces, elements */
+    int64_t rs_cap;         /* what they may hold beside a new piece: zinf_zero_reduce_elems */
+    int64_t rs_peak;        /* the most rs_held ever */
     bool last_micro;        /* the pass in progress is the last micro-step of the step */
     /* stage-3 plan */
     zinf_use *seq;
@@ -277,6 +280,7 @@ static int finish_pending(zinf_zero *z, pending *p)
         z->be->acc_f32(z->be, x->gacc + p->dst, p->recv, p->len, z->rs_post);
         zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
         zfree(z, ZINF_MEM_COMM, p->recv, p->len * (int64_t)z->es);
+        z->rs_held -= p->len * (z->W + 1);
         /* the unit's gradient is final: with the step under way, its update may start */
         if (--x->rs_left == 0 && z->ov.armed && z->last_micro && x->opt_at != ZINF_AT_DEVICE)
             return tiles_add(z, p->u);
@@ -323,15 +327,22 @@ static int64_t piece_len(const zinf_zero *z, int u, int64_t bucket)
 }
 
 /* Stages 2-3: reduce-scatter unit u's full gradient into the owners' accumulators in pieces of
- * reduce_bucket_size elements (piece_len per rank), then drop the full gradient. */
+ * reduce_bucket_size elements (piece_len per rank), then drop the full gradient. The pieces in
+ * flight hold at most zinf_zero_reduce_elems (the estimator's figure) beside the new one: older
+ * reductions complete first (on a device the compute stream waits for them, the host does not),
+ * so that a host running ahead of the device does not stack up one unit's staging per layer. */
 static int reduce_scatter_unit(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     char *g = x->gfull;
     size_t es = z->es;
     int64_t q = piece_len(z, u, z->cfg->reduce_bucket_size);
+    const int64_t cap = z->rs_cap;
     for (int64_t lo = 0; lo < x->p; lo += q) {
-        int64_t len = x->p - lo < q ? x->p - lo : q;
+        int64_t len = x->p - lo < q ? x->p - lo : q, need = len * (z->W + 1), held = z->rs_held;
+        int n = 0;
+        while (n < z->npend && held + need > cap) held -= z->pend[n++].len * (z->W + 1);
+        if (n) ZINF_TRY(progress_n(z, n));
         pending *p = push_pending(z);
         if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
         p->u = u;
@@ -346,6 +357,8 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
             z->npend--;
             return NOMEM(z, "a reduce-scatter bucket", u);
         }
+        z->rs_held += need;
+        if (z->rs_held > z->rs_peak) z->rs_peak = z->rs_held;
         x->rs_left++;
         /* each rank's piece into the staging buffer, divided on the way (rs_pre) */
         for (int r = 0; r < z->W; r++) {
@@ -816,6 +829,13 @@ int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_
     return stage < 2 ? pn : p;
 }
 
+int64_t zinf_zero_reduce_elems(int stage, int W, int64_t reduce_bucket, int64_t psi)
+{
+    int64_t b = reduce_bucket < psi ? reduce_bucket : psi;
+    if (b < 0) b = 0;
+    return stage >= 2 && W > 0 ? b + b / W : b;
+}
+
 void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
                       zinf_unit_place *out)
 {
@@ -997,6 +1017,7 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     double fs = cfg->prescale_gradients ? 1.0 : f;
     z->rs_pre = z->W == 1 ? 1.0f : (float)(1.0 / ((double)z->W * fs));
     z->rs_post = z->W == 1 ? 1.0f : (float)fs;
+    z->rs_cap = zinf_zero_reduce_elems(z->stage, z->W, cfg->reduce_bucket_size, zinf_model_num_params(&m->c));
     z->u = calloc((size_t)z->nunits, sizeof *z->u);
     z->norm_x = calloc((size_t)z->nunits, sizeof *z->norm_x);
     z->norm_n = calloc((size_t)z->nunits, sizeof *z->norm_n);
@@ -1670,6 +1691,7 @@ void zinf_zero_mem(const zinf_zero *z, zinf_mem_report *r)
     r->total = z->mem_total;
     r->peak = z->mem_peak;
     r->live_max_beyond_current = z->live_max_beyond;
+    r->reduce_peak = z->rs_peak * (int64_t)z->es;
 }
 
 void zinf_zero_event_times(zinf_zero *z, bool count)

@@ -48,6 +48,7 @@ typedef struct zinf_mem_report {
     int64_t at[ZINF_AT_N][ZINF_MEM_NKINDS];  /* by place */
     int64_t total, peak;
     int64_t live_max_beyond_current; /* stage 3: most gathered elements beyond the unit in use */
+    int64_t reduce_peak;    /* stages 2-3: most bytes the reduce-scatters in flight held at once */
 } zinf_mem_report;
 
 /* Host seconds spent in each part, and (wall_clock_breakdown, timed events) the backend's
@@ -82,6 +83,13 @@ void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const 
  * (16-bit compute keeps it beside its 16-bit gradients). zinf_zero_init allocates it by this
  * rule and zinf estimate counts it by the same. */
 int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_kind *kind);
+
+/* The compute-dtype elements a rank's gradient reduction holds while a step runs, for a model of
+ * psi parameters: a bucket of reduce_bucket_size elements (never more than psi) and, at stages
+ * 2-3, the reduce-scatter's result beside its staging (1/W of it). The engine completes older
+ * reduce-scatters before staging a piece that would pass it (a piece bigger than it, where the
+ * largest tensor is, goes alone); zinf estimate counts it. */
+int64_t zinf_zero_reduce_elems(int stage, int W, int64_t reduce_bucket, int64_t psi);
 
 int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_comm *comm,
                    zinf_backend *be, uint64_t seed);

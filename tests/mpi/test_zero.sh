@@ -82,6 +82,19 @@ paste "$TMP/ref.loss" "$TMP/cur.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; i
 zrun nolive 2 3 ', "stage3_max_live_parameters": 0, "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0'
 [ "$(mem nolive live_max_beyond_current)" -eq 0 ] && pass || fail "stage 3 with max_live 0 gathered ahead"
 
+# --- the reduce-scatters in flight hold at most the estimator's figure: a reduce bucket and its
+# --- result (1/W of it), 4 bytes an element here; a rank whose reduce-scatters are not done when
+# --- the next unit's gradient is ready (MPI's large messages progress only inside MPI calls) held
+# --- one unit's staging per unit before the bound. The bound changes no bit. -----------------
+for st in 2 3; do
+    zrun "rsb$st" 2 $st ', "overlap_comm": true, "reduce_bucket_size": 40000'
+    RP=$(mem "rsb$st" mem_reduce_peak)
+    [ -n "$RP" ] && [ "$RP" -gt 0 ] && [ "$RP" -le $((4 * (40000 + 40000 / 2))) ] && pass ||
+        fail "stage $st: the reduce-scatters held $RP bytes at once, past 4 x (40000 + 40000 / 2)"
+    [ "$(metric "$TMP/rsb$st/metrics.jsonl" params_hash)" = "$(metric "$TMP/s${st}w2/metrics.jsonl" params_hash)" ] && pass ||
+        fail "stage $st: bounding the reduce-scatters in flight changed the parameters"
+done
+
 # --- small buckets, overlap on and off, predivide ---------------------------------------------
 zrun bk1 3 1 ', "allgather_bucket_size": 1000, "reduce_bucket_size": 1000'
 zrun bk2 3 2 ', "allgather_bucket_size": 999, "reduce_bucket_size": 777, "overlap_comm": true'
