@@ -2,7 +2,7 @@
 """Peers for jobs/bench/llama_offload.sh: Hugging Face transformers' LlamaForCausalLM or
 Qwen3ForCausalLM of a published shape (hf_llama.py's config: random init, SDPA attention), each
 decoder layer checkpointed (transformers' gradient checkpointing, non-reentrant: zinf's recompute
-policy with "activation_checkpointing": {}), bf16, gradient clipping --clip, trained with
+policy with "activation_checkpointing": {}; --checkpoint no: none), bf16, gradient clipping --clip, trained with
   --engine ds     DeepSpeed ZeRO-3 with the "auto" sizes HF and ms-swift fill (reduce_bucket_size
                   H^2, stage3_prefetch_bucket_size 0.9 H^2, stage3_param_persistence_threshold
                   10 H); --offload cpu: the optimizer offloaded to the CPU (DeepSpeedCPUAdam,
@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--offload", choices=("cpu", "none"), default="cpu")
     # DeepSpeed's offload_optimizer.ratio (ZeRO-3): this share of the optimizer states on the CPU
     ap.add_argument("--ratio", type=float, default=1.0)
+    ap.add_argument("--checkpoint", choices=("yes", "no"), default="yes")
     a = ap.parse_args()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(0)
@@ -62,7 +63,8 @@ def main():
     cfg.use_cache = False
     with torch.device("cuda"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if a.checkpoint == "yes":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     C = cfg.hidden_size
     if a.engine == "ds":

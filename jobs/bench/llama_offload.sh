@@ -28,27 +28,41 @@
 # --offload cpu): zinf 5,621 tokens/s (26.5% MFU; it exited 1 after the steps, before its final
 # report), DeepSpeed 0.19.8 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s;
 # Qwen3-8B not run (docs/performance.md).
+# --recompute full|auto|none: zinf's activation checkpointing. full (the default): every layer
+# recomputed ("activation_checkpointing": {}), the peers likewise (transformers' gradient
+# checkpointing); none: nothing recomputed, in zinf and in the peers; auto: zinf recomputes the
+# fewest layers whose activations fit the GPU memory its states leave ("zinf_recompute_blocks":
+# "auto"), and the peers, which have no such choice, recompute every layer (they are run as with
+# full, and the table says so).
 # --ratio R (0 < R < 1, with --offload cpu): offload_optimizer.ratio, DeepSpeed's ZeRO-3 partial
 # offload: R of each shard's optimizer states in host memory, the rest stepped on the GPU; the
 # same config goes to DeepSpeed, and FSDP2, which has no such split, is not run.
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/llama_offload.sh [--model llama-3.1-8b|qwen3-8b] [--np 1] [--offload cpu|none] [--ratio 1]
-#                               [--micro 1] [--T 4096] [--gas 8] [--steps 3] [--peer-steps 2]
+#                               [--recompute full|auto|none] [--micro 1] [--T 4096] [--gas 8] [--steps 3] [--peer-steps 2]
 #                               [--peer-timeout 300] [--peak-tflops 989] [--no-ds] [--no-torch]
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=llama-3.1-8b np=1 offload=cpu micro=1 T=4096 gas=8 steps=3 psteps=2 ptime=300 peak=989 ds=yes torch=yes ratio=1
+model=llama-3.1-8b np=1 offload=cpu micro=1 T=4096 gas=8 steps=3 psteps=2 ptime=300 peak=989 ds=yes torch=yes ratio=1 recompute=full
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --np) np=$2; shift ;; --offload) offload=$2; shift ;;
     --micro) micro=$2; shift ;; --T) T=$2; shift ;; --gas) gas=$2; shift ;;
     --steps) steps=$2; shift ;; --peer-steps) psteps=$2; shift ;; --peer-timeout) ptime=$2; shift ;;
     --peak-tflops) peak=$2; shift ;; --no-ds) ds=no ;; --no-torch) torch=no ;; --ratio) ratio=$2; shift ;;
+    --recompute) recompute=$2; shift ;;
     *) echo "llama_offload.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
+case $recompute in
+full) ac='"activation_checkpointing": {}, ' rwords="each layer recomputed" pck=yes ;;
+auto) ac='"activation_checkpointing": {"zinf_recompute_blocks": "auto"}, '
+      rwords="zinf recomputes the fewest layers that fit (auto), the peers each layer" pck=yes ;;
+none) ac="" rwords="nothing recomputed" pck=no ;;
+*) echo "llama_offload.sh: --recompute $recompute: expected full, auto or none" >&2; exit 2 ;;
+esac
 case $offload in cpu | none) ;; *) echo "llama_offload.sh: --offload $offload: expected cpu or none" >&2; exit 2 ;; esac
 case $np in '' | *[!0-9]* | 0) echo "llama_offload.sh: --np $np: expected a number of GPUs, 1 or more" >&2; exit 2 ;; esac
 awk -v r="$ratio" 'BEGIN { exit !(r ~ /^[0-9]*\.?[0-9]+$/ && r > 0 && r <= 1) }' ||
@@ -70,7 +84,7 @@ cat > "$tmp/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": $gas, "gradient_clipping": 1.0,
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
   "zero_optimization": {"stage": 3, "overlap_comm": true$opt},
-  "activation_checkpointing": {}, "wall_clock_breakdown": true }
+  $ac"wall_clock_breakdown": true }
 JSON
 # what zinf's estimate gives each GPU for this config (model states and ZeRO's buffers, activations)
 est=$("$ZINF" estimate --model "$model" --config "$tmp/ds.json" --gpus-per-node "$np" --micro-batch "$micro" --seq-len "$T" 2>&1 |
@@ -87,9 +101,10 @@ zwall=$(( $(date +%s) - t0 ))
 # the steady rate: the median of the steps after the first third (the peers' rule, torch_gpt2.steady)
 tps=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' "$tmp/out/metrics.jsonl" 2>/dev/null | steady "$steps" 3 |
       awk -v np="$np" '{ print $1 / np }')
+zrc=$(sed -n 's/.*activation checkpointing: recomputing \([0-9]* of [0-9]*\) blocks.*/\1/p' "$tmp/zinf.log" | head -1)
 zpeak=$(sed -n 's/.*peak GPU memory \([0-9.]*\) GiB.*/\1/p' "$tmp/zinf.log" | tail -1)
 flops=$(llama_flops "$ZINF" "$model" "$tmp/zinf.log" "$T")
-echo "$model, micro-batch $micro x T $T per GPU, gradient accumulation $gas ($((micro * gas * T)) tokens a step per GPU), $np GPU(s), one rank each, bf16, ZeRO-3, $where, each layer recomputed, clipping 1.0; FLOPs/token $flops; tokens/s and MFU per GPU"
+echo "$model, micro-batch $micro x T $T per GPU, gradient accumulation $gas ($((micro * gas * T)) tokens a step per GPU), $np GPU(s), one rank each, bf16, ZeRO-3, $where, $rwords, clipping 1.0; FLOPs/token $flops; tokens/s and MFU per GPU"
 echo "saves: none (zinf --save_steps 0; the peers save nothing)"
 echo "zinf estimate: ${est:-no figure}"
 printf "%-30s %12s %10s %9s %7s %s\n" "" "tokens/s/GPU" "ms/step" "peak GiB" "MFU" "zinf's ratio"
@@ -102,6 +117,8 @@ row zinf "$tps" "${zpeak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 grep "  device time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (device): /' || :
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /' || :
+[ "$recompute" != auto ] || { echo "  zinf recomputed ${zrc:-every one of the} blocks (auto)"
+    sed -n 's/.*\(activation checkpointing (auto): .*\)/  zinf: \1/p' "$tmp/zinf.log" | head -1; }
 zinf_memory "$tmp/zinf.log"
 echo "  zinf wall ${zwall} s for $steps steps (start-up included)"
 peer() { # peer NAME TAG ENGINE PEERS: one peer, --np processes under torchrun (in .peers/'s
@@ -111,7 +128,7 @@ peer() { # peer NAME TAG ENGINE PEERS: one peer, --np processes under torchrun (
     # shellcheck disable=SC2016 # the inner bash expands its own arguments
     timeout "$ptime" bash -c '[ -z "$2" ] || source "$1/.peers/activate-peers.sh" || exit; n=$3; cd "$1/jobs/bench" && shift 3 &&
         exec torchrun --standalone --nproc_per_node "$n" hf_llama_offload.py "$@"' _ "$here" "$4" "$np" --engine "$3" \
-        --offload "$offload" --ratio "$ratio" --model "$model" --micro "$micro" --T "$T" --gas "$gas" --steps "$psteps" > "$tmp/$3.out" 2> "$tmp/$3.err" || prc=$?
+        --offload "$offload" --ratio "$ratio" --checkpoint "$pck" --model "$model" --micro "$micro" --T "$T" --gas "$gas" --steps "$psteps" > "$tmp/$3.out" 2> "$tmp/$3.err" || prc=$?
     pr=$(awk -v tag="$2" '$1 == tag { print $2, $4 }' "$tmp/$3.out")
     sed -n 's/^deepspeed-adam /  DeepSpeed'"'"'s optimizer: /p' "$tmp/$3.out"
     if [ -n "$pr" ] && [ "$prc" -eq 0 ]; then
