@@ -26,7 +26,8 @@
  * BUFFERS (per GPU; "elements" are parameters; "min(x, Psi)" because no bucket outgrows the model):
  *   - gradient reduction bucket, 16-bit, on the GPU, all stages:       2 x min(reduce_bucket_size, Psi)
  *     and at stages 2-3 the reduce-scatter's result beside it: 1/N of that more (the engine
- *     completes older reduce-scatters before staging past it: zinf_zero_reduce_elems)
+ *     completes older reduce-scatters before staging past it: zinf_zero_reduce_elems); none at
+ *     stages 2-3 on one GPU, which adds each unit's gradient into its accumulator in place
  *   - parameter all-gather bucket after the step, 16-bit, stages 1-2:  2 x min(allgather_bucket_size, Psi)
  *   - stage 3, on the GPU:
  *       gathered units: the unit in use plus what prefetch brings in (it goes on while less than

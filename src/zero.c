@@ -338,6 +338,18 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
     size_t es = z->es;
     int64_t q = piece_len(z, u, z->cfg->reduce_bucket_size);
     const int64_t cap = z->rs_cap;
+    if (z->W == 1) {
+        /* one rank: the sum over one rank is the gradient itself (rs_pre and rs_post are 1), so it
+         * goes straight into the accumulator, the same bits without the staging, the collective's
+         * copy and its event */
+        z->be->acc_f32(z->be, x->gacc, g, x->p, z->rs_post);
+        zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)es);
+        x->gfull = NULL;
+        z->m->grads[u] = NULL;
+        /* the unit's gradient is final: with the step under way, its update may start */
+        if (z->ov.armed && z->last_micro && x->opt_at != ZINF_AT_DEVICE) return tiles_add(z, u);
+        return 0;
+    }
     for (int64_t lo = 0; lo < x->p; lo += q) {
         int64_t len = x->p - lo < q ? x->p - lo : q, need = len * (z->W + 1), held = z->rs_held;
         int n = 0;
@@ -833,7 +845,8 @@ int64_t zinf_zero_reduce_elems(int stage, int W, int64_t reduce_bucket, int64_t 
 {
     int64_t b = reduce_bucket < psi ? reduce_bucket : psi;
     if (b < 0) b = 0;
-    return stage >= 2 && W > 0 ? b + b / W : b;
+    if (stage < 2) return b;
+    return W > 1 ? b + b / W : 0; /* one rank adds the gradient into its accumulator in place */
 }
 
 void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,

@@ -86,7 +86,8 @@ int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_
 
 /* The compute-dtype elements a rank's gradient reduction holds while a step runs, for a model of
  * psi parameters: a bucket of reduce_bucket_size elements (never more than psi) and, at stages
- * 2-3, the reduce-scatter's result beside its staging (1/W of it). The engine completes older
+ * 2-3, the reduce-scatter's result beside its staging (1/W of it); nothing at stages 2-3 on one
+ * rank, which adds each unit's gradient into its accumulator in place. The engine completes older
  * reduce-scatters before staging a piece that would pass it (a piece bigger than it, where the
  * largest tensor is, goes alone); zinf estimate counts it. */
 int64_t zinf_zero_reduce_elems(int stage, int W, int64_t reduce_bucket, int64_t psi);

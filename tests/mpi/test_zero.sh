@@ -95,6 +95,11 @@ for st in 2 3; do
         fail "stage $st: bounding the reduce-scatters in flight changed the parameters"
 done
 
+# one rank adds each unit's gradient into its accumulator in place: no reduce-scatter is staged
+for st in 2 3; do
+    [ "$(mem "s${st}w1" mem_reduce_peak)" = 0 ] && pass || fail "stage $st on one rank staged a reduce-scatter"
+done
+
 # --- small buckets, overlap on and off, predivide ---------------------------------------------
 zrun bk1 3 1 ', "allgather_bucket_size": 1000, "reduce_bucket_size": 1000'
 zrun bk2 3 2 ', "allgather_bucket_size": 999, "reduce_bucket_size": 777, "overlap_comm": true'

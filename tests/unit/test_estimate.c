@@ -78,7 +78,9 @@ static void check_model(const zinf_model_cfg *m, int nodes, int G)
         /* buffers per the rules in estimate.c, with DeepSpeed's defaults */
         const double rbs = fmin(5e8, psi), tile = fmin(1e9, c.stage ? psi / N : psi);
         /* stages 2-3: the reduce-scatter's result beside the bucket (zero.c's bound) */
-        double want_gpu = 2 * (rbs + (c.stage >= 2 ? floor(rbs / N) : 0)) + (c.opt ? 0 : 4 * tile);
+        /* (one rank adds each gradient into its accumulator in place: no bucket) */
+        const double red = c.stage < 2 ? rbs : N > 1 ? rbs + floor(rbs / N) : 0;
+        double want_gpu = 2 * red + (c.opt ? 0 : 4 * tile);
         if (c.stage == 1 || c.stage == 2) want_gpu += 2 * fmin(5e8, psi);
         if (c.stage == 3) {
             /* GPT-2 presets here: every unit but the final LayerNorm (2C) is gathered */
