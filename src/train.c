@@ -1125,13 +1125,16 @@ static void log_step(run *r, const step_result *s, int64_t done, double val_loss
                   1e3 * s->t.z.optimizer, 1e3 * s->t.z.wait);
     if (c->wall_clock_breakdown && s->t.z.host_units_early > 0)
         zinf_info("  host optimizer (ms): AdamW %.2f, %.2f of it during the backward pass | waiting for device "
-                  "copies %.2f | begun during the backward pass: %d of %d units | finished %.2f after it",
-                  1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_adam_early, 1e3 * s->t.z.host_copy_wait,
-                  s->t.z.host_units_early, s->t.z.host_units, 1e3 * s->t.z.optimizer);
+                  "copies %.2f | begun during the backward pass: %d of %d units | finished %.2f after it | "
+                  "%d thread%s", 1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_adam_early, 1e3 * s->t.z.host_copy_wait,
+                  s->t.z.host_units_early, s->t.z.host_units, 1e3 * s->t.z.optimizer, s->t.z.host_threads,
+                  s->t.z.host_threads == 1 ? "" : "s");
     else if (c->wall_clock_breakdown && s->t.z.host_adam > 0)
         zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
-                  "the rest %.2f", 1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_copy_wait, 1e3 * s->t.z.host_io_wait,
-                  1e3 * (s->t.z.optimizer - s->t.z.host_adam - s->t.z.host_copy_wait - s->t.z.host_io_wait));
+                  "the rest %.2f | %d thread%s", 1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_copy_wait,
+                  1e3 * s->t.z.host_io_wait,
+                  1e3 * (s->t.z.optimizer - s->t.z.host_adam - s->t.z.host_copy_wait - s->t.z.host_io_wait),
+                  s->t.z.host_threads, s->t.z.host_threads == 1 ? "" : "s");
     if (c->wall_clock_breakdown && r->tev[0])
         zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
                   "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s->t.gfwd, 1e3 * s->t.gbwd,

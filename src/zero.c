@@ -1539,12 +1539,14 @@ static void *ov_main(void *arg)
     /* a core fewer than the team would take: the main thread keeps the device fed meanwhile
      * (AdamW is elementwise: the split between threads changes no result) */
     int nth = z->ov.nth;
-    omp_set_num_threads(nth > 2 ? nth - 1 : nth);
+    nth = nth > 2 ? nth - 1 : nth;
+    omp_set_num_threads(nth);
     pthread_mutex_lock(&z->ov.mu);
     for (;;) {
         while (!z->ov.run && !z->ov.quit) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
         if (z->ov.quit) break;
         z->ov.run = false;
+        z->t.host_threads = nth; /* the main thread reads it after the step (ov.mu orders it) */
         zinf_adamw_args a = z->ov.a;
         double wd = z->ov.wd;
         pthread_mutex_unlock(&z->ov.mu);
@@ -1626,7 +1628,16 @@ static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_dec
     } else {
         for (int u = 0; u < z->nunits && !rc; u++)
             if (z->u[u].opt_at != ZINF_AT_DEVICE) rc = tiles_add(z, u);
+        /* on a device backend one core fewer than the rank's team: its other threads (the CUDA
+         * driver's, NCCL's proxy, MPI's progress) then have a core, instead of preempting the
+         * team's threads, whose parallel regions wait for the last (two ranks of 32 cores on a
+         * 4xH200 node, 2026-11-28: AdamW 659 ms with 32 threads a rank, 353 ms with 31, 447 with
+         * 16). AdamW is elementwise: the team's size changes no result. */
+        int nth = omp_get_max_threads(), team = !z->be->host_visible && nth > 2 ? nth - 1 : nth;
+        if (team != nth) omp_set_num_threads(team);
+        z->t.host_threads = team;
         if (!rc) rc = host_step(z, a, weight_decay, false);
+        if (team != nth) omp_set_num_threads(nth);
     }
     z->nt = 0;
     memset(z->tl_unit, 0, (size_t)z->nunits * sizeof *z->tl_unit);

@@ -62,6 +62,7 @@ typedef struct zinf_zero_times {
      * (zinf_zero_overlap_step) */
     int host_units, host_units_early;
     double host_adam_early; /* of host_adam, the seconds before the backward pass and the norm ended */
+    int host_threads;       /* the OpenMP team of the host AdamW (0: no host step) */
 } zinf_zero_times;
 
 /* Where one unit's states live: the optimizer's (master, m, v), the stage-3 parameter shard's,

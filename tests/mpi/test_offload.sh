@@ -255,9 +255,10 @@ expect_ok "short transfer continued"
 H=$(hash_of); same short ref3w2
 # wall_clock_breakdown splits the host optimizer step: AdamW, waits for copies and for NVMe
 sed 's/"gradient_clipping"/"wall_clock_breakdown": true, "gradient_clipping"/' "$TMP/onvmepnonew2.json" > "$TMP/wcb.json"
-mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --logging_steps 1 --config "$TMP/wcb.json" \
-    --out "$TMP/wcb" --swap_engine "$ENGINE"
-expect_has "host step breakdown" "host optimizer (ms): AdamW" "waiting for NVMe"
+# and names the host AdamW's OpenMP team: on the CPU backend the rank's whole team
+OMP_NUM_THREADS=2 mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 2 --logging_steps 1 \
+    --config "$TMP/wcb.json" --out "$TMP/wcb" --swap_engine "$ENGINE"
+expect_has "host step breakdown" "host optimizer (ms): AdamW" "waiting for NVMe" "the rest" "| 2 threads"
 mpi 1 train --model test-mini --data "$D" --max_steps 1 --out "$TMP/x" --swap_engine spdk
 expect_err "bad --swap_engine" "--swap_engine spdk" "io_uring or psync"
 
