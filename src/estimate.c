@@ -38,9 +38,12 @@
  *       where Psi' and L' are the total and the largest of the units that are gathered (not
  *       persistent); persistent units (numel <= stage3_param_persistence_threshold, taken in
  *       model order while their total stays within stage3_model_persistence_threshold; zinf
- *       decides per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel;
- *       the full 16-bit gradient of the unit being differentiated before it is reduce-scattered:
- *       2 x L (L = the largest unit).
+ *       decides per unit, DeepSpeed per tensor) stay whole on every GPU: 2 x their numel.
+ *   - the units' full 16-bit gradients alive at once in the backward pass, each from its unit's
+ *     first backward use to its last, before it is reduced (zinf_model_grad_live_max, in the
+ *     family's use order: a tied embedding's from the head's backward to its own, beside each
+ *     block's): 2 x that; at stages 2-3, and at stages 0-1 in 16-bit (fp32 at stages 0-1
+ *     accumulates in place). At least the caller's largest layer.
  *   - fp32 gradient tile for the optimizer step (DeepSpeed's fp32 gradient partition):
  *       4 x min(sub_group_size, S), S = the shard (Psi for stage 0, Psi/N otherwise); on the GPU,
  *       or in host memory when the optimizer is offloaded. The engine holds no such tile on the
@@ -315,10 +318,12 @@ static int states_exact(const zinf_model_cfg *m, int precision, int stage, int o
 }
 
 /* The GPU buffers that exist only while a step runs, in elements of the compute dtype: the
- * gradient reduction bucket; at stages 1-2 the post-step all-gather bucket; at stage 3 the
- * gathered units in flight and the full gradient of the unit being differentiated. *pers gets the
- * stage-3 persistent units (whole on every GPU from the start). */
-static int step_buffers(const zinf_model_cfg *m, int stage, double N, double L, double psi, double rbs,
+ * gradient reduction bucket; at stages 1-2 the post-step all-gather bucket; the units' full
+ * gradients alive at once in the backward pass (zinf_model_grad_live_max: at stages 2-3, and at
+ * stages 0-1 in 16-bit, where the engine adds them into fp32 accumulators; fp32 at stages 0-1
+ * accumulates in place); at stage 3 the gathered units in flight. *pers gets the stage-3
+ * persistent units (whole on every GPU from the start). */
+static int step_buffers(const zinf_model_cfg *m, int stage, bool fp32, double N, double L, double psi, double rbs,
                         double abs_, double prefetch, double max_live, double persist, const zinf_config *cfg,
                         double *step, double *pers)
 {
@@ -326,9 +331,20 @@ static int step_buffers(const zinf_model_cfg *m, int stage, double N, double L, 
     *step = (double)zinf_zero_reduce_elems(stage, (int)N, (int64_t)rbs, (int64_t)psi);
     *pers = 0;
     if (stage == 1 || stage == 2) *step += dmin(abs_, psi); /* post-step all-gather bucket */
-    if (stage != 3) return 0;
     zinf_model mm;
     ZINF_TRY(layout(m, &mm));
+    const int64_t glive = zinf_model_grad_live_max(&mm);
+    if (glive < 0) {
+        zinf_model_free(&mm);
+        return (int)glive;
+    }
+    /* the units' full gradients, in the compute dtype; the caller's largest layer, when bigger */
+    const double G = dmax((double)glive, L);
+    if (stage >= 2 || !fp32) *step += G;
+    if (stage != 3) {
+        zinf_model_free(&mm);
+        return 0;
+    }
     /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model order,
      * a unit of at most stage3_param_persistence_threshold elements persists while the persistent
      * units, it included, hold at most stage3_model_persistence_threshold */
@@ -346,7 +362,7 @@ static int step_buffers(const zinf_model_cfg *m, int stage, double N, double L, 
     if (gath_total > 0)
         /* prefetch goes on while less than the bucket is in flight: up to one unit more */
         live = dmin(gath_total, dmax(gath_max, dmin(max_live, gath_max + (prefetch > 0 ? prefetch + gath_max : 0))));
-    *step += live + L; /* gathered units; the full gradient of the unit being differentiated */
+    *step += live; /* gathered units */
     return 0;
 }
 
@@ -411,7 +427,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
 
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
     double step_bufs = 0, pers = 0;
-    ZINF_TRY(step_buffers(m, stage, N, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
+    ZINF_TRY(step_buffers(m, stage, fp32, N, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
     gbuf += esz * step_bufs; /* the buckets, and at stage 3 the gathered units and a unit's gradient */
     gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;
@@ -685,6 +701,12 @@ int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision,
         total += b[k];
     }
     fprintf(out, "total=%" PRId64, total);
+    /* the working buffers a GPU holds beside the states while a step runs (the table's figure) */
+    zinf_mem_estimate e;
+    const int oo = cfg && stage >= 1 ? (int)cfg->offload_optimizer.device : ZINF_EST_NONE,
+              op = cfg && stage == 3 ? (int)cfg->offload_param.device : ZINF_EST_NONE;
+    ZINF_TRY(zinf_estimate_prec(m, precision, stage, oo, op, 1, world, 0, cfg, &e));
+    fprintf(out, " buffers=%.0f", e.gpu_buffers);
     if (cfg) {
         int64_t at[ZINF_AT_N] = {0, 0, 0};
         ZINF_TRY(rank_places(m, precision, stage, world, cfg, at));

@@ -120,6 +120,31 @@ int zinf_model_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfwd)
     return m->f->use_order(m, out, cap, nfwd);
 }
 
+int64_t zinf_model_grad_live_max(const zinf_model *m)
+{
+    int nfwd = 0, n = zinf_model_use_order(m, NULL, 0, &nfwd);
+    if (n < 0) return n;
+    zinf_use *seq = malloc((size_t)(n > 0 ? n : 1) * sizeof *seq);
+    int *last = malloc((size_t)(m->nunits > 0 ? m->nunits : 1) * sizeof *last);
+    bool *live = calloc((size_t)(m->nunits > 0 ? m->nunits : 1), sizeof *live);
+    int64_t cur = 0, most = 0;
+    int rc = seq && last && live ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
+    if (!rc && zinf_model_use_order(m, seq, n, &nfwd) != n)
+        rc = zinf_errc(ZINF_EINVAL, "internal: the use order changed its length");
+    for (int u = 0; !rc && u < m->nunits; u++) last[u] = -1;
+    for (int i = nfwd; !rc && i < n; i++) last[seq[i].u] = i;
+    /* a unit's gradient is taken at its first backward use and given up after its last */
+    for (int i = nfwd; !rc && i < n; i++) {
+        int u = seq[i].u;
+        if (!m->units[u].trainable) continue;
+        if (!live[u]) live[u] = true, cur += m->units[u].numel;
+        if (cur > most) most = cur;
+        if (i == last[u]) live[u] = false, cur -= m->units[u].numel;
+    }
+    free(seq), free(last), free(live);
+    return rc ? rc : most;
+}
+
 double zinf_model_flops_per_token(const zinf_model *m, int T) { return m->f->flops_per_token(m, T); }
 
 /* Counter-based normal numbers: element i of tensor t of unit u depends on nothing else. */

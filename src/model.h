@@ -167,6 +167,11 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be);
  * only counts; else fills out[0..cap). Returns the number of uses of forward + backward (or a
  * negative error) and sets *nfwd to the number of forward's, which come first. */
 int zinf_model_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfwd);
+/* The most gradient elements of units alive at once in a backward pass, in use order: ZeRO takes
+ * a unit's full gradient at its first backward use and gives it up after its last (a tied
+ * embedding's, from the head's backward to the embedding's, beside each block's). zinf estimate
+ * counts it. Returns the count or a negative error. */
+int64_t zinf_model_grad_live_max(const zinf_model *m);
 /* Model FLOPs of one training token (forward and backward) at sequence length T. */
 double zinf_model_flops_per_token(const zinf_model *m, int T);
 /* Allocate activations for micro-batch B and sequence length T, every block recomputed under

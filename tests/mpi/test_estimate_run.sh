@@ -1,7 +1,8 @@
 #!/bin/sh
 # `zinf estimate --precision fp32 --print-bytes` against the bytes a run measures: test-mini, one
 # step at ZeRO stages 0-3 on 1, 2 and 3 ranks; every state category of the final memory record in
-# metrics.jsonl (mem_param ... mem_comm) must equal the estimate to the byte, padding included;
+# metrics.jsonl (mem_param ... mem_comm) must equal the estimate to the byte, padding included,
+# and the most the run held at once (mem_peak) stay within the estimate's states and buffers;
 # and the activation bytes (mem_act, mem_act_grad) for each recompute choice, against the run
 # and against the layout written out in the test.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
@@ -67,6 +68,12 @@ for st in 0 1 2 3; do
         sum=0
         for k in $KEYS; do sum=$((sum + $(metric "$TMP/$name.mem" "mem_$k"))); done
         [ "$total" = "$sum" ] && pass || fail "$name: estimate total $total != measured sum $sum"
+        # the most the engine held at once (states, gradients in flight, buckets, gathered units:
+        # mem_peak; the CPU backend keeps no cache) is within the estimate's states and buffers
+        buffers=$(printf '%s\n' "$EST" | tr ' ' '\n' | sed -n 's/^buffers=\([0-9]*\)$/\1/p')
+        peak=$(metric "$TMP/$name.mem" mem_peak)
+        if [ -n "$buffers" ] && [ -n "$peak" ] && [ "$peak" -le $((total + buffers)) ]; then pass
+        else fail "stage $st world $np: the run held $peak bytes at once, past the estimate's $total of states and ${buffers:-?} of buffers"; fi
     done
 done
 

@@ -53,6 +53,10 @@ static void check_model(const zinf_model_cfg *m, int nodes, int G)
     const double psi = (double)zinf_model_num_params(m);
     const double N = (double)nodes * G;
     const int64_t L = zinf_estimate_largest_unit(m, NULL);
+    /* the gradients alive at once in the backward pass (GPT-2's tied embedding, wte + wpe, from
+     * the head's backward to its own, beside a block's 12C^2 + 13C or the final LayerNorm's 2C) */
+    const double Cm = m->n_embd, emb = (double)m->padded_vocab * Cm + (double)m->n_positions * Cm;
+    const double Gl = emb + fmax(12 * Cm * Cm + 13 * Cm, 2 * Cm);
     char what[160];
     for (size_t i = 0; i < NELEM(VALID); i++) {
         const combo c = VALID[i];
@@ -80,18 +84,18 @@ static void check_model(const zinf_model_cfg *m, int nodes, int G)
         /* stages 2-3: the reduce-scatter's result beside the bucket (zero.c's bound) */
         /* (one rank adds each gradient into its accumulator in place: no bucket) */
         const double red = c.stage < 2 ? rbs : N > 1 ? rbs + floor(rbs / N) : 0;
-        double want_gpu = 2 * red + (c.opt ? 0 : 4 * tile);
+        double want_gpu = 2 * red + 2 * Gl + (c.opt ? 0 : 4 * tile);
         if (c.stage == 1 || c.stage == 2) want_gpu += 2 * fmin(5e8, psi);
         if (c.stage == 3) {
             /* GPT-2 presets here: every unit but the final LayerNorm (2C) is gathered */
             const double C = m->n_embd, pers = 2 * C, gathered = psi - pers;
             /* prefetch goes on while less than the bucket (5e7) is in flight: up to one unit more */
             const double live = fmin(gathered, fmax((double)L, fmin(1e9, (double)L + 5e7 + (double)L)));
-            want_gpu += 2 * live + 2 * pers + 2 * (double)L;
+            want_gpu += 2 * live + 2 * pers;
             /* documented bounds: at least the largest unit gathered and its gradient */
             CHECK(e.gpu_buffers >= 4.0 * (double)L, "%s: stage-3 buffers %g below 4L", what,
                   e.gpu_buffers);
-            CHECK(e.gpu_buffers <= 2 * fmax((double)L, 1e9) + 2 * pers + 2 * (double)L +
+            CHECK(e.gpu_buffers <= 2 * fmax((double)L, 1e9) + 2 * pers + 2 * Gl +
                                        2 * 5e8 + 4 * 1e9,
                   "%s: stage-3 buffers %g above the bound", what, e.gpu_buffers);
         }
@@ -177,8 +181,10 @@ static void check_config_buffers(void)
     CHECK(parse_cfg(&cfg, j, &m, 8) == 0, "parse: %s", zinf_errmsg());
     zinf_mem_estimate e;
     CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
+    /* the gradients alive at once: the tied embedding's beside a block's */
+    const double Gl = L + (12 * 1600.0 * 1600.0 + 13 * 1600.0);
     /* max_live 1e6 < L: exactly one unit gathered, no prefetch room */
-    double want = 2 * (1e7 + 1e7 / 8) + 2 * L + 2 * (2 * 1600.0) + 2 * L + 4 * fmin(1e8, psi / N);
+    double want = 2 * (1e7 + 1e7 / 8) + 2 * L + 2 * (2 * 1600.0) + 2 * Gl + 4 * fmin(1e8, psi / N);
     CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with max_live below the largest unit");
     CHECK_CLOSE(e.params + e.grads + e.optim, 16 * psi / N, RT, 0, "states with a config");
 
@@ -188,7 +194,7 @@ static void check_config_buffers(void)
     CHECK(parse_cfg(&cfg, j, &m, 8) == 0, "parse: %s", zinf_errmsg());
     CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
     const double C = 1600, block = 12 * C * C + 13 * C, pers = 48 * block + 2 * C;
-    want = 2 * (5e8 + 5e8 / 8) + 2 * L /* only the embedding is gathered */ + 2 * pers + 2 * L +
+    want = 2 * (5e8 + 5e8 / 8) + 2 * L /* only the embedding is gathered */ + 2 * pers + 2 * Gl +
            4 * fmin(1e9, psi / N);
     CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with persistent blocks");
     /* a unit of exactly the threshold persists (zero.c's <=, DeepSpeed's ds_numel <= threshold) */
@@ -207,7 +213,7 @@ static void check_config_buffers(void)
     CHECK(parse_cfg(&cfg, buf, &m, 8) == 0, "parse: %s", zinf_errmsg());
     CHECK(zinf_estimate(&m, 3, 0, 0, 1, 8, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
     const double gathered = L + 38 * block, live = fmin(gathered, 2 * L + 5e7);
-    want = 2 * (5e8 + 5e8 / 8) + 2 * live + 2 * (10 * block + 2 * C) + 2 * L + 4 * fmin(1e9, psi / N);
+    want = 2 * (5e8 + 5e8 / 8) + 2 * live + 2 * (10 * block + 2 * C) + 2 * Gl + 4 * fmin(1e9, psi / N);
     CHECK_CLOSE(e.gpu_buffers, want, RT, 0, "stage 3 with a model persistence threshold");
 
     /* stage 2 with the auto buckets (hidden^2) */
@@ -216,7 +222,7 @@ static void check_config_buffers(void)
         " \"offload_optimizer\": {\"device\": \"cpu\"}}}";
     CHECK(parse_cfg(&cfg, j, &m, 8) == 0, "parse: %s", zinf_errmsg());
     CHECK(zinf_estimate(&m, 2, 1, 0, 2, 4, 0, &cfg, &e) == 0, "estimate: %s", zinf_errmsg());
-    CHECK_CLOSE(e.gpu_buffers, 2 * (C * C + C * C / 8) + 2 * 3e6, RT, 0, "stage 2 auto buckets");
+    CHECK_CLOSE(e.gpu_buffers, 2 * (C * C + C * C / 8) + 2 * 3e6 + 2 * Gl, RT, 0, "stage 2 auto buckets");
     CHECK_CLOSE(e.cpu_buffers, 4 * psi / N, RT, 0, "stage 2 offload fp32 gradient tile");
     CHECK_CLOSE(e.cpu_bytes_per_node, (12 * psi / N + 4 * psi / N) * 4, RT, 0, "per node x4");
 }
