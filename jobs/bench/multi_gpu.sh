@@ -18,7 +18,11 @@
 # once for the parts after it: on a fresh machine each DeepSpeed peer otherwise spends a minute
 # or more of its part's limit compiling them, and at 2 and 4 ranks has not reached a step before
 # its part ended), offload_np2_t16 (offload_np2's zinf run alone with 16 OpenMP threads a rank
-# instead of the share's 32, to tell the team's size from the share's on a 64-core node).
+# instead of the share's 32, to tell the team's size from the share's on a 64-core node),
+# llama_off_np1_auto and qwen_off_np1_auto (Llama-3.1-8B and Qwen3-8B shapes, one rank on GPU 0,
+# optimizer in host memory, zinf recomputing what its memory needs ("auto") beside DeepSpeed
+# ZeRO-3 + CPU Adam in the same part: issue 21's 8B goal on a node whose host holds a peer's 8B
+# states).
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: multi_gpu.sh DIR [SECONDS] [PART ...]}
 budget=${2:-530}
@@ -28,7 +32,7 @@ parts=${*:-tests adamw zero3_np4 offload_np2 offload_np4 zero3_np2}
 for p in $parts; do
     case $p in
     tests | adamw | zero3_np4 | zero3_np2 | offload_np2 | offload_np4 | llama_z3_np4 | llama_z3_np2 | llama_off_np2 | \
-        cap_qwen32b | cap_llama_max | cap_20b_np2 | ds_build | offload_np2_t16) ;;
+        cap_qwen32b | cap_llama_max | cap_20b_np2 | ds_build | offload_np2_t16 | llama_off_np1_auto | qwen_off_np1_auto) ;;
     *) echo "multi_gpu.sh: unknown part $p" >&2; exit 2 ;;
     esac
 done
@@ -114,6 +118,8 @@ for p in $parts; do
     offload_np2) bench offload_np2 200 sh jobs/bench/offload_speed.sh --np 2 --steps 8 ;;
     offload_np4) bench offload_np4 200 sh jobs/bench/offload_speed.sh --np 4 --steps 8 ;;
     offload_np2_t16) bench offload_np2_t16 120 env OMP_NUM_THREADS=16 sh jobs/bench/offload_speed.sh --np 2 --steps 8 --no-ds --no-torch ;;
+    llama_off_np1_auto) bench llama_off_np1_auto 450 env CUDA_VISIBLE_DEVICES=0 sh jobs/bench/llama_offload.sh --model llama-3.1-8b --steps 4 --recompute auto --peer-steps 2 --peer-timeout 330 --no-torch ;;
+    qwen_off_np1_auto) bench qwen_off_np1_auto 450 env CUDA_VISIBLE_DEVICES=0 sh jobs/bench/llama_offload.sh --model qwen3-8b --steps 4 --recompute auto --peer-steps 2 --peer-timeout 330 --no-torch ;;
     ds_build) bench ds_build 240 bash -c 'source .peers/activate-peers.sh && python3 -c "
 from deepspeed.ops.op_builder import AsyncIOBuilder, CPUAdamBuilder
 for b in (CPUAdamBuilder(), AsyncIOBuilder()):
