@@ -557,9 +557,36 @@ static void check_attn_ws(void)
     CHECK(zinf_attn_ws_samples(1, 4095, 25, 25, 64, 2) == 1, "NH 25 x T 4095, one sample: one call");
 }
 
+/* the gradients alive at once in a backward pass, against each family's closed form: a tied
+ * embedding's beside the biggest block's; untied, the head's unit (final norm and head) is
+ * differentiated alone, before the blocks, and the embedding's after them */
+static void check_grad_live(void)
+{
+    const char *names[] = {"llama-3.2-1b", "llama-3.1-8b", "qwen2.5-0.5b", "qwen3-8b"};
+    for (size_t i = 0; i < NELEM(names); i++) {
+        zinf_model_cfg c;
+        CHECK(zinf_model_cfg_load(&c, names[i]) == 0, "%s: %s", names[i], zinf_errmsg());
+        const double C = c.n_embd, A = (double)c.n_head * c.head_dim, KV = (double)c.n_kv_head * c.head_dim;
+        const double F = c.d_ff, Vp = c.padded_vocab;
+        double block = C * A + 2 * C * KV + A * C + 3 * C * F + 2 * C; /* q k v o, gate up down, 2 norms */
+        if (c.qkv_bias) block += A + 2 * KV;
+        if (c.o_bias) block += C;
+        if (c.mlp_bias) block += 2 * F + C;
+        if (c.qk_norm) block += 2.0 * c.head_dim;
+        const double emb = Vp * C, last = C + (c.tie_embeddings ? 0 : Vp * C);
+        const double want = c.tie_embeddings ? emb + fmax(block, last) : fmax(fmax(last, block), emb);
+        zinf_model mm;
+        CHECK(zinf_model_init(&mm, &c, NULL) == 0, "%s: layout: %s", names[i], zinf_errmsg());
+        CHECK((double)zinf_model_grad_live_max(&mm) == want, "%s: gradients alive at once %lld, want %.0f", names[i],
+              (long long)zinf_model_grad_live_max(&mm), want);
+        zinf_model_free(&mm);
+    }
+}
+
 int main(void)
 {
     check_largest();
+    check_grad_live();
     check_paper();
     check_attn_ws();
 
