@@ -334,28 +334,21 @@ static int step_buffers(const zinf_model_cfg *m, int stage, bool fp32, double N,
     zinf_model mm;
     ZINF_TRY(layout(m, &mm));
     const int64_t glive = zinf_model_grad_live_max(&mm);
-    if (glive < 0) {
-        zinf_model_free(&mm);
-        return (int)glive;
-    }
-    /* the units' full gradients, in the compute dtype; the caller's largest layer, when bigger */
-    const double G = dmax((double)glive, L);
-    if (stage >= 2 || !fp32) *step += G;
-    if (stage != 3) {
-        zinf_model_free(&mm);
-        return 0;
-    }
     /* persistence as zinf_zero_init decides it (and DeepSpeed, per tensor): units in model order,
      * a unit of at most stage3_param_persistence_threshold elements persists while the persistent
      * units, it included, hold at most stage3_model_persistence_threshold */
     const double model_persist = cfg ? (double)cfg->stage3_model_persistence_threshold : DS_MODEL_PERSISTENCE;
     double gath_total = 0, gath_max = 0;
-    for (int u = 0; u < mm.nunits; u++) {
+    for (int u = 0; stage == 3 && u < mm.nunits; u++) {
         const double n = (double)mm.units[u].numel;
         if (n <= persist && *pers + n <= model_persist) *pers += n;
         else { gath_total += n; gath_max = dmax(gath_max, n); }
     }
     zinf_model_free(&mm);
+    if (glive < 0) return (int)glive;
+    /* the units' full gradients, in the compute dtype; the caller's largest layer, when bigger */
+    if (stage >= 2 || !fp32) *step += dmax((double)glive, L);
+    if (stage != 3) return 0;
     /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
     if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
     double live = 0;
@@ -428,7 +421,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
     double step_bufs = 0, pers = 0;
     ZINF_TRY(step_buffers(m, stage, fp32, N, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
-    gbuf += esz * step_bufs; /* the buckets, and at stage 3 the gathered units and a unit's gradient */
+    gbuf += esz * step_bufs; /* the buckets, the gradients in flight, at stage 3 the gathered units */
     gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;
     const double tile = dmin(sub, shard);

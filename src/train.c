@@ -1344,8 +1344,7 @@ static int check_params_agree(run *r)
         metrics_put(r, "the final record", "{\"params_hash\": \"%016llx\", \"mem_param\": %lld, \"mem_param_shard\": %lld, "
                 "\"mem_grad\": %lld, \"mem_grad_acc\": %lld, \"mem_master\": %lld, \"mem_adam\": %lld, "
                 "\"mem_comm\": %lld, \"mem_peak\": %lld, \"live_max_beyond_current\": %lld, \"mem_reduce_peak\": %lld, "
-                "\"mem_act\": %lld, "
-                "\"mem_act_grad\": %lld, \"mem_states_device\": %lld, \"mem_states_host\": %lld, "
+                "\"mem_act\": %lld, \"mem_act_grad\": %lld, \"mem_states_device\": %lld, \"mem_states_host\": %lld, "
                 "\"mem_states_nvme\": %lld, \"mem_staging_host\": %lld}\n",
                 (unsigned long long)h, (long long)mr.bytes[ZINF_MEM_PARAM], (long long)mr.bytes[ZINF_MEM_PARAM_SHARD],
                 (long long)mr.bytes[ZINF_MEM_GRAD], (long long)mr.bytes[ZINF_MEM_GRAD_ACC],

@@ -273,6 +273,9 @@ static pending *push_pending(zinf_zero *z)
 
 static int tiles_add(zinf_zero *z, int u);
 
+/* What a reduce-scatter piece of len elements a rank holds: its staging (W x len) and result */
+static int64_t rs_elems(const zinf_zero *z, int64_t len) { return len * (z->W + 1); }
+
 static int finish_pending(zinf_zero *z, pending *p)
 {
     if (p->recv) {
@@ -280,7 +283,7 @@ static int finish_pending(zinf_zero *z, pending *p)
         z->be->acc_f32(z->be, x->gacc + p->dst, p->recv, p->len, z->rs_post);
         zfree(z, ZINF_MEM_COMM, p->stage, p->stage_bytes);
         zfree(z, ZINF_MEM_COMM, p->recv, p->len * (int64_t)z->es);
-        z->rs_held -= p->len * (z->W + 1);
+        z->rs_held -= rs_elems(z, p->len);
         /* the unit's gradient is final: with the step under way, its update may start */
         if (--x->rs_left == 0 && z->ov.armed && z->last_micro && x->opt_at != ZINF_AT_DEVICE)
             return tiles_add(z, p->u);
@@ -337,7 +340,6 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
     char *g = x->gfull;
     size_t es = z->es;
     int64_t q = piece_len(z, u, z->cfg->reduce_bucket_size);
-    const int64_t cap = z->rs_cap;
     if (z->W == 1) {
         /* one rank: the sum over one rank is the gradient itself (rs_pre and rs_post are 1), so it
          * goes straight into the accumulator, the same bits without the staging, the collective's
@@ -351,9 +353,9 @@ static int reduce_scatter_unit(zinf_zero *z, int u)
         return 0;
     }
     for (int64_t lo = 0; lo < x->p; lo += q) {
-        int64_t len = x->p - lo < q ? x->p - lo : q, need = len * (z->W + 1), held = z->rs_held;
+        int64_t len = x->p - lo < q ? x->p - lo : q, need = rs_elems(z, len), held = z->rs_held;
         int n = 0;
-        while (n < z->npend && held + need > cap) held -= z->pend[n++].len * (z->W + 1);
+        while (n < z->npend && held + need > z->rs_cap) held -= rs_elems(z, z->pend[n++].len);
         if (n) ZINF_TRY(progress_n(z, n));
         pending *p = push_pending(z);
         if (!p) return zinf_errc(ZINF_ENOMEM, "out of host memory");
@@ -1531,15 +1533,23 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
     return rc;
 }
 
+/* The OpenMP team of the host step, out of the rank's nth threads: one fewer during the backward
+ * pass (the main thread keeps the device fed meanwhile), and on a device backend after it too: the
+ * rank's other threads (the CUDA driver's, NCCL's proxy, MPI's progress) then have a core,
+ * instead of preempting the team's threads, whose parallel regions wait for the last (two ranks of
+ * 32 cores on a 4xH200 node, 2026-11-28: AdamW 659 ms with 32 threads a rank, 353 ms with 31, 447
+ * with 16). AdamW is elementwise: the team's size changes no result. */
+static int host_team(const zinf_zero *z, int nth, bool during_backward)
+{
+    return (during_backward || !z->be->host_visible) && nth > 2 ? nth - 1 : nth;
+}
+
 /* The thread of the overlapped host step: one host_step per armed step, on a list that grows as
  * the backward pass finishes units. */
 static void *ov_main(void *arg)
 {
     zinf_zero *z = arg;
-    /* a core fewer than the team would take: the main thread keeps the device fed meanwhile
-     * (AdamW is elementwise: the split between threads changes no result) */
-    int nth = z->ov.nth;
-    nth = nth > 2 ? nth - 1 : nth;
+    const int nth = host_team(z, z->ov.nth, true);
     omp_set_num_threads(nth);
     pthread_mutex_lock(&z->ov.mu);
     for (;;) {
@@ -1628,12 +1638,7 @@ static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_dec
     } else {
         for (int u = 0; u < z->nunits && !rc; u++)
             if (z->u[u].opt_at != ZINF_AT_DEVICE) rc = tiles_add(z, u);
-        /* on a device backend one core fewer than the rank's team: its other threads (the CUDA
-         * driver's, NCCL's proxy, MPI's progress) then have a core, instead of preempting the
-         * team's threads, whose parallel regions wait for the last (two ranks of 32 cores on a
-         * 4xH200 node, 2026-11-28: AdamW 659 ms with 32 threads a rank, 353 ms with 31, 447 with
-         * 16). AdamW is elementwise: the team's size changes no result. */
-        int nth = omp_get_max_threads(), team = !z->be->host_visible && nth > 2 ? nth - 1 : nth;
+        int nth = omp_get_max_threads(), team = host_team(z, nth, false);
         if (team != nth) omp_set_num_threads(team);
         z->t.host_threads = team;
         if (!rc) rc = host_step(z, a, weight_decay, false);

@@ -150,11 +150,11 @@ for np in 1 2; do
     done
     # the host AdamW's OpenMP team on a GPU is one core short of the rank's, after the backward
     # pass (clipping) and during it: the rank's other threads (the driver's, NCCL's, MPI's) keep one
-    printf '{"train_batch_size": 16, "gradient_clipping": %s, "bf16": {"enabled": true, "check_grad_overflow": %s},
-      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "wall_clock_breakdown": true}\n' 1.0 true > "$TMP/team1.json"
-    printf '{"train_batch_size": 16, "gradient_clipping": %s, "bf16": {"enabled": true, "check_grad_overflow": %s},
-      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "wall_clock_breakdown": true}\n' 0 false > "$TMP/team0.json"
     for k in 1 0; do
+        if [ "$k" = 1 ]; then clip=1.0 check=true; else clip=0 check=false; fi
+        printf '{"train_batch_size": 16, "gradient_clipping": %s, "bf16": {"enabled": true, "check_grad_overflow": %s},
+          "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "wall_clock_breakdown": true}\n' \
+            "$clip" "$check" > "$TMP/team$k.json"
         OMP_NUM_THREADS=4 mpi "$np" train --device cuda --model "$TMP/m.json" --data "$TMP/add_train_*.bin" --max_length 64 \
             --max_steps 2 --logging_steps 1 --config "$TMP/team$k.json" --out "$TMP/team$k$np"
         expect_ok "team$k$np"
