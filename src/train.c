@@ -1123,18 +1123,30 @@ static void log_step(run *r, const step_result *s, int64_t done, double val_loss
         zinf_info("  time (ms): fwd %.2f | bwd %.2f | gather %.2f | reduce %.2f | optimizer %.2f | "
                   "comm wait %.2f", 1e3 * s->t.fwd, 1e3 * s->t.bwd, 1e3 * s->t.z.gather, 1e3 * s->t.z.reduce,
                   1e3 * s->t.z.optimizer, 1e3 * s->t.z.wait);
-    if (c->wall_clock_breakdown && s->t.z.host_units_early > 0)
-        zinf_info("  host optimizer (ms): AdamW %.2f, %.2f of it during the backward pass | waiting for device "
-                  "copies %.2f | begun during the backward pass: %d of %d units | finished %.2f after it | "
-                  "%d thread%s", 1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_adam_early, 1e3 * s->t.z.host_copy_wait,
-                  s->t.z.host_units_early, s->t.z.host_units, 1e3 * s->t.z.optimizer, s->t.z.host_threads,
-                  s->t.z.host_threads == 1 ? "" : "s");
-    else if (c->wall_clock_breakdown && s->t.z.host_adam > 0)
-        zinf_info("  host optimizer (ms): AdamW %.2f | waiting for device copies %.2f | waiting for NVMe %.2f | "
-                  "the rest %.2f | %d thread%s", 1e3 * s->t.z.host_adam, 1e3 * s->t.z.host_copy_wait,
-                  1e3 * s->t.z.host_io_wait,
-                  1e3 * (s->t.z.optimizer - s->t.z.host_adam - s->t.z.host_copy_wait - s->t.z.host_io_wait),
-                  s->t.z.host_threads, s->t.z.host_threads == 1 ? "" : "s");
+    const zinf_zero_times *zt = &s->t.z;
+    if (c->wall_clock_breakdown && (zt->host_units_early > 0 || zt->host_adam > 0)) {
+        /* the host update joined during this step: its own, or (host_into_next) the step before's,
+         * which ran on into this step's passes */
+        char line[640];
+        size_t n = (size_t)snprintf(line, sizeof line, "  host optimizer (ms): AdamW %.2f", 1e3 * zt->host_adam);
+#define LINE_ADD(...) n += (size_t)snprintf(line + n, n < sizeof line ? sizeof line - n : 0, __VA_ARGS__)
+        if (zt->host_units_early > 0) LINE_ADD(", %.2f of it during the backward pass", 1e3 * zt->host_adam_early);
+        LINE_ADD(" | waiting for device copies %.2f", 1e3 * zt->host_copy_wait);
+        if (zt->host_units_early > 0)
+            LINE_ADD(" | begun during the backward pass: %d of %d units", zt->host_units_early, zt->host_units);
+        else
+            LINE_ADD(" | waiting for NVMe %.2f", 1e3 * zt->host_io_wait);
+        if (zt->host_into_next > 0)
+            LINE_ADD(" | the last step's update, run on into this step's passes, which waited %.2f for it",
+                     1e3 * zt->update_wait);
+        else if (zt->host_units_early > 0)
+            LINE_ADD(" | finished %.2f after it", 1e3 * zt->optimizer);
+        else
+            LINE_ADD(" | the rest %.2f", 1e3 * (zt->optimizer - zt->host_adam - zt->host_copy_wait - zt->host_io_wait));
+        LINE_ADD(" | %d thread%s", zt->host_threads, zt->host_threads == 1 ? "" : "s");
+#undef LINE_ADD
+        zinf_info("%s", line);
+    }
     if (c->wall_clock_breakdown && r->tev[0])
         zinf_info("  device time (ms): fwd %.2f | bwd %.2f | reduce and norm %.2f | optimizer %.2f | "
                   "idle before the step %.2f | waiting for gathers %.2f", 1e3 * s->t.gfwd, 1e3 * s->t.gbwd,

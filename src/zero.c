@@ -48,6 +48,9 @@ typedef struct zunit {
     bool persistent;        /* stage 3: at or below the persistence threshold: kept gathered */
     zinf_req greq;
     int rs_left;            /* stages 2-3: reduce-scatter pieces of the pass not yet finished */
+    bool upd_wait;          /* stage 3: the host update that runs on into the next passes has not
+                               released this unit yet (update_gate) */
+    bool gacc_zero;         /* its gradient accumulator is zeroed at update_gate, not begin_step */
 } zunit;
 
 typedef struct pending {
@@ -124,6 +127,14 @@ struct zinf_zero {
         int rc;
         int nth;            /* the main thread's team size: a new thread starts from OMP_NUM_THREADS's */
         char msg[1024];
+        /* stage 3: the update runs on into the next step's passes, which wait for each unit's
+         * (update_gate) instead of for the whole update */
+        bool into_next;     /* the placement allows it (init) */
+        bool async;         /* the update under way is one zinf_zero_step returned from */
+        bool *unit_done;    /* per unit: its tiles updated and (device backends) uev recorded */
+        zinf_event **uev;   /* device backends: per unit, on s_up after its last tile's copy up */
+        bool *uev_rec;
+        zinf_zero_times t;  /* the thread's host_* times, added to z->t when the update is joined */
     } ov;
     void *parbuf;           /* NVMe parameter shards: the host buffer a shard is read into */
     /* device backends: host buffers the NVMe shards of prefetched units are read into
@@ -147,6 +158,9 @@ struct zinf_zero {
     const float **norm_x;   /* zinf_zero_reduce: each unit's gradient (or shard) for sumsq */
     int64_t *norm_n;
 };
+
+static int update_gate(zinf_zero *z, int u, bool wait);
+static int update_settle(zinf_zero *z);
 
 /* ---------------------------------------------------------------- memory ------------------- */
 /* Zeroed when freshly allocated; a block reused from the cache is zeroed for gradients only
@@ -502,6 +516,8 @@ static int start_gather(zinf_zero *z, int u)
 {
     zunit *x = &z->u[u];
     if (x->state) return 0;
+    int g = update_gate(z, u, true);
+    if (g < 0) return g;
     x->full = zalloc(z, ZINF_MEM_PARAM, x->pn * (int64_t)z->es);
     if (!x->full) return NOMEM(z, "gathered parameters", u);
     if (!x->persistent) z->live += x->n;
@@ -595,6 +611,9 @@ static int prefetch(zinf_zero *z, int k, int cur)
         int v = z->seq[j].u;
         zunit *x = &z->u[v];
         if (x->state) continue;
+        /* a unit the update still holds is not waited for here: the unit in use goes first */
+        int g = update_gate(z, v, false);
+        if (g <= 0) return g;
         /* DeepSpeed's rule (partitioned_param_coordinator.py): fetch ahead while what is in
          * flight is below the bucket, so the first parameter ahead always goes, however large.
          * At zinf's grain, the unit: the next unit goes when nothing fills the bucket yet. HF's
@@ -957,6 +976,21 @@ static int plan_places(zinf_zero *z, int64_t maxp)
     /* the host step may run during the backward pass where its states are in host memory and
      * the gradients become final unit by unit (reduce-scatter): see zinf_zero_overlap_step */
     z->ov.able = any_host_opt && !opt_nvme && !par_nvme && z->stage >= 2 && c->zinf_overlap_host_step;
+    /* at stage 3 every unit is gathered before use, so the next passes can wait for each unit's
+     * update alone: the update runs on into them (update_gate) */
+    z->ov.into_next = z->ov.able && z->stage == 3;
+    if (z->ov.able) {
+        z->ov.unit_done = calloc((size_t)z->nunits, sizeof *z->ov.unit_done);
+        z->ov.uev_rec = calloc((size_t)z->nunits, sizeof *z->ov.uev_rec);
+        if (!z->ov.unit_done || !z->ov.uev_rec) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    }
+    if (z->ov.able && dev) {
+        z->ov.uev = calloc((size_t)z->nunits, sizeof *z->ov.uev);
+        if (!z->ov.uev) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+        for (int u = 0; u < z->nunits; u++)
+            if (!(z->ov.uev[u] = z->be->event_new(z->be)))
+                return zinf_errc(ZINF_ENOMEM, "rank %d: cannot create an event", z->rank);
+    }
     if (any_host_opt && dev) {
         z->s_down = z->be->stream_new(z->be);
         z->s_up = z->be->stream_new(z->be);
@@ -1190,6 +1224,11 @@ void zinf_zero_free(zinf_zero *z)
     for (int u = 0; z->gev && u < z->nunits; u++)
         if (z->gev[u]) z->be->event_free(z->be, z->gev[u]);
     free(z->gev);
+    for (int u = 0; z->ov.uev && u < z->nunits; u++)
+        if (z->ov.uev[u]) z->be->event_free(z->be, z->ov.uev[u]);
+    free(z->ov.uev);
+    free(z->ov.unit_done);
+    free(z->ov.uev_rec);
     free(z->tl);
     free(z->tl_unit);
     if (z->parbuf) z->be->free(z->be, ZINF_PLACE_PINNED, z->parbuf);
@@ -1225,6 +1264,7 @@ int zinf_zero_begin_step(zinf_zero *z)
         zunit *x = &z->u[u];
         if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * 4, NULL));
         if (x->gacc && z->stage < 2) x->gacc_stale = true; /* see accumulate_unit */
+        else if (x->gacc && x->upd_wait) x->gacc_zero = true; /* its update still reads it: update_gate */
         else if (x->gacc) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
     }
     return 0;
@@ -1253,7 +1293,8 @@ int zinf_zero_end_pass(zinf_zero *z)
         for (int u = 0; u < z->nunits; u++)
             if (!z->u[u].persistent) ZINF_TRY(release_unit(z, u));
     }
-    return 0;
+    /* the pass used every unit, so an update that ran on into it has released them all */
+    return z->ov.async ? update_settle(z) : 0;
 }
 
 int zinf_zero_reduce(zinf_zero *z, double *norm)
@@ -1412,7 +1453,7 @@ static int event_wait(zinf_backend *be, zinf_event *e)
     return d < 0 ? zinf_errc(ZINF_EIO, "a copy between the device and the host failed") : 0;
 }
 
-static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay, bool live)
+static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay, bool live, zinf_zero_times *tt)
 {
     zinf_backend *be = z->be;
     bool dev = !be->host_visible;
@@ -1439,15 +1480,15 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             hset *hn = &set[(i + 1) % D];
             double tw0 = zinf_now();
             rc = wait_reqs(hn->sw, hn->wr, 3); /* its buffers' last writes */
-            z->t.host_io_wait += zinf_now() - tw0;
+            tt->host_io_wait += zinf_now() - tw0;
             if (rc || (rc = tile_read(z, &tl[i + 1], hn))) break;
         }
         double tw = zinf_now();
         if (x->opt_at == ZINF_AT_NVME && (rc = wait_reqs(h->sw, h->rd, 3))) break;
         double tc = zinf_now();
-        z->t.host_io_wait += tc - tw;
+        tt->host_io_wait += tc - tw;
         if (dev && (rc = event_wait(be, z->ev_down[slot]))) break;
-        z->t.host_copy_wait += zinf_now() - tc;
+        tt->host_copy_wait += zinf_now() - tc;
         const float *g = dev ? z->gbuf[slot] : grad_src(z, x) + t->k0;
         float *st[3];
         for (int j = 0; j < 3; j++)
@@ -1461,7 +1502,7 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         else {
             double tu = zinf_now();
             if (dev && z->up_pending[slot] && (rc = event_wait(be, z->ev_up[slot]))) break;
-            z->t.host_copy_wait += zinf_now() - tu;
+            tt->host_copy_wait += zinf_now() - tu;
             z->up_pending[slot] = false;
             p16 = z->pbuf[slot];
         }
@@ -1481,8 +1522,8 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
                            st[2] + j, b_ - a_, &a);
         }
         /* read by the main thread while the overlapped step runs (host_update) */
-        double adam = z->t.host_adam + (zinf_now() - ta);
-        __atomic_store(&z->t.host_adam, &adam, __ATOMIC_RELAXED);
+        double adam = tt->host_adam + (zinf_now() - ta);
+        __atomic_store(&tt->host_adam, &adam, __ATOMIC_RELAXED);
         /* out: parameters up or to NVMe, NVMe states back */
         if (p16 == z->pbuf[slot] && p16) {
             if (pat == ZINF_AT_NVME) {
@@ -1495,6 +1536,17 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             }
             if (rc) break;
         }
+        /* on the thread, a unit's last tile releases it to the passes that wait for it (update_gate):
+         * its copies up are ordered before uev on s_up, its gradient's copies down have completed */
+        if (live && t->k0 + t->len == x->p) {
+            bool up = dev && p16 && p16 == z->pbuf[slot] && pat != ZINF_AT_NVME;
+            if (up && (rc = be->event_record(be, z->ov.uev[t->u], z->s_up))) break;
+            pthread_mutex_lock(&z->ov.mu);
+            z->ov.uev_rec[t->u] = up;
+            z->ov.unit_done[t->u] = true;
+            pthread_cond_broadcast(&z->ov.cv);
+            pthread_mutex_unlock(&z->ov.mu);
+        }
         if (x->opt_at == ZINF_AT_NVME) {
             for (int j = 0; j < 3 && !rc; j++) {
                 zstate *s3 = opt_state(x, j);
@@ -1504,14 +1556,14 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             }
             double tw2 = zinf_now();
             if (!rc && !pw) rc = wait_reqs(h->sw, h->wr, 3);
-            z->t.host_io_wait += zinf_now() - tw2;
+            tt->host_io_wait += zinf_now() - tw2;
         }
         /* without pipeline_read the next tile's states are read only now */
         if (!rc && !pr && next) {
             hset *hn = &set[(i + 1) % D];
             double tw0 = zinf_now();
             rc = wait_reqs(hn->sw, hn->wr, 3);
-            z->t.host_io_wait += zinf_now() - tw0;
+            tt->host_io_wait += zinf_now() - tw0;
             if (!rc) rc = tile_read(z, &tl[i + 1], hn);
         }
     }
@@ -1524,7 +1576,7 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
         for (int j = 0; j < 3; j++)
             if (set[k].b[j]) zinf_swap_buf_put(z->swap_opt, set[k].b[j]);
     }
-    z->t.host_io_wait += zinf_now() - td;
+    tt->host_io_wait += zinf_now() - td;
     if (dev) {
         int r1 = be->stream_sync(be, z->s_up), r2 = be->stream_sync(be, z->s_down);
         if (!rc) rc = r1 ? r1 : r2;
@@ -1556,12 +1608,12 @@ static void *ov_main(void *arg)
         while (!z->ov.run && !z->ov.quit) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
         if (z->ov.quit) break;
         z->ov.run = false;
-        z->t.host_threads = nth; /* the main thread reads it after the step (ov.mu orders it) */
+        z->ov.t.host_threads = nth; /* the main thread reads it after the step (ov.mu orders it) */
         zinf_adamw_args a = z->ov.a;
         double wd = z->ov.wd;
         pthread_mutex_unlock(&z->ov.mu);
         zinf_err_clear();
-        int rc = host_step(z, &a, wd, true);
+        int rc = host_step(z, &a, wd, true, &z->ov.t);
         pthread_mutex_lock(&z->ov.mu);
         z->ov.rc = rc;
         if (rc) snprintf(z->ov.msg, sizeof z->ov.msg, "%s", zinf_errmsg());
@@ -1572,10 +1624,10 @@ static void *ov_main(void *arg)
     return NULL;
 }
 
-int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay)
+/* Start the host step on the thread (created on first use) over the tile list as it stands and as
+ * it grows; `closed`: the list is complete already. */
+static int ov_arm(zinf_zero *z, const zinf_adamw_args *a, double weight_decay, bool closed)
 {
-    if (!z->ov.able) return 0;
-    if (z->ov.armed) return zinf_errc(ZINF_EINVAL, "internal: a host step is already under way");
     if (!z->ov.th_on) {
         if (pthread_mutex_init(&z->ov.mu, NULL)) return zinf_errc(ZINF_ENOMEM, "cannot create a mutex");
         if (pthread_cond_init(&z->ov.cv, NULL)) {
@@ -1594,16 +1646,89 @@ int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight
     pthread_mutex_lock(&z->ov.mu);
     z->ov.a = *a;
     z->ov.wd = weight_decay;
-    z->ov.closed = z->ov.done = false;
+    z->ov.closed = closed;
+    z->ov.done = false;
     z->ov.rc = 0;
+    memset(z->ov.unit_done, 0, (size_t)z->nunits * sizeof *z->ov.unit_done);
     z->ov.run = z->ov.armed = true;
     pthread_cond_broadcast(&z->ov.cv);
     pthread_mutex_unlock(&z->ov.mu);
+    return 0;
+}
+
+/* The update under way on the thread, if any, is joined: its failure is returned, its times join
+ * the step's (an update that ran on into a step's passes counts in that step's), its tile list is
+ * emptied, and the accumulators it left to zero are zeroed. Every entry point that reads or writes
+ * the states, or starts the next update, comes through here. */
+static int update_settle(zinf_zero *z)
+{
+    if (!z->ov.armed) return 0;
+    pthread_mutex_lock(&z->ov.mu);
+    z->ov.closed = true; /* whatever is listed is all this update has */
+    pthread_cond_broadcast(&z->ov.cv);
+    while (!z->ov.done) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
+    pthread_mutex_unlock(&z->ov.mu);
+    z->ov.armed = false;
+    int rc = z->ov.rc ? zinf_errc(z->ov.rc, "%s", z->ov.msg) : 0;
+    z->t.host_adam += z->ov.t.host_adam;
+    z->t.host_copy_wait += z->ov.t.host_copy_wait;
+    z->t.host_io_wait += z->ov.t.host_io_wait;
+    z->t.host_units += z->ov.t.host_units;
+    z->t.host_units_early += z->ov.t.host_units_early;
+    z->t.host_adam_early += z->ov.t.host_adam_early;
+    z->t.host_threads = z->ov.t.host_threads;
+    z->t.host_into_next += z->ov.async;
+    memset(&z->ov.t, 0, sizeof z->ov.t);
+    z->ov.async = false;
+    z->nt = 0;
+    memset(z->tl_unit, 0, (size_t)z->nunits * sizeof *z->tl_unit);
+    for (int u = 0; u < z->nunits; u++) {
+        zunit *x = &z->u[u];
+        x->upd_wait = false;
+        if (x->gacc_zero && !rc) rc = z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL);
+        x->gacc_zero = false;
+    }
+    return rc;
+}
+
+/* Stage 3, the update running on into the passes: unit u may be gathered once its update is done.
+ * The compute stream then waits for its copies up, and its gradient accumulator (copied down by
+ * then) is zeroed for the step under way. `wait` false: 1 when ready, 0 when not yet. */
+static int update_gate(zinf_zero *z, int u, bool wait)
+{
+    zunit *x = &z->u[u];
+    if (!x->upd_wait) return 1;
+    double t0 = zinf_now();
+    pthread_mutex_lock(&z->ov.mu);
+    while (wait && !z->ov.unit_done[u] && !z->ov.done) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
+    bool ready = z->ov.unit_done[u], rec = z->ov.uev_rec[u], done = z->ov.done;
+    pthread_mutex_unlock(&z->ov.mu);
+    z->t.update_wait += zinf_now() - t0;
+    if (!ready && !wait) return 0;
+    if (!ready) { /* the update ended without this unit: its failure */
+        int rc = update_settle(z);
+        return rc ? rc : zinf_errc(ZINF_EINVAL, "internal: the host update ended (%d) without unit %s", done,
+                                   z->m->units[u].name);
+    }
+    x->upd_wait = false;
+    if (rec) ZINF_TRY(z->be->stream_wait(z->be, NULL, z->ov.uev[u]));
+    if (x->gacc_zero) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
+    x->gacc_zero = false;
     return 1;
 }
 
-/* This step's host update: on the thread, under way since the backward pass, or here. Either way
- * the offloaded units not yet listed are listed now, in unit order. */
+int zinf_zero_overlap_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay)
+{
+    if (!z->ov.able) return 0;
+    ZINF_TRY(update_settle(z));
+    ZINF_TRY(ov_arm(z, a, weight_decay, false));
+    return 1;
+}
+
+/* This step's host update: on the thread, under way since the backward pass, or started now. At
+ * stage 3 (ov.into_next) it runs on into the next step's passes, each of which waits only for the
+ * units it uses (update_gate); otherwise it is finished here. The offloaded units not yet listed
+ * are listed now, in unit order: the order the next forward uses them. */
 static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_decay)
 {
     int rc = 0;
@@ -1613,35 +1738,38 @@ static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_dec
         listed += z->tl_unit[u];
         host += z->u[u].opt_at != ZINF_AT_DEVICE;
     }
-    z->t.host_units += host;
-    z->t.host_units_early += listed; /* listed during the passes (only this thread lists units) */
+    /* counted with the update's other times: those of one on the thread join z->t with it */
+    zinf_zero_times *tt = z->ov.armed || z->ov.into_next ? &z->ov.t : &z->t;
+    tt->host_units += host;
+    tt->host_units_early += listed; /* listed during the passes (only this thread lists units) */
     if (z->ov.armed) {
         double adam;
-        __atomic_load(&z->t.host_adam, &adam, __ATOMIC_RELAXED);
-        z->t.host_adam_early += adam;
-    }
-    if (z->ov.armed) {
+        __atomic_load(&z->ov.t.host_adam, &adam, __ATOMIC_RELAXED);
+        tt->host_adam_early += adam;
         if (memcmp(a, &z->ov.a, sizeof *a) || weight_decay != z->ov.wd)
             rc = zinf_errc(ZINF_EINVAL, "internal: the step's optimizer arguments changed after its update began");
-        for (int u = 0; u < z->nunits; u++)
-            if (z->u[u].opt_at != ZINF_AT_DEVICE && !z->tl_unit[u]) {
-                int r = tiles_add(z, u);
-                if (!rc) rc = r;
-            }
+    }
+    for (int u = 0; u < z->nunits && !rc; u++)
+        if (z->u[u].opt_at != ZINF_AT_DEVICE && !z->tl_unit[u]) rc = tiles_add(z, u);
+    if (!rc && !z->ov.armed && z->ov.into_next) rc = ov_arm(z, a, weight_decay, true);
+    if (!rc && z->ov.armed && z->ov.into_next) {
         pthread_mutex_lock(&z->ov.mu);
         z->ov.closed = true;
         pthread_cond_broadcast(&z->ov.cv);
-        while (!z->ov.done) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
         pthread_mutex_unlock(&z->ov.mu);
-        z->ov.armed = false;
-        if (!rc && z->ov.rc) rc = zinf_errc(z->ov.rc, "%s", z->ov.msg);
-    } else {
-        for (int u = 0; u < z->nunits && !rc; u++)
-            if (z->u[u].opt_at != ZINF_AT_DEVICE) rc = tiles_add(z, u);
+        z->ov.async = true;
+        for (int u = 0; u < z->nunits; u++) z->u[u].upd_wait = z->u[u].opt_at != ZINF_AT_DEVICE;
+        return 0;
+    }
+    if (z->ov.armed) {
+        int r = update_settle(z);
+        return rc ? rc : r;
+    }
+    if (!rc) {
         int nth = omp_get_max_threads(), team = host_team(z, nth, false);
         if (team != nth) omp_set_num_threads(team);
         z->t.host_threads = team;
-        if (!rc) rc = host_step(z, a, weight_decay, false);
+        rc = host_step(z, a, weight_decay, false, &z->t);
         if (team != nth) omp_set_num_threads(nth);
     }
     z->nt = 0;
@@ -1652,6 +1780,7 @@ static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_dec
 int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
 {
     double t0 = zinf_now();
+    if (!z->ov.armed || z->ov.async) ZINF_TRY(update_settle(z)); /* the last step's, if still under way */
     zinf_adamw_args a = *a0;
     /* One AdamW call per tensor piece of the shard (a tensor's decay is its own). DeepSpeed's
      * sub_group_size groups whole parameters and never splits one, and AdamW is elementwise, so
@@ -1774,6 +1903,7 @@ void zinf_zero_print_mem(const zinf_zero *z)
 
 int zinf_zero_get_params(zinf_zero *z, int u, float *out)
 {
+    ZINF_TRY(update_settle(z));
     zunit *x = &z->u[u];
     zinf_backend *be = z->be;
     void *full = x->full;
@@ -1856,6 +1986,7 @@ static zstate *ckpt_state(zunit *x, zinf_ckpt_state k)
 
 int zinf_zero_ckpt_get(zinf_zero *z, int u, zinf_ckpt_state k, float *buf)
 {
+    ZINF_TRY(update_settle(z));
     int64_t lo, len;
     zinf_zero_ckpt_range(z, u, false, &lo, &len);
     return state_move(z, ckpt_state(&z->u[u], k), lo - z->u[u].off, len, buf, false);
@@ -1863,6 +1994,7 @@ int zinf_zero_ckpt_get(zinf_zero *z, int u, zinf_ckpt_state k, float *buf)
 
 int zinf_zero_ckpt_set(zinf_zero *z, int u, zinf_ckpt_state k, const float *buf)
 {
+    ZINF_TRY(update_settle(z));
     int64_t lo, len;
     zinf_zero_ckpt_range(z, u, false, &lo, &len);
     return state_move(z, ckpt_state(&z->u[u], k), lo - z->u[u].off, len, (float *)buf, true);
@@ -1873,6 +2005,7 @@ int zinf_zero_ckpt_set(zinf_zero *z, int u, zinf_ckpt_state k, const float *buf)
  * made visible as a step makes them. `tmp`: room for the largest shard in fp32. */
 int zinf_zero_ckpt_params_from_master(zinf_zero *z)
 {
+    ZINF_TRY(update_settle(z));
     zinf_backend *be = z->be;
     int64_t maxp = 0;
     for (int u = 0; u < z->nunits; u++) maxp = z->u[u].p > maxp ? z->u[u].p : maxp;

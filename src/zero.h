@@ -63,6 +63,10 @@ typedef struct zinf_zero_times {
     int host_units, host_units_early;
     double host_adam_early; /* of host_adam, the seconds before the backward pass and the norm ended */
     int host_threads;       /* the OpenMP team of the host AdamW (0: no host step) */
+    /* stage 3: host updates joined in this period that ran on into the passes after their step
+     * (each pass waits only for the units it uses), and the seconds those passes waited */
+    int host_into_next;
+    double update_wait;
 } zinf_zero_times;
 
 /* Where one unit's states live: the optimizer's (master, m, v), the stage-3 parameter shard's,
@@ -112,7 +116,11 @@ int zinf_zero_end_pass(zinf_zero *z);
  * averaged gradients, still multiplied by the loss scale. */
 int zinf_zero_reduce(zinf_zero *z, double *norm);
 /* AdamW on this rank's shards with the given hyper-parameters (weight decay per tensor), then
- * make the updated parameters visible (stage 1/2 all-gather, stage 3 refresh). */
+ * make the updated parameters visible (stage 1/2 all-gather, stage 3 refresh). At stage 3 with the
+ * optimizer states in host memory (zinf_overlap_host_step) the host update may still be running
+ * when this returns: the next passes wait for each unit's update before they gather it, and every
+ * call that reads or writes the states (the checkpoint's, get_params, the next step) waits for
+ * all of it. Same arithmetic, same results. */
 int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a, double weight_decay);
 /* Before the last micro-step's pass, where the step's arguments are already known and the step
  * will not be skipped (no clipping, no overflow skip): the offloaded units' host update begins

@@ -132,6 +132,13 @@ for np in 1 2; do
         train1 "oc${st}g$np" cuda '"bf16": {"enabled": true},' "$st, \"offload_optimizer\": {\"device\": \"cpu\"}" $np
         agree "s${st}g$np" "oc${st}g$np" 2e-3 "stage $st, optimizer on the CPU, $np GPU(s)"
     done
+    # stage 3: the host update runs on into the next step's passes (each waits for the units it
+    # uses); finished within its own step (zinf_overlap_host_step false) it gives the same bits
+    HA=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    train1 "os3g$np" cuda '"bf16": {"enabled": true}, "zinf_overlap_host_step": false,' "3, \"offload_optimizer\": {\"device\": \"cpu\"}" $np
+    HS=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    [ -n "$HA" ] && [ "$HA" = "$HS" ] && cmp -s "$TMP/oc3g$np.loss" "$TMP/os3g$np.loss" && pass ||
+        fail "stage 3 on $np GPU(s): the update run on into the next passes gives $HA, finished in its step $HS"
     train1 "on3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"pipeline_read\": true, \"pipeline_write\": true}" $np --swap_engine $ENG
     agree "s3g$np" "on3g$np" 2e-3 "stage 3, optimizer on NVMe ($ENG), $np GPU(s)"
     train1 "pc3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_param\": {\"device\": \"cpu\"}" $np
@@ -159,6 +166,8 @@ for np in 1 2; do
             --max_steps 2 --logging_steps 1 --config "$TMP/team$k.json" --out "$TMP/team$k$np"
         expect_ok "team$k$np"
         expect_has "the host AdamW's team on $np GPU(s) (clipping $k)" "host optimizer (ms): AdamW" "| 3 threads"
+        expect_has "stage 3 on $np GPU(s) (clipping $k): the update runs on into the next step" \
+            "the last step's update, run on into this step's passes, which waited"
     done
 done
 rm -rf "$NV"

@@ -133,6 +133,34 @@ mpi 2 train --model test-mini --data "$D" --max_length 32 --max_steps 3 --loggin
 expect_ok "clipping: no overlap"
 [ -z "$(early)" ] && pass || fail "with clipping, updates began before the norm was known: $(early)"
 
+# --- stage 3: the host update runs on into the next step's passes, each of which waits only for
+# --- the units it uses; the parameters are those without offload, bit for bit, with clipping and
+# --- without, with gradient accumulation; zinf_overlap_host_step false finishes it in its step
+into() { printf '%s\n' "$OUTPUT" | grep -c "the last step's update, run on into this step's passes, which waited"; }
+for np in 1 2; do
+    for clip in 1.0 0; do
+        for ov in "" ', "zinf_overlap_host_step": false'; do
+            for off in "" "$OPT_CPU"; do
+                n=inx$np${clip%.*}$(printf '%s%s' "$ov" "$off" | cksum | cut -c1-6)
+                printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "gradient_clipping": %s,
+ "wall_clock_breakdown": true, "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "bf16": {"enabled": true, "check_grad_overflow": false}, "zero_optimization": {"stage": 3 %s} %s}\n' \
+                    $((6 / np)) "$clip" "$off" "$ov" > "$TMP/$n.json"
+                mpi $np train --model test-mini --data "$D" --max_length 32 --max_steps 4 --logging_steps 1 \
+                    --config "$TMP/$n.json" --out "$TMP/$n" --seed 5
+                expect_ok "$n"
+                H=$(hash_of)
+                if [ -z "$off" ]; then ref=$n; printf '%s\n' "$H" > "$TMP/$ref.hash"; continue; fi
+                same "$n" "$ref"
+                # steps 2-4 each join the update of the step before (step 1 has none to join)
+                if [ -z "$ov" ]; then want=3; else want=0; fi
+                [ "$(into)" = "$want" ] && pass ||
+                    fail "$n: $(into) steps joined an update run on into them, want $want"
+            done
+        done
+    done
+done
+
 # --- with gradient accumulation and an evaluation between steps the results are still those
 # --- without offload
 run data --random 3712 --vocab 256 --seed 9 --out "$TMP/val"
