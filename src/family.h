@@ -52,9 +52,8 @@ static inline int zinf_grad_ready(const zinf_unit_hooks *h, int u)
     return h && h->grad_ready ? h->grad_ready(h->ctx, u) : 0;
 }
 
-/* The blocks' loop every family runs: units 1..L in order (forward: block(m, l) between its
- * acquire and release) or L..1 (backward: the same, then grad_ready). */
-int zinf_blocks_forward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l));
+/* The blocks' loop every family's backward runs: units L..1 (block(m, l) between its acquire and
+ * release, then grad_ready). */
 int zinf_blocks_backward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l));
 
 /* ---------------------------------------------------------------- the table ---------------- */
@@ -106,11 +105,15 @@ typedef struct zinf_family {
     void (*carve)(zinf_model *m, zinf_carver *acts, zinf_carver *grads, size_t es);
 
     /* -- compute -- */
-    /* the head's input (head_in) from the batch: m->tokens holds b->tok on the device already.
-     * Uses the units in use_order's forward order through h, up to the head, which model.c runs
-     * (in row chunks when the logits would not fit): its unit's use is use_order's last forward
-     * one and first backward one. */
-    int (*forward)(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h);
+    /* The forward, in steps that model.c drives: forward_begin takes the batch (m->tokens holds
+     * b->tok on the device already: positions, packed samples, checks), then forward_use(m, i)
+     * runs use i of use_order's forward uses but the last, with its unit acquired by the caller,
+     * the last of them leaving the head's input (head_in). The head is model.c's (in row chunks
+     * when the logits would not fit): its unit's use is use_order's last forward one and first
+     * backward one. Steps, so that model.c may run several micro-batches' forwards unit by unit
+     * (zinf_model_forward_layers). */
+    int (*forward_begin)(zinf_model *m, const zinf_batch *b);
+    void (*forward_use)(zinf_model *m, int i);
     /* from the head input's gradient in head_din (model.c's head backward wrote it): gradients
      * accumulate into m->grads, in use_order's backward order after the head through h,
      * grad_ready after each unit's last use */

@@ -112,6 +112,14 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be)
         for (int t = 0; t < u->ntensors; t++) u->trainable = u->trainable && u->t[t].trainable;
         m->num_params += u->numel;
     }
+    /* the forward's uses before the head's, which the forward steps follow */
+    int nfwd = 0, n = zinf_model_use_order(m, NULL, 0, &nfwd);
+    ZINF_TRY(n);
+    zinf_use *all = malloc((size_t)(n > 0 ? n : 1) * sizeof *all);
+    if (!all) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    zinf_model_use_order(m, all, n, &nfwd);
+    m->fuses = all;
+    m->nfuse = nfwd - 1;
     return 0;
 }
 
@@ -312,24 +320,36 @@ void zinf_model_free(zinf_model *m)
         if (m->grad_mem) m->be->free(m->be, ZINF_PLACE_DEVICE, m->grad_mem);
     }
     if (m->f) m->f->acts_free(m);
-    free(m->units);
-    free(m->params);
-    free(m->grads);
+    if (!m->ctx) {
+        free(m->units);
+        free(m->params);
+        free(m->grads);
+        free(m->fuses);
+    }
     free(m->host_losses);
     memset(m, 0, sizeof *m);
 }
 
-/* ---------------------------------------------------------------- forward / backward ------- */
-int zinf_blocks_forward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l))
+int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)
 {
-    for (int l = 0; l < m->c.n_layer; l++) {
-        ZINF_TRY(zinf_acquire(h, 1 + l, 0));
-        block(m, l);
-        ZINF_TRY(zinf_release(h, 1 + l, 0));
-    }
-    return 0;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->c = m->c;
+    ctx->f = m->f;
+    ctx->be = m->be;
+    ctx->nunits = m->nunits;
+    ctx->units = m->units;
+    ctx->num_params = m->num_params;
+    ctx->params = m->params;
+    ctx->grads = m->grads;
+    ctx->fuses = m->fuses;
+    ctx->nfuse = m->nfuse;
+    ctx->ctx = true;
+    int rc = zinf_model_alloc_acts_n(ctx, m->B, m->T, m->recompute, m->recompute_blocks);
+    if (rc) zinf_model_free(ctx);
+    return rc;
 }
 
+/* ---------------------------------------------------------------- forward / backward ------- */
 int zinf_blocks_backward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(zinf_model *m, int l))
 {
     for (int l = m->c.n_layer - 1; l >= 0; l--) {
@@ -341,8 +361,8 @@ int zinf_blocks_backward(zinf_model *m, const zinf_unit_hooks *h, void (*block)(
     return 0;
 }
 
-int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
-                             float *mean_loss)
+/* The batch into m: checked, its tokens and targets on the device, the family's forward_begin. */
+static int forward_take(zinf_model *m, const zinf_batch *b)
 {
     zinf_backend *be = m->be;
     if (b->B != m->B || b->T != m->T)
@@ -363,12 +383,50 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
                             (long long)i, m->c.vocab_size);
     ZINF_TRY(be->copy(be, m->tokens, tokens, (size_t)N * 4, NULL));
     if (targets) ZINF_TRY(be->copy(be, m->targets, targets, (size_t)N * 4, NULL));
-    ZINF_TRY(m->f->forward(m, b, h));
     m->logits_hold_grad = false;
     if (targets) {
         m->nvalid = 0;
         for (int64_t i = 0; i < N; i++) m->nvalid += targets[i] >= 0;
     }
+    return m->f->forward_begin(m, b);
+}
+
+/* The forward uses before the head's, of k models (a model and its contexts) at once: each
+ * unit acquired once, each model's step of it, released. */
+static int forward_uses(zinf_model *const *ms, int k, const zinf_unit_hooks *h)
+{
+    const zinf_model *m = ms[0];
+    for (int i = 0; i < m->nfuse; i++) {
+        ZINF_TRY(zinf_acquire(h, m->fuses[i].u, 0));
+        for (int j = 0; j < k; j++) m->f->forward_use(ms[j], i);
+        ZINF_TRY(zinf_release(h, m->fuses[i].u, 0));
+    }
+    return 0;
+}
+
+int zinf_model_forward_layers(zinf_model *const *ms, int k, const zinf_batch *bs, const zinf_unit_hooks *h)
+{
+    for (int j = 0; j < k; j++) {
+        if (!bs[j].tgt) return zinf_errc(ZINF_EINVAL, "internal: a training forward needs targets");
+        ZINF_TRY(forward_take(ms[j], &bs[j]));
+    }
+    return forward_uses(ms, k, h);
+}
+
+int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
+                             float *mean_loss)
+{
+    ZINF_TRY(forward_take(m, b));
+    ZINF_TRY(forward_uses(&m, 1, h));
+    return zinf_model_head(m, b, h, dloss_scale, mean_loss);
+}
+
+int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
+                    float *mean_loss)
+{
+    zinf_backend *be = m->be;
+    int64_t N = (int64_t)m->B * m->T;
+    const int32_t *targets = b->tgt;
     float dloss = dloss_scale != 0.0f && m->nvalid ? dloss_scale / (float)m->nvalid : 0.0f;
     /* the head: all rows at once, or chunk by chunk; after a training forward the last chunk (the
      * only one when they are all at once) leaves its loss gradient in the logits, which the

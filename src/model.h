@@ -151,6 +151,9 @@ typedef struct zinf_model {
     bool logits_hold_grad; /* the last forward was a training one: the last chunk's logits (all of them when
                             * they fit at once) hold their loss gradient */
     float *host_losses;
+    zinf_use *fuses;     /* use_order's forward uses before the head's, which the forward steps follow */
+    int nfuse;
+    bool ctx;            /* a context (zinf_model_ctx_alloc): units, params and grads are its model's */
 } zinf_model;
 
 /* Bytes of compute-dtype logits held at once; past it the head runs in row chunks, the forward
@@ -205,6 +208,20 @@ void zinf_model_init_params(const zinf_model *m, int u, uint64_t seed, int64_t f
  * over non-ignored targets (when targets given). */
 int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                              float *mean_loss);
+/* The training forward of k micro-batches at once, unit by unit: ms[0] a model and ms[1..k) its
+ * contexts, bs[j] (with targets) ms[j]'s batch. Each unit is acquired once through h and every
+ * micro-batch's step of it runs before it is released, so the forwards can follow units as they
+ * become ready (ZeRO-3's update running on into the step). It stops before the head: each
+ * zinf_model_head(ms[j], &bs[j], ...) and zinf_model_backward(ms[j], ...) follow, micro-batch by
+ * micro-batch, with the results of zinf_model_forward_batch and the backward. */
+int zinf_model_forward_layers(zinf_model *const *ms, int k, const zinf_batch *bs, const zinf_unit_hooks *h);
+/* The head of a forward whose uses before it ran (zinf_model_forward_layers): the last part of
+ * zinf_model_forward_batch, with the same arguments. */
+int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
+                    float *mean_loss);
+/* A context of m: activations of m's size and recompute policy of its own, the units, parameters
+ * and gradients m's (freed with zinf_model_free, which leaves those to m). */
+int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx);
 /* Forward for tokens/targets (host int32 arrays of B*T; targets may be NULL: logits only): one
  * sample per row. Returns 0 or negative; *mean_loss is the mean over non-ignored targets (when
  * targets given). */

@@ -31,6 +31,9 @@
 #include "sched.h"
 #include "zero.h"
 
+/* the most micro-batches whose forwards run with micro-batch 0's under the last step's update */
+#define ZINF_MAX_CTX 15
+
 void zinf_train_opts_defaults(zinf_train_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -117,6 +120,10 @@ typedef struct run {
     zinf_monitor *hfmon;     /* rank 0: --report_to tensorboard (NULL: not asked for) */
     int32_t *inp, *tgt;
     int32_t *pos, *kv; /* packed SFT rows: positions and sample starts (zinf_batch); else NULL */
+    /* contexts for the forwards of micro-batches 1..nctx that run with micro-batch 0's under the
+     * last step's update (train_step); inp, tgt, pos and kv hold 1 + nctx micro-batches */
+    zinf_model ctx[ZINF_MAX_CTX];
+    int nctx;
     int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
     char dataset_glob[2][4400]; /* --dataset: the cached shards' train and val globs ("" none) */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
@@ -288,22 +295,34 @@ static double tev_s(run *r, int a, int b)
     return ms > 0 ? 1e-3 * ms : 0.0;
 }
 
-/* One forward (and backward) of a micro-batch through the ZeRO hooks; pos and kv (zinf_batch's)
- * for packed rows, else NULL; head_at/head_n (zinf_batch's) for the logits of some rows alone. */
-static int pass(run *r, const int32_t *inp, const int32_t *tgt, const int32_t *pos, const int32_t *kv,
-                const int64_t *head_at, int64_t head_n, float *loss, bool backward, bool last_micro, float dloss_scale,
-                step_times *t)
+/* Micro-batch j's rows in the step's host buffers (j > 0: the micro-batches whose forwards run with
+ * micro-batch 0's, see train_step); pos and kv (zinf_batch's) for packed rows, else NULL. */
+static zinf_batch batch_of(const run *r, int j)
+{
+    size_t N = (size_t)r->m.B * (size_t)r->m.T * (size_t)j;
+    return (zinf_batch){.tok = r->inp + N, .tgt = r->tgt + N, .pos = r->pos ? r->pos + N : NULL,
+                        .kv_start = r->kv ? r->kv + N : NULL, .B = r->m.B, .T = r->m.T};
+}
+
+/* One pass of the ZeRO hooks over model m (the run's, or a context): kind ZINF_PASS_FORWARD (b
+ * with head_at/head_n for the logits of some rows alone), ZINF_PASS_TRAIN (forward and
+ * backward), ZINF_PASS_TAIL (the head and the backward after zinf_model_forward_layers) or
+ * ZINF_PASS_BODY (the forwards of the k micro-batches in ms/bs at once, up to their heads). */
+static int pass_of(run *r, int kind, zinf_model *const *ms, const zinf_batch *bs, int k, float *loss, bool last_micro,
+                   float dloss_scale, step_times *t)
 {
     double t0 = zinf_now();
-    bool tm = t && r->tev[0];
-    ZINF_TRY(zinf_zero_begin_pass(r->z, backward, last_micro));
+    bool tm = t && r->tev[0], backward = kind == ZINF_PASS_TRAIN || kind == ZINF_PASS_TAIL;
+    zinf_model *m = ms[0];
+    const zinf_unit_hooks *h = zinf_zero_hooks(r->z);
+    ZINF_TRY(zinf_zero_begin_pass(r->z, kind, last_micro));
     if (tm) r->be.event_record(&r->be, r->tev[0], NULL);
-    zinf_batch b = {.tok = inp, .tgt = tgt, .pos = pos, .kv_start = kv, .B = r->m.B, .T = r->m.T, .head_at = head_at,
-                    .head_n = head_n};
-    ZINF_TRY(zinf_model_forward_batch(&r->m, &b, zinf_zero_hooks(r->z), backward ? dloss_scale : 0.0f, loss));
+    if (kind == ZINF_PASS_BODY) ZINF_TRY(zinf_model_forward_layers(ms, k, bs, h));
+    else if (kind == ZINF_PASS_TAIL) ZINF_TRY(zinf_model_head(m, bs, h, dloss_scale, loss));
+    else ZINF_TRY(zinf_model_forward_batch(m, bs, h, backward ? dloss_scale : 0.0f, loss));
     double t1 = zinf_now();
     if (tm) r->be.event_record(&r->be, r->tev[1], NULL);
-    if (backward) ZINF_TRY(zinf_model_backward(&r->m, zinf_zero_hooks(r->z), dloss_scale));
+    if (backward) ZINF_TRY(zinf_model_backward(m, h, dloss_scale));
     ZINF_TRY(zinf_zero_end_pass(r->z));
     if (tm) r->be.event_record(&r->be, r->tev[2], NULL);
     ZINF_TRY(r->be.sync(&r->be));
@@ -317,6 +336,12 @@ static int pass(run *r, const int32_t *inp, const int32_t *tgt, const int32_t *p
     }
     if (r->tev[0]) zinf_zero_event_times(r->z, t != NULL);
     return 0;
+}
+
+static int pass(run *r, const zinf_batch *b, int kind, float *loss, bool last_micro, float dloss_scale, step_times *t)
+{
+    zinf_model *m = &r->m;
+    return pass_of(r, kind, &m, b, 1, loss, last_micro, dloss_scale, t);
 }
 
 /* A failure every rank reaches at the same point with the same values (after the norm's
@@ -435,11 +460,29 @@ static int train_step(run *r, int64_t step, step_result *out)
         }
         ZINF_TRY(zinf_comm_allreduce_sum_f64(r->comm, &n_all, 1));
     }
+    /* With the last step's update still running on into this one (ZeRO-3, optimizer in host
+     * memory), the forwards of the first K micro-batches run together, unit by unit behind the
+     * update: micro-batch 0 in the run's activations, the others in contexts (setup). Their heads
+     * and backward passes then follow one micro-batch after the other. Each micro-batch's forward
+     * is the same arithmetic on the same parameters, and the gradients accumulate in the same
+     * order, so the results are those of one micro-batch after the other. */
+    int K = r->nctx > 0 && zinf_zero_update_running(r->z) ? (int)(gas < 1 + r->nctx ? gas : 1 + r->nctx) : 1;
+    zinf_model *ms[ZINF_MAX_CTX + 1];
+    zinf_batch bs[ZINF_MAX_CTX + 1];
+    for (int j = 0; K > 1 && j < K; j++) {
+        int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, j, rank, W, mb);
+        bs[j] = batch_of(r, j);
+        ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, (int32_t *)bs[j].tok, (int32_t *)bs[j].tgt,
+                                     (int32_t *)bs[j].pos, (int32_t *)bs[j].kv_start));
+        ms[j] = j ? &r->ctx[j - 1] : &r->m;
+    }
+    if (K > 1) ZINF_TRY(pass_of(r, ZINF_PASS_BODY, ms, bs, K, NULL, false, 0, &out->t));
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
         double wk = !r->nk ? 1.0 / (double)gas : n_all > 0 ? (double)W * (double)r->nk[k] / n_all : 0.0;
         int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, rank, W, mb);
-        ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
+        bool tail = K > 1 && k < K;
+        if (!tail) ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
         if (k == gas - 1 && update_known_early(r)) {
             zinf_adamw_args a = step_args(r, 1.0);
             int on = zinf_zero_overlap_step(r->z, &a, c->weight_decay);
@@ -451,7 +494,9 @@ static int train_step(run *r, int64_t step, step_result *out)
         }
         float loss = 0;
         float dls = r->nk ? (float)(r->ls.cur_scale * wk) : (float)(r->ls.cur_scale / (double)gas);
-        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, NULL, 0, &loss, true, k == gas - 1, dls, &out->t));
+        zinf_model *mk = tail ? ms[k] : &r->m;
+        zinf_batch b = tail ? bs[k] : batch_of(r, 0);
+        ZINF_TRY(pass_of(r, tail ? ZINF_PASS_TAIL : ZINF_PASS_TRAIN, &mk, &b, 1, &loss, k == gas - 1, dls, &out->t));
         loss_sum += r->nk ? loss * wk : loss;
     }
     double scaled_norm;
@@ -559,7 +604,8 @@ static int evaluate(run *r, double *val_loss)
         bool mine = b < nbatches;
         ZINF_TRY(zinf_data_read_rows(r->val, (mine ? b : b0) * B, B, r->inp, r->tgt, r->pos, r->kv));
         float loss;
-        ZINF_TRY(pass(r, r->inp, r->tgt, r->pos, r->kv, NULL, 0, &loss, false, false, 0, NULL));
+        zinf_batch vb = batch_of(r, 0);
+        ZINF_TRY(pass(r, &vb, ZINF_PASS_FORWARD, &loss, false, 0, NULL));
         /* SFT data: the mean over every predicted token (micro-batches weigh by their counts) */
         double n = r->nk ? (double)r->m.nvalid : 1.0;
         if (mine) {
@@ -649,7 +695,8 @@ static int check_prompts(run *r, const char *path)
         if (rc || nb == 0) break;
         for (int64_t g = 0; g < r->o->max_new_tokens; g++) {
             for (int b = 0; b < nb; b++) at[b] = (int64_t)b * T + len[b] - 1;
-            ZINF_TRY(pass(r, tok, NULL, NULL, NULL, at, nb, NULL, false, false, 0, NULL));
+            zinf_batch b = {.tok = tok, .B = r->m.B, .T = r->m.T, .head_at = at, .head_n = nb};
+            ZINF_TRY(pass(r, &b, ZINF_PASS_FORWARD, NULL, false, 0, NULL));
             r->be.to_f32(&r->be, dlogits, m->logits, (int64_t)nb * Vp);
             ZINF_TRY(r->be.copy(&r->be, logits, dlogits, (size_t)nb * Vp * 4, NULL));
             ZINF_TRY(r->be.sync(&r->be));
@@ -700,6 +747,57 @@ out:
 }
 
 /* ---------------------------------------------------------------- the run ------------------ */
+/* The device memory free now, and the reserve that activations must leave: what ZeRO allocates
+ * only while a step runs (buckets, gathered units, a unit's gradient: zinf estimate's figure),
+ * cuDNN's attention workspace, and 5% of the GPU (at least 1 GiB) for the rest (GEMM scratch,
+ * NCCL, the allocator's slack). */
+static int act_room(run *r, zinf_comm *comm, size_t *freeb, size_t *reserve)
+{
+    const zinf_model_cfg *mc = &r->m.c;
+    size_t used = 0, total = 0, es = zinf_dtype_size(r->be.cdt);
+    ZINF_TRY(r->be.mem_info(&r->be, &used, &total));
+    zinf_mem_estimate e;
+    *reserve = total / 20;
+    if (*reserve < ((size_t)1 << 30)) *reserve = (size_t)1 << 30;
+    *reserve += zinf_attn_ws_bytes(r->cfg.train_micro_batch_size_per_gpu, r->T, mc->n_head, mc->n_kv_head,
+                                   mc->head_dim, es);
+    if (!zinf_estimate_prec(mc, es == 4 ? ZINF_EST_FP32 : ZINF_EST_MIXED, (int)r->cfg.zero_stage, ZINF_EST_NONE,
+                            ZINF_EST_NONE, 1, comm->size, 0, &r->cfg, &e))
+        *reserve += (size_t)e.gpu_step_buffers;
+    *freeb = total > used ? total - used : 0;
+    return 0;
+}
+
+/* Contexts for the forwards that run together under the last step's host update (train_step):
+ * where ZeRO lets the update run on into the next step, as many of a step's other micro-batches
+ * as fit the device memory left after the run's activations and the reserve, each with the same
+ * activations (recompute policy and blocks) as micro-batch 0; one on the CPU backend, which has
+ * no device memory to fit. The ranks take the fewest any of them fits. */
+static int forward_contexts(run *r, zinf_comm *comm)
+{
+    int64_t gas = r->cfg.gradient_accumulation_steps;
+    int want = gas - 1 < ZINF_MAX_CTX ? (int)(gas - 1) : ZINF_MAX_CTX, n = 0, rc = 0;
+    if (!zinf_zero_update_may_run_on(r->z) || want < 1) return 0;
+    size_t each = r->m.act_bytes + r->m.grad_bytes, freeb = 0, reserve = 0;
+    if (!r->be.mem_info) n = 1;
+    else if (!(rc = act_room(r, comm, &freeb, &reserve)) && freeb > reserve && each)
+        n = (freeb - reserve) / each < (size_t)want ? (int)((freeb - reserve) / each) : want;
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    double fewest = -(double)(n < want ? n : want);
+    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &fewest, 1));
+    n = (int)-fewest;
+    for (int j = 0; j < n && !rc; j++) {
+        rc = zinf_model_ctx_alloc(&r->m, &r->ctx[j]);
+        if (!rc) r->nctx = j + 1;
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    if (n)
+        zinf_info("the forwards of %d micro-batches of each step run together, unit by unit behind the last "
+                  "step's host update (%.2f GiB of activations for each after the first)", n + 1,
+                  (double)each / 1073741824.0);
+    return 0;
+}
+
 /* How many blocks to recompute: every one, the count the config gives, or for "auto" the fewest
  * for which the activations fit in the device memory the ZeRO states left, less a reserve for
  * what is allocated later (GEMM workspaces, NCCL's buffers, the allocator's slack). The ranks
@@ -720,20 +818,8 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
         zinf_info("activation checkpointing: zinf_recompute_blocks \"auto\" on the %s backend, which has no "
                   "device memory to fit: no block is recomputed", r->be.name);
     } else {
-        size_t used = 0, total = 0, es = zinf_dtype_size(r->be.cdt);
-        rc = r->be.mem_info(&r->be, &used, &total);
-        /* the reserve: what ZeRO allocates only while a step runs (buckets, gathered units, a
-         * unit's gradient: zinf estimate's figure), cuDNN's attention workspace, and 5% of the GPU
-         * (at least 1 GiB) for the rest (GEMM scratch, NCCL, the allocator's slack) */
-        zinf_mem_estimate e;
-        size_t reserve = total / 20;
-        if (reserve < ((size_t)1 << 30)) reserve = (size_t)1 << 30;
-        reserve += zinf_attn_ws_bytes(r->cfg.train_micro_batch_size_per_gpu, r->T, mc->n_head, mc->n_kv_head,
-                                      mc->head_dim, es);
-        if (!rc && !zinf_estimate_prec(mc, es == 4 ? ZINF_EST_FP32 : ZINF_EST_MIXED, (int)r->cfg.zero_stage,
-                                       ZINF_EST_NONE, ZINF_EST_NONE, 1, comm->size, 0, &r->cfg, &e))
-            reserve += (size_t)e.gpu_step_buffers;
-        size_t freeb = total > used ? total - used : 0;
+        size_t freeb = 0, reserve = 0, es = zinf_dtype_size(r->be.cdt);
+        rc = act_room(r, comm, &freeb, &reserve);
         size_t budget = freeb > reserve ? freeb - reserve : 0;
         if (!rc)
             rc = zinf_model_recompute_fit(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, budget, nrc);
@@ -864,7 +950,9 @@ static int setup(run *r)
     int nrc = 0;
     if (!rc) rc = recompute_blocks(r, rp, comm, &nrc);
     if (!rc) rc = zinf_model_alloc_acts_n(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp, nrc);
-    size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T;
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    ZINF_TRY(forward_contexts(r, comm));
+    size_t N = (size_t)r->cfg.train_micro_batch_size_per_gpu * (size_t)r->T * (size_t)(1 + r->nctx);
     r->inp = malloc(N * 4);
     r->tgt = malloc(N * 4);
     /* packed rows carry each token's position and sample start; plain and one-sample rows need
@@ -1078,6 +1166,7 @@ static void teardown(run *r)
     for (int i = 0; i < 6; i++)
         if (r->tev[i]) r->be.event_free(&r->be, r->tev[i]);
     zinf_zero_free(r->z);
+    for (int j = 0; j < r->nctx; j++) zinf_model_free(&r->ctx[j]);
     zinf_model_free(&r->m);
     if (r->train) zinf_data_close(r->train);
     if (r->val) zinf_data_close(r->val);

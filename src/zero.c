@@ -1270,16 +1270,22 @@ int zinf_zero_begin_step(zinf_zero *z)
     return 0;
 }
 
-int zinf_zero_begin_pass(zinf_zero *z, int with_backward, int last_micro)
+int zinf_zero_begin_pass(zinf_zero *z, int kind, int last_micro)
 {
     z->last_micro = last_micro != 0;
     if (z->stage == 3) {
-        z->nseq = with_backward ? z->nseq_full : z->nseq_fwd;
+        /* the plan's uses [cursor, nseq): the forward's, all, the forward's before the head's, or
+         * the head's and the backward's */
+        z->nseq = kind == ZINF_PASS_FORWARD ? z->nseq_fwd : kind == ZINF_PASS_BODY ? z->nseq_fwd - 1 : z->nseq_full;
         plan_distances(z, z->nseq);
-        z->cursor = 0;
+        z->cursor = kind == ZINF_PASS_TAIL ? z->nseq_fwd - 1 : 0;
     }
     return 0;
 }
+
+bool zinf_zero_update_running(const zinf_zero *z) { return z->ov.async; }
+
+bool zinf_zero_update_may_run_on(const zinf_zero *z) { return z->ov.into_next; }
 
 int zinf_zero_end_pass(zinf_zero *z)
 {

@@ -106,9 +106,18 @@ const zinf_unit_hooks *zinf_zero_hooks(zinf_zero *z);
 
 /* Start of an optimizer step: zero gradient accumulators. */
 int zinf_zero_begin_step(zinf_zero *z);
-/* Before a forward pass: with_backward says whether a backward follows (stage 3 plan);
- * last_micro marks the last micro-step of an optimizer step (stage 0/1 overlap the all-reduce). */
-int zinf_zero_begin_pass(zinf_zero *z, int with_backward, int last_micro);
+/* Before a pass: which of the model's unit uses it makes (stage 3 plan): the forward's; the
+ * forward's and the backward's (a training micro-step); the forward's before the head's (the
+ * forwards of several micro-batches at once, zinf_model_forward_layers); the head's and the
+ * backward's (each of those micro-batches after it). last_micro marks the last micro-step of an
+ * optimizer step (stage 0/1 overlap the all-reduce). */
+enum { ZINF_PASS_FORWARD = 0, ZINF_PASS_TRAIN = 1, ZINF_PASS_BODY = 2, ZINF_PASS_TAIL = 3 };
+int zinf_zero_begin_pass(zinf_zero *z, int kind, int last_micro);
+/* The last step's host update is still running on into the passes to come (stage 3, see
+ * zinf_zero_step): the step's first forwards can follow it unit by unit. */
+bool zinf_zero_update_running(const zinf_zero *z);
+/* Whether the placement lets the host update run on into the next step at all. */
+bool zinf_zero_update_may_run_on(const zinf_zero *z);
 /* After the pass (and its backward): finish outstanding reductions, release gathered units. */
 int zinf_zero_end_pass(zinf_zero *z);
 /* After the last micro-step: reduce what is still unreduced (stage 0/1 all-reduce), average over

@@ -120,6 +120,7 @@ row zinf "$tps" "${zpeak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 grep "  device time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (device): /' || :
 grep "  host optimizer (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf /' || :
+sed -n 's/.*\(the forwards of [0-9]* micro-batches .*\)/  zinf: \1/p' "$tmp/zinf.log" | head -1
 [ "$recompute" != auto ] || { echo "  zinf recomputed ${zrc:-every one of the} blocks (auto)"
     sed -n 's/.*\(activation checkpointing (auto): .*\)/  zinf: \1/p' "$tmp/zinf.log" | head -1; }
 zinf_memory "$tmp/zinf.log"

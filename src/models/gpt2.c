@@ -338,7 +338,6 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     be->matmul_fwd_res(be, A->res[l + 1], a->fchg, TP(P, u, T_FCPROJW), TP(P, u, T_FCPROJB), a->res2, N, 4 * C, C);
 }
 
-static void block_forward_whole(zinf_model *m, int l) { block_forward(m, l, false); }
 
 /* GPT-2's positions are the row offsets and its attention sees back to the row's start: one
  * sample per row. Packed rows wait for the kernels that take positions and sample starts. */
@@ -356,22 +355,25 @@ static int one_sample_per_row(const zinf_batch *b)
     return 0;
 }
 
-static int gpt2_forward(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h)
+static int gpt2_forward_begin(zinf_model *m, const zinf_batch *b)
+{
+    (void)m;
+    return one_sample_per_row(b);
+}
+
+/* use i of gpt2_use_order's forward: the embedding, the blocks, the final LayerNorm (the head,
+ * model.c's, reads wte: unit 0 again) */
+static void gpt2_forward_use(zinf_model *m, int i)
 {
     zinf_backend *be = m->be;
     gpt2_acts *A = m->acts;
     int B = m->B, T = m->T, C = m->c.n_embd, L = m->c.n_layer;
-    int64_t N = (int64_t)B * T;
     void **P = m->params;
-    ZINF_TRY(one_sample_per_row(b));
-    ZINF_TRY(zinf_acquire(h, 0, 0));
-    be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, T_WTE), TP(P, 0, T_WPE), B, T, C);
-    ZINF_TRY(zinf_release(h, 0, 0));
-    ZINF_TRY(zinf_blocks_forward(m, h, block_forward_whole));
-    ZINF_TRY(zinf_acquire(h, L + 1, 0));
-    be->layernorm_fwd(be, A->lnf, A->lnf_mean, A->lnf_rstd, A->res[L], TP(P, L + 1, T_LNFW), TP(P, L + 1, T_LNFB),
-                      N, C);
-    return zinf_release(h, L + 1, 0); /* the head (model.c) reads wte: unit 0 again */
+    if (i == 0) be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, T_WTE), TP(P, 0, T_WPE), B, T, C);
+    else if (i <= L) block_forward(m, i - 1, false);
+    else
+        be->layernorm_fwd(be, A->lnf, A->lnf_mean, A->lnf_rstd, A->res[L], TP(P, L + 1, T_LNFW),
+                          TP(P, L + 1, T_LNFB), (int64_t)B * T, C);
 }
 
 static void block_backward(zinf_model *m, int l)
@@ -505,7 +507,8 @@ const zinf_family zinf_family_gpt2 = {
     .acts_init = gpt2_acts_init,
     .acts_free = gpt2_acts_free,
     .carve = gpt2_carve,
-    .forward = gpt2_forward,
+    .forward_begin = gpt2_forward_begin,
+    .forward_use = gpt2_forward_use,
     .backward = gpt2_backward,
     .head_unit = gpt2_head_unit,
     .head_w = gpt2_head_w,

@@ -595,7 +595,6 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
                        (int)d.C);
 }
 
-static void block_forward_whole(zinf_model *m, int l) { block_forward(m, l, false); }
 
 /* The samples packed into the batch's rows, from its sample starts: each row a run of samples,
  * kv_start[t] either kv_start[t-1] (the same sample) or t (a new one). NULL or all zero: one
@@ -665,25 +664,28 @@ static void *head_w(const zinf_model *m, void **bufs)
     return m->c.tie_embeddings ? TP(bufs, 0, E_WTE) : TP(bufs, L + 1, H_HEAD);
 }
 
-static int llama_forward(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h)
+static int llama_forward_begin(zinf_model *m, const zinf_batch *b)
+{
+    if (m->c.sliding_window && m->T > m->c.sliding_window)
+        return zinf_err("%s: sliding_window %d is shorter than the sequence length %d: zinf's attention has no window",
+                        m->c.model_type, m->c.sliding_window, m->T);
+    return take_batch(m, b);
+}
+
+/* use i of llama_use_order's forward: the embedding, the blocks, the final norm (the head,
+ * model.c's, uses its unit next) */
+static void llama_forward_use(zinf_model *m, int i)
 {
     zinf_backend *be = m->be;
     llama_acts *A = m->acts;
     dims d = dims_of(m);
     int L = m->c.n_layer;
     void **P = m->params;
-    if (m->c.sliding_window && m->T > m->c.sliding_window)
-        return zinf_err("%s: sliding_window %d is shorter than the sequence length %d: zinf's attention has no window",
-                        m->c.model_type, m->c.sliding_window, m->T);
-    ZINF_TRY(take_batch(m, b));
-    ZINF_TRY(zinf_acquire(h, 0, 0));
-    be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, E_WTE), NULL, m->B, m->T, (int)d.C);
-    ZINF_TRY(zinf_release(h, 0, 0));
-    ZINF_TRY(zinf_blocks_forward(m, h, block_forward_whole));
-    ZINF_TRY(zinf_acquire(h, L + 1, 0));
-    be->rmsnorm_fwd(be, A->lnf, A->lnf_rstd, A->res[L], TP(P, L + 1, H_NORM), d.N, (int)d.C, d.C,
-                    (float)m->c.norm_eps);
-    return zinf_release(h, L + 1, 0); /* the head (model.c) uses its unit next */
+    if (i == 0) be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, E_WTE), NULL, m->B, m->T, (int)d.C);
+    else if (i <= L) block_forward(m, i - 1, false);
+    else
+        be->rmsnorm_fwd(be, A->lnf, A->lnf_rstd, A->res[L], TP(P, L + 1, H_NORM), d.N, (int)d.C, d.C,
+                        (float)m->c.norm_eps);
 }
 
 static void block_backward(zinf_model *m, int l)
@@ -874,7 +876,8 @@ static char *llama_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
         .acts_init = llama_acts_init,                                                             \
         .acts_free = llama_acts_free,                                                             \
         .carve = llama_carve,                                                                     \
-        .forward = llama_forward,                                                                 \
+        .forward_begin = llama_forward_begin,                                                     \
+        .forward_use = llama_forward_use,                                                         \
         .backward = llama_backward,                                                               \
         .head_unit = llama_head_unit,                                                             \
         .head_w = llama_head_w,                                                                   \

@@ -139,6 +139,16 @@ for np in 1 2; do
     HS=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
     [ -n "$HA" ] && [ "$HA" = "$HS" ] && cmp -s "$TMP/oc3g$np.loss" "$TMP/os3g$np.loss" && pass ||
         fail "stage 3 on $np GPU(s): the update run on into the next passes gives $HA, finished in its step $HS"
+    # with gradient accumulation the next step's first micro-batches run their forwards together,
+    # unit by unit behind that update: the same bits again
+    OC='"offload_optimizer": {"device": "cpu"}'
+    train1 "og3g$np" cuda '"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 4,' "3, $OC" $np
+    expect_has "og3g$np: forwards together" "micro-batches of each step run together, unit by unit"
+    HA=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    train1 "ogs3g$np" cuda '"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 4, "zinf_overlap_host_step": false,' "3, $OC" $np
+    HS=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    [ -n "$HA" ] && [ "$HA" = "$HS" ] && cmp -s "$TMP/og3g$np.loss" "$TMP/ogs3g$np.loss" && pass ||
+        fail "stage 3 on $np GPU(s), accumulation: the forwards together behind the update give $HA, one after the other $HS"
     train1 "on3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"pipeline_read\": true, \"pipeline_write\": true}" $np --swap_engine $ENG
     agree "s3g$np" "on3g$np" 2e-3 "stage 3, optimizer on NVMe ($ENG), $np GPU(s)"
     train1 "pc3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_param\": {\"device\": \"cpu\"}" $np
