@@ -279,6 +279,15 @@ OUTPUT=$(ZINF_FAULT="rank=1,step=2,kind=kill" timeout 120 "$MPIRUN" --oversubscr
     --comm_timeout 20 2>&1); RC=$?
 [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && pass || fail "a killed rank: exit $RC (124 = hung)"
 [ -z "$(find "$NV/a" "$NV/b" -type f)" ] && pass || fail "swap files left behind after failures: $(find "$NV/a" "$NV/b" -type f)"
+# a rank that fails or hangs at the start of a step while its last step's host update still runs
+# on into it (stage 3, optimizer in host memory): the job ends with the failing rank's line, or
+# with the other rank's timeout naming what it waited for, not with a hang
+OUTPUT=$(ZINF_FAULT="rank=1,step=3,kind=fail" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 4 --config "$TMP/ocpupnonew2.json" --out "$TMP/uf" --comm_timeout 5 2>&1); RC=$?
+expect_err "a rank that fails with its update under way" "rank 1: injected failure at step 3"
+OUTPUT=$(ZINF_FAULT="rank=0,step=3,kind=hang" timeout 120 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini \
+    --data "$D" --max_length 32 --max_steps 4 --config "$TMP/ocpupnonew2.json" --out "$TMP/uh" --comm_timeout 5 2>&1); RC=$?
+expect_err "a rank that hangs with its update under way" "rank 1: timed out after" "waiting for"
 # a short transfer that goes on is continued: the run is the reference
 OUTPUT=$(ZINF_SWAP_FAULT=short@3 "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" --max_length 32 \
     --max_steps 3 --logging_steps 1 --config "$TMP/onvmepnonew2.json" --out "$TMP/short" --seed 5 --swap_engine "$ENGINE" 2>&1); RC=$?
