@@ -783,14 +783,18 @@ static int forward_contexts(run *r, zinf_comm *comm)
     else if (!(rc = act_room(r, comm, &freeb, &reserve)) && freeb > reserve && each)
         n = (freeb - reserve) / each < (size_t)want ? (int)((freeb - reserve) / each) : want;
     ZINF_TRY(zinf_comm_agree(comm, rc));
-    double fewest = -(double)(n < want ? n : want);
+    /* a context the device cannot give after all (fragmentation) ends the count, not the run */
+    for (int j = 0; j < n; j++) {
+        if (zinf_model_ctx_alloc(&r->m, &r->ctx[j])) {
+            zinf_err_clear();
+            break;
+        }
+        r->nctx = j + 1;
+    }
+    double fewest = -(double)r->nctx;
     ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &fewest, 1));
     n = (int)-fewest;
-    for (int j = 0; j < n && !rc; j++) {
-        rc = zinf_model_ctx_alloc(&r->m, &r->ctx[j]);
-        if (!rc) r->nctx = j + 1;
-    }
-    ZINF_TRY(zinf_comm_agree(comm, rc));
+    while (r->nctx > n) zinf_model_free(&r->ctx[--r->nctx]);
     if (n)
         zinf_info("the forwards of %d micro-batches of each step run together, unit by unit behind the last "
                   "step's host update (%.2f GiB of activations for each after the first)", n + 1,
