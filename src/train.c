@@ -1474,6 +1474,8 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     int rc = setup(&r);
     if (rc) { teardown(&r); return rc; }
     rc = loop(&r);
+    /* the contexts' activations go back before the end-of-run checks, which gather whole units */
+    while (r.nctx > 0) zinf_model_free(&r.ctx[--r.nctx]);
     if (rc == ZINF_TRAIN_STOPPED) {
         int lrc = finish_logs(&r); /* a stopped run's logs are as complete as a finished one's */
         teardown(&r);

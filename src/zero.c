@@ -611,7 +611,11 @@ static int prefetch(zinf_zero *z, int k, int cur)
         int v = z->seq[j].u;
         zunit *x = &z->u[v];
         if (x->state) continue;
-        /* a unit the update still holds is not waited for here: the unit in use goes first */
+        /* a unit the update still holds is not waited for here: the unit in use goes first. With
+         * several ranks the look-ahead must not depend on when each rank's own update releases
+         * its units (their all-gathers would pair up out of order): there it stops at any unit
+         * not yet through the blocking gate of its use, which every rank passes at the same use */
+        if (x->upd_wait && z->W > 1) break;
         int g = update_gate(z, v, false);
         if (g <= 0) return g;
         /* DeepSpeed's rule (partitioned_param_coordinator.py): fetch ahead while what is in

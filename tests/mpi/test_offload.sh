@@ -135,7 +135,9 @@ expect_ok "clipping: no overlap"
 
 # --- stage 3: the host update runs on into the next step's passes, each of which waits only for
 # --- the units it uses; the parameters are those without offload, bit for bit, with clipping and
-# --- without, with gradient accumulation; zinf_overlap_host_step false finishes it in its step
+# --- without, with gradient accumulation; zinf_overlap_host_step false finishes it in its step;
+# --- stage3_max_reuse_distance 0 gathers every unit again for the backward, so at 2 ranks the
+# --- gathers ahead must pair up in the same order on both whatever each rank's update thread does
 into() { printf '%s\n' "$OUTPUT" | grep -c "the last step's update, run on into this step's passes, which waited"; }
 for np in 1 2; do
     for clip in 1.0 0; do
@@ -144,7 +146,8 @@ for np in 1 2; do
                 n=inx$np${clip%.*}$(printf '%s%s' "$ov" "$off" | cksum | cut -c1-6)
                 printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "gradient_clipping": %s,
  "wall_clock_breakdown": true, "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
- "bf16": {"enabled": true, "check_grad_overflow": false}, "zero_optimization": {"stage": 3 %s} %s}\n' \
+ "bf16": {"enabled": true, "check_grad_overflow": false},
+ "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0 %s} %s}\n' \
                     $((6 / np)) "$clip" "$off" "$ov" > "$TMP/$n.json"
                 mpi $np train --model test-mini --data "$D" --max_length 32 --max_steps 4 --logging_steps 1 \
                     --config "$TMP/$n.json" --out "$TMP/$n" --seed 5
