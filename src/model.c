@@ -112,14 +112,11 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be)
         for (int t = 0; t < u->ntensors; t++) u->trainable = u->trainable && u->t[t].trainable;
         m->num_params += u->numel;
     }
-    /* the forward's uses before the head's, which the forward steps follow */
-    int nfwd = 0, n = zinf_model_use_order(m, NULL, 0, &nfwd);
+    int n = zinf_model_use_order(m, NULL, 0, &m->nfwd);
     ZINF_TRY(n);
-    zinf_use *all = malloc((size_t)(n > 0 ? n : 1) * sizeof *all);
-    if (!all) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    zinf_model_use_order(m, all, n, &nfwd);
-    m->fuses = all;
-    m->nfuse = nfwd - 1;
+    m->uses = malloc((size_t)(n > 0 ? n : 1) * sizeof *m->uses);
+    if (!m->uses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    m->nuses = zinf_model_use_order(m, m->uses, n, &m->nfwd);
     return 0;
 }
 
@@ -130,15 +127,12 @@ int zinf_model_use_order(const zinf_model *m, zinf_use *out, int cap, int *nfwd)
 
 int64_t zinf_model_grad_live_max(const zinf_model *m)
 {
-    int nfwd = 0, n = zinf_model_use_order(m, NULL, 0, &nfwd);
-    if (n < 0) return n;
-    zinf_use *seq = malloc((size_t)(n > 0 ? n : 1) * sizeof *seq);
+    const zinf_use *seq = m->uses;
+    const int nfwd = m->nfwd, n = m->nuses;
     int *last = malloc((size_t)(m->nunits > 0 ? m->nunits : 1) * sizeof *last);
     bool *live = calloc((size_t)(m->nunits > 0 ? m->nunits : 1), sizeof *live);
     int64_t cur = 0, most = 0;
-    int rc = seq && last && live ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
-    if (!rc && zinf_model_use_order(m, seq, n, &nfwd) != n)
-        rc = zinf_errc(ZINF_EINVAL, "internal: the use order changed its length");
+    int rc = last && live ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
     for (int u = 0; !rc && u < m->nunits; u++) last[u] = -1;
     for (int i = nfwd; !rc && i < n; i++) last[seq[i].u] = i;
     /* a unit's gradient is taken at its first backward use and given up after its last */
@@ -149,7 +143,7 @@ int64_t zinf_model_grad_live_max(const zinf_model *m)
         if (cur > most) most = cur;
         if (i == last[u]) live[u] = false, cur -= m->units[u].numel;
     }
-    free(seq), free(last), free(live);
+    free(last), free(live);
     return rc ? rc : most;
 }
 
@@ -324,7 +318,7 @@ void zinf_model_free(zinf_model *m)
         free(m->units);
         free(m->params);
         free(m->grads);
-        free(m->fuses);
+        free(m->uses);
     }
     free(m->host_losses);
     memset(m, 0, sizeof *m);
@@ -341,8 +335,9 @@ int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)
     ctx->num_params = m->num_params;
     ctx->params = m->params;
     ctx->grads = m->grads;
-    ctx->fuses = m->fuses;
-    ctx->nfuse = m->nfuse;
+    ctx->uses = m->uses;
+    ctx->nuses = m->nuses;
+    ctx->nfwd = m->nfwd;
     ctx->ctx = true;
     int rc = zinf_model_alloc_acts_n(ctx, m->B, m->T, m->recompute, m->recompute_blocks);
     if (rc) zinf_model_free(ctx);
@@ -396,10 +391,10 @@ static int forward_take(zinf_model *m, const zinf_batch *b)
 static int forward_uses(zinf_model *const *ms, int k, const zinf_unit_hooks *h)
 {
     const zinf_model *m = ms[0];
-    for (int i = 0; i < m->nfuse; i++) {
-        ZINF_TRY(zinf_acquire(h, m->fuses[i].u, 0));
+    for (int i = 0; i < m->nfwd - 1; i++) { /* the last forward use is the head's */
+        ZINF_TRY(zinf_acquire(h, m->uses[i].u, 0));
         for (int j = 0; j < k; j++) m->f->forward_use(ms[j], i);
-        ZINF_TRY(zinf_release(h, m->fuses[i].u, 0));
+        ZINF_TRY(zinf_release(h, m->uses[i].u, 0));
     }
     return 0;
 }

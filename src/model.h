@@ -151,8 +151,9 @@ typedef struct zinf_model {
     bool logits_hold_grad; /* the last forward was a training one: the last chunk's logits (all of them when
                             * they fit at once) hold their loss gradient */
     float *host_losses;
-    zinf_use *fuses;     /* use_order's forward uses before the head's, which the forward steps follow */
-    int nfuse;
+    zinf_use *uses;      /* zinf_model_use_order's list, made once: nuses uses, the first nfwd forward's
+                          * (the last of them the head's); ZeRO's plan and the forward steps follow it */
+    int nuses, nfwd;
     bool ctx;            /* a context (zinf_model_ctx_alloc): units, params and grads are its model's */
 } zinf_model;
 

@@ -304,6 +304,19 @@ static zinf_batch batch_of(const run *r, int j)
                         .kv_start = r->kv ? r->kv + N : NULL, .B = r->m.B, .T = r->m.T};
 }
 
+/* Micro-batch k of this process's share of step `step` into slot j of the host buffers
+ * (batch_of(r, j)). */
+static int read_micro(run *r, int64_t step, int64_t k, int j)
+{
+    const zinf_config *c = &r->cfg;
+    int64_t mb = c->train_micro_batch_size_per_gpu;
+    int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, r->comm->rank,
+                                                        r->comm->size, mb);
+    size_t off = (size_t)mb * (size_t)r->T * (size_t)j;
+    return zinf_data_read_rows(r->train, pos, mb, r->inp + off, r->tgt + off, r->pos ? r->pos + off : NULL,
+                               r->kv ? r->kv + off : NULL);
+}
+
 /* One pass of the ZeRO hooks over model m (the run's, or a context): kind ZINF_PASS_FORWARD (b
  * with head_at/head_n for the logits of some rows alone), ZINF_PASS_TRAIN (forward and
  * backward), ZINF_PASS_TAIL (the head and the backward after zinf_model_forward_layers) or
@@ -452,8 +465,7 @@ static int train_step(run *r, int64_t step, step_result *out)
     double n_all = 0;
     if (r->nk) {
         for (int k = 0; k < gas; k++) {
-            int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, rank, W, mb);
-            ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
+            ZINF_TRY(read_micro(r, step, k, 0));
             r->nk[k] = 0;
             for (int64_t i = 0; i < mb * r->T; i++) r->nk[k] += r->tgt[i] >= 0;
             n_all += (double)r->nk[k];
@@ -470,19 +482,16 @@ static int train_step(run *r, int64_t step, step_result *out)
     zinf_model *ms[ZINF_MAX_CTX + 1];
     zinf_batch bs[ZINF_MAX_CTX + 1];
     for (int j = 0; K > 1 && j < K; j++) {
-        int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, j, rank, W, mb);
+        ZINF_TRY(read_micro(r, step, j, j));
         bs[j] = batch_of(r, j);
-        ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, (int32_t *)bs[j].tok, (int32_t *)bs[j].tgt,
-                                     (int32_t *)bs[j].pos, (int32_t *)bs[j].kv_start));
         ms[j] = j ? &r->ctx[j - 1] : &r->m;
     }
     if (K > 1) ZINF_TRY(pass_of(r, ZINF_PASS_BODY, ms, bs, K, NULL, false, 0, &out->t));
     double loss_sum = 0;
     for (int k = 0; k < gas; k++) {
         double wk = !r->nk ? 1.0 / (double)gas : n_all > 0 ? (double)W * (double)r->nk[k] / n_all : 0.0;
-        int64_t pos = r->data_start + zinf_data_slice_start(step - r->start_step, c->train_batch_size, k, rank, W, mb);
         bool tail = K > 1 && k < K;
-        if (!tail) ZINF_TRY(zinf_data_read_rows(r->train, pos, mb, r->inp, r->tgt, r->pos, r->kv));
+        if (!tail) ZINF_TRY(read_micro(r, step, k, 0));
         if (k == gas - 1 && update_known_early(r)) {
             zinf_adamw_args a = step_args(r, 1.0);
             int on = zinf_zero_overlap_step(r->z, &a, c->weight_decay);

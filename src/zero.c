@@ -83,7 +83,7 @@ struct zinf_zero {
     int64_t rs_peak;        /* the most rs_held ever */
     bool last_micro;        /* the pass in progress is the last micro-step of the step */
     /* stage-3 plan */
-    zinf_use *seq;
+    const zinf_use *seq;    /* the model's use order (zinf_model's uses) */
     int *nextuse;
     int64_t *reuse_dist;
     int nseq_full, nseq_fwd, nseq, cursor;
@@ -702,14 +702,13 @@ const zinf_unit_hooks *zinf_zero_hooks(zinf_zero *z) { return &z->hooks; }
 /* the model's static order of unit uses (zinf_model_use_order): forward's first, then backward's */
 static int build_plan(zinf_zero *z)
 {
-    int nfwd = 0, n = zinf_model_use_order(z->m, NULL, 0, &nfwd);
-    ZINF_TRY(n);
+    int n = z->m->nuses;
+    z->seq = z->m->uses;
     z->nseq_full = n;
-    z->seq = calloc((size_t)n, sizeof *z->seq);
-    z->nextuse = calloc((size_t)n, sizeof(int));
-    z->reuse_dist = calloc((size_t)n, sizeof(int64_t));
-    if (!z->seq || !z->nextuse || !z->reuse_dist) return zinf_errc(ZINF_ENOMEM, "out of host memory");
-    ZINF_TRY(zinf_model_use_order(z->m, z->seq, n, &z->nseq_fwd));
+    z->nseq_fwd = z->m->nfwd;
+    z->nextuse = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+    z->reuse_dist = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
+    if (!z->nextuse || !z->reuse_dist) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     return 0;
 }
 
@@ -1254,7 +1253,6 @@ void zinf_zero_free(zinf_zero *z)
     free(z->norm_x);
     free(z->norm_n);
     free(z->pend);
-    free(z->seq);
     free(z->nextuse);
     free(z->reuse_dist);
     free(z);
@@ -1442,6 +1440,13 @@ static int tiles_add(zinf_zero *z, int u)
         pthread_mutex_unlock(&z->ov.mu);
     }
     return rc;
+}
+
+/* The step's tile list emptied, once its update has ended. */
+static void tiles_clear(zinf_zero *z)
+{
+    z->nt = 0;
+    memset(z->tl_unit, 0, (size_t)z->nunits * sizeof *z->tl_unit);
 }
 
 /* Whether tile i is in the list. `live`: the list still grows (the overlapped step); with
@@ -1690,8 +1695,7 @@ static int update_settle(zinf_zero *z)
     z->t.host_into_next += z->ov.async;
     memset(&z->ov.t, 0, sizeof z->ov.t);
     z->ov.async = false;
-    z->nt = 0;
-    memset(z->tl_unit, 0, (size_t)z->nunits * sizeof *z->tl_unit);
+    tiles_clear(z);
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
         x->upd_wait = false;
@@ -1711,14 +1715,13 @@ static int update_gate(zinf_zero *z, int u, bool wait)
     double t0 = zinf_now();
     pthread_mutex_lock(&z->ov.mu);
     while (wait && !z->ov.unit_done[u] && !z->ov.done) pthread_cond_wait(&z->ov.cv, &z->ov.mu);
-    bool ready = z->ov.unit_done[u], rec = z->ov.uev_rec[u], done = z->ov.done;
+    bool ready = z->ov.unit_done[u], rec = z->ov.uev_rec[u];
     pthread_mutex_unlock(&z->ov.mu);
     z->t.update_wait += zinf_now() - t0;
     if (!ready && !wait) return 0;
     if (!ready) { /* the update ended without this unit: its failure */
         int rc = update_settle(z);
-        return rc ? rc : zinf_errc(ZINF_EINVAL, "internal: the host update ended (%d) without unit %s", done,
-                                   z->m->units[u].name);
+        return rc ? rc : zinf_errc(ZINF_EINVAL, "internal: the host update ended without unit %s", z->m->units[u].name);
     }
     x->upd_wait = false;
     if (rec) ZINF_TRY(z->be->stream_wait(z->be, NULL, z->ov.uev[u]));
@@ -1782,15 +1785,14 @@ static int host_update(zinf_zero *z, const zinf_adamw_args *a, double weight_dec
         rc = host_step(z, a, weight_decay, false, &z->t);
         if (team != nth) omp_set_num_threads(nth);
     }
-    z->nt = 0;
-    memset(z->tl_unit, 0, (size_t)z->nunits * sizeof *z->tl_unit);
+    tiles_clear(z);
     return rc;
 }
 
 int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
 {
     double t0 = zinf_now();
-    if (!z->ov.armed || z->ov.async) ZINF_TRY(update_settle(z)); /* the last step's, if still under way */
+    if (z->ov.async) ZINF_TRY(update_settle(z)); /* the last step's, if still under way */
     zinf_adamw_args a = *a0;
     /* One AdamW call per tensor piece of the shard (a tensor's decay is its own). DeepSpeed's
      * sub_group_size groups whole parameters and never splits one, and AdamW is elementwise, so
