@@ -806,7 +806,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: zinf COMMAND [flags]        (under mpirun/srun for more than one rank)\n\n"
             "commands:\n"
-            "  train          train a GPT-2 model with a DeepSpeed config (zinf train --help)\n"
+            "  train          train a GPT-2 or Llama-family model with a DeepSpeed config (zinf train --help)\n"
             "  config show    print the resolved DeepSpeed config (zinf config --help)\n"
             "  data           make token shards from a text file or a chat dataset (zinf data --help)\n"
             "  estimate       memory per GPU and per node for each ZeRO stage and offload choice\n"

@@ -5,6 +5,25 @@
 
 run --version;            expect_ok "--version"; expect_has "--version" "zinf "
 run --help;               expect_ok "--help";    expect_has "--help" "train" "config show" "data"
+# `zinf train --device cuda` runs OpenMP's idle threads passive unless the user chose a policy;
+# the CPU backend keeps the runtime's default. libgomp's own report of its settings as it loads
+# (OMP_DISPLAY_ENV=verbose; the last report is the one the command ran with) names the spin
+# count, 0 when passive. --help answers before any backend starts, so no GPU is needed.
+spin() { env OMP_DISPLAY_ENV=verbose "$@" 2>&1 | sed -n "s/.*GOMP_SPINCOUNT = '\([0-9]*\)'.*/\1/p" | tail -1; }
+if ldd "$ZINF" 2>/dev/null | grep -q libgomp; then
+    for a in "--device cuda" "--device=cuda" "--device cpu --device cuda"; do
+        # shellcheck disable=SC2086 # $a is words
+        s=$(spin "$ZINF" train $a --help); [ "$s" = 0 ] && pass || fail "zinf train $a: libgomp's spin count '$s', expected 0 (passive)"
+    done
+    [ "$(OMP_DISPLAY_ENV=true "$ZINF" train --device cuda --help 2>&1 | grep -c 'OPENMP DISPLAY ENVIRONMENT BEGIN')" = 2 ] && pass ||
+        fail "zinf train --device cuda: expected two libgomp reports (the first load, then the run with the policy set)"
+    s=$(spin OMP_WAIT_POLICY=active "$ZINF" train --device cuda --help); [ "${s:-0}" -gt 0 ] && pass || fail "OMP_WAIT_POLICY=active: spin count '$s'"
+    s=$(spin GOMP_SPINCOUNT=12345 "$ZINF" train --device cuda --help); [ "$s" = 12345 ] && pass || fail "GOMP_SPINCOUNT=12345: spin count '$s'"
+    for a in "train --help" "train --device cuda --device cpu --help" "estimate --model gpt2"; do
+        # shellcheck disable=SC2086 # $a is words
+        s=$(spin "$ZINF" $a); [ "${s:-0}" -gt 0 ] && pass || fail "zinf $a: spin count '$s', expected the runtime's default"
+    done
+fi
 run bogus;                expect_err "unknown command" "unknown command 'bogus'"
 run train --help;         expect_ok "train --help"
 for f in config model data val out seed device max_steps per_device_train_batch_size \
