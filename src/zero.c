@@ -1369,7 +1369,8 @@ static int allgather_params(zinf_zero *z)
 /* The optimizer on the host (offload_optimizer: cpu or nvme), in tiles of z->tile elements of one
  * unit's shard, in unit order. For each tile: its gradient (copied down through a pinned buffer on
  * a device backend, read in place on a host-visible one), its master, m and v (in host memory, or
- * read from NVMe into a set of pool buffers), zinf_cpu_adamw per tensor piece, then the updated
+ * read from NVMe into a set of pool buffers), zinf_cpu_adamw_pieces over its tensor pieces (one
+ * parallel region), then the updated
  * 16-bit parameters go to the parameter store (up through a pinned buffer, into host memory, or
  * out to NVMe) and NVMe states are written back. Overlap: the next tile's gradient comes down
  * while this one is computed, the last one's parameters go up meanwhile; with pipeline_read the
@@ -1521,21 +1522,23 @@ static int host_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_deca
             z->up_pending[slot] = false;
             p16 = z->pbuf[slot];
         }
-        /* AdamW per tensor piece of [k0, k0+len) (a tensor's weight decay is its own) */
+        /* AdamW over the tensor pieces of [k0, k0+len) (a tensor's weight decay is its own), in
+         * one parallel region */
         const zinf_unit *un = &z->m->units[t->u];
         int64_t lo = x->off + t->k0, hi = lo + t->len;
         if (hi > x->n) hi = x->n;
-        zinf_adamw_args a = *a0;
-        double ta = zinf_now();
+        zinf_adamw_piece pc[ZINF_MAX_UNIT_TENSORS];
+        int npc = 0;
         for (int k = 0; k < un->ntensors; k++) {
             int64_t tlo = un->t[k].offset, thi = tlo + un->t[k].numel;
             int64_t a_ = lo > tlo ? lo : tlo, b_ = hi < thi ? hi : thi;
             if (a_ >= b_) continue;
-            a.weight_decay = un->t[k].decay ? (float)weight_decay : 0.0f;
             int64_t j = a_ - lo;
-            zinf_cpu_adamw(st[0] + j, p16 ? (char *)p16 + (size_t)j * z->es : NULL, be->cdt, g + j, st[1] + j,
-                           st[2] + j, b_ - a_, &a);
+            pc[npc++] = (zinf_adamw_piece){st[0] + j, p16 ? (char *)p16 + (size_t)j * z->es : NULL, g + j, st[1] + j,
+                                           st[2] + j, b_ - a_, un->t[k].decay ? (float)weight_decay : 0.0f};
         }
+        double ta = zinf_now();
+        zinf_cpu_adamw_pieces(pc, npc, be->cdt, a0);
         /* read by the main thread while the overlapped step runs (host_update) */
         double adam = tt->host_adam + (zinf_now() - ta);
         __atomic_store(&tt->host_adam, &adam, __ATOMIC_RELAXED);

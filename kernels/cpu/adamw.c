@@ -11,9 +11,10 @@
  *    sqrtps, vcvtps2ph with immediate rounding mode 0) exactly as sqrtf, / and
  *    zinf_f32_to_f16 are; bf16 rounding is integer arithmetic, the same on each path.
  *
- * Parallel split: one contiguous range per OpenMP thread, its ends on 64-byte boundaries of p
- * (m, v, g are normally aligned alike); inside a range each vector path runs scalar elements up
- * to p's next vector-aligned address, whole vectors, then a scalar tail. */
+ * Parallel split: chunks of 64K elements, their ends on 64-byte boundaries of p (m, v, g are
+ * normally aligned alike), handed out to the OpenMP threads as they come free, every piece of a
+ * call in one parallel region; inside a chunk each vector path runs scalar elements up to p's
+ * next vector-aligned address, whole vectors, then a scalar tail. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=off")
 #endif
@@ -43,6 +44,7 @@
  * about what 64K elements take on one core. */
 #define ADAMW_PAR_MIN 65536
 #define ADAMW_CHUNK 65536 /* elements: about 2 MB of traffic, some 20 us of one core */
+#define ADAMW_MAX_PIECES 64 /* pieces in one parallel region (a call with more takes several) */
 
 #define INL static inline __attribute__((always_inline))
 
@@ -289,30 +291,65 @@ static range_fn fn_of(zinf_cpu_isa isa)
     return run_scalar;
 }
 
-int zinf_cpu_adamw_isa(zinf_cpu_isa isa, float *p, void *p16, zinf_dtype p16_type, const float *g,
-                       float *m, float *v, int64_t n, const zinf_adamw_args *a)
+/* A piece's chunks: below ADAMW_PAR_MIN elements one, the whole piece; otherwise chunks of
+ * ADAMW_CHUNK elements cut at multiples of 16 from p's first 64-byte-aligned element (the first
+ * chunk also takes the elements before it) */
+static int64_t skew_of(const zinf_adamw_piece *q)
+{
+    return q->n < ADAMW_PAR_MIN ? 0 : (int64_t)((64 - ((uintptr_t)q->p & 63)) & 63) / 4;
+}
+static int64_t chunks_of(const zinf_adamw_piece *q)
+{
+    return q->n <= 0 ? 0 : q->n < ADAMW_PAR_MIN ? 1 : (q->n - skew_of(q) + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+}
+
+int zinf_cpu_adamw_pieces_isa(zinf_cpu_isa isa, const zinf_adamw_piece *pc, int npc, zinf_dtype p16_type,
+                              const zinf_adamw_args *a)
 {
     if (isa == ZINF_CPU_ISA_AUTO) isa = zinf_cpu_isa_auto();
     if (!zinf_cpu_isa_supported(isa)) return -1004; /* ZINF_ENOTSUP */
-    if (n <= 0) return 0;
     range_fn fn = fn_of(isa);
-    consts c = consts_of(a);
-    if (n < ADAMW_PAR_MIN) {
-        fn(&c, p, p16, p16_type, g, m, v, 0, n);
-        return 0;
-    }
-    /* Chunks of ADAMW_CHUNK elements, cut at multiples of 16 from p's first 64-byte-aligned
-     * element, handed out to the threads as they come free: a thread that the kernel preempts
-     * (for the thread driving the GPU, the driver's own threads) does fewer chunks instead of
-     * holding up the rest, as an even static split would; the cuts change no result */
-    int64_t skew = (int64_t)((64 - ((uintptr_t)p & 63)) & 63) / 4;
-    int64_t nch = (n - skew + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t k = 0; k < nch; k++) {
-        int64_t lo = k == 0 ? 0 : skew + k * ADAMW_CHUNK, hi = skew + (k + 1) * ADAMW_CHUNK;
-        fn(&c, p, p16, p16_type, g, m, v, lo, hi < n ? hi : n);
+    for (int b = 0; b < npc; b += ADAMW_MAX_PIECES) { /* whole batches of pieces, one region each */
+        int nb = npc - b < ADAMW_MAX_PIECES ? npc - b : ADAMW_MAX_PIECES;
+        const zinf_adamw_piece *q = pc + b;
+        consts c[ADAMW_MAX_PIECES];
+        int64_t first[ADAMW_MAX_PIECES + 1], nel = 0; /* piece k's chunks are [first[k], first[k+1]) */
+        first[0] = 0;
+        for (int k = 0; k < nb; k++) {
+            zinf_adamw_args ak = *a;
+            ak.weight_decay = q[k].weight_decay;
+            c[k] = consts_of(&ak);
+            first[k + 1] = first[k] + chunks_of(&q[k]);
+            nel += q[k].n > 0 ? q[k].n : 0;
+        }
+        int64_t nch = first[nb];
+        /* Chunks are handed out to the threads as they come free: a thread that the kernel
+         * preempts (for the thread driving the GPU, the driver's own threads) does fewer chunks
+         * instead of holding up the rest, as an even static split would. One region for every
+         * piece: waking the team once, not once a piece. The cuts change no result. */
+#pragma omp parallel for schedule(dynamic, 1) if (nel >= ADAMW_PAR_MIN && nch > 1)
+        for (int64_t i = 0; i < nch; i++) {
+            int k = 0;
+            while (first[k + 1] <= i) k++;
+            const zinf_adamw_piece *x = &q[k];
+            int64_t j = i - first[k], skew = skew_of(x);
+            int64_t lo = j == 0 ? 0 : skew + j * ADAMW_CHUNK, hi = x->n < ADAMW_PAR_MIN ? x->n : skew + (j + 1) * ADAMW_CHUNK;
+            fn(&c[k], x->p, x->p16, p16_type, x->g, x->m, x->v, lo, hi < x->n ? hi : x->n);
+        }
     }
     return 0;
+}
+
+void zinf_cpu_adamw_pieces(const zinf_adamw_piece *pc, int npc, zinf_dtype p16_type, const zinf_adamw_args *a)
+{
+    zinf_cpu_adamw_pieces_isa(ZINF_CPU_ISA_AUTO, pc, npc, p16_type, a);
+}
+
+int zinf_cpu_adamw_isa(zinf_cpu_isa isa, float *p, void *p16, zinf_dtype p16_type, const float *g,
+                       float *m, float *v, int64_t n, const zinf_adamw_args *a)
+{
+    zinf_adamw_piece one = {p, p16, g, m, v, n, a->weight_decay};
+    return zinf_cpu_adamw_pieces_isa(isa, &one, 1, p16_type, a);
 }
 
 void zinf_cpu_adamw(float *p, void *p16, zinf_dtype p16_type, const float *g, float *m, float *v,

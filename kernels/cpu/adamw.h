@@ -12,8 +12,8 @@
  *
  * Paths: scalar C, AVX2 (+F16C), AVX-512F, picked at run time from what the CPU has; every path
  * gives the same bits (separate multiplies and adds, never a fused multiply-add; correctly rounded
- * division and square root), whatever the thread count. OpenMP splits large arrays into one
- * contiguous range per thread, cut at 64-byte boundaries of p.
+ * division and square root), whatever the thread count. OpenMP's threads take chunks of 64K
+ * elements, cut at 64-byte boundaries of p, as they come free.
  *
  * ZINF_CPU_ISA=scalar|avx2|avx512 in the environment caps the automatic choice (read once, at the
  * first call; a value naming none of these is ignored). */
@@ -41,6 +41,21 @@ void zinf_cpu_adamw(float *p, void *p16, zinf_dtype p16_type, const float *g, fl
  * touching anything when this CPU lacks the path. */
 int zinf_cpu_adamw_isa(zinf_cpu_isa isa, float *p, void *p16, zinf_dtype p16_type, const float *g,
                        float *m, float *v, int64_t n, const zinf_adamw_args *a);
+
+/* One step over several arrays (the tensor pieces of a tile), each with its own weight decay
+ * (a->weight_decay is not read), in one OpenMP region instead of one a piece: each piece gets
+ * exactly what zinf_cpu_adamw with its decay gives it. The pieces must not overlap. */
+typedef struct zinf_adamw_piece {
+    float *p;
+    void *p16; /* NULL, or n elements of the call's p16_type */
+    const float *g;
+    float *m, *v;
+    int64_t n;
+    float weight_decay;
+} zinf_adamw_piece;
+void zinf_cpu_adamw_pieces(const zinf_adamw_piece *pc, int npc, zinf_dtype p16_type, const zinf_adamw_args *a);
+int zinf_cpu_adamw_pieces_isa(zinf_cpu_isa isa, const zinf_adamw_piece *pc, int npc, zinf_dtype p16_type,
+                              const zinf_adamw_args *a);
 
 /* 1 when this CPU (and build) can run the path; ZINF_CPU_ISA_AUTO is always supported. */
 int zinf_cpu_isa_supported(zinf_cpu_isa isa);

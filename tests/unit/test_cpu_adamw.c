@@ -360,6 +360,72 @@ static void fill(bufs *b, int64_t n, int wild)
     }
 }
 
+/* Several pieces in one call (zinf_cpu_adamw_pieces: a tile's tensor pieces in one parallel
+ * region): each piece gets exactly what the reference gives it with its own weight decay, and
+ * the gaps between them are not touched; on every path. */
+static void pieces_case(bufs *b, const int64_t *len, int npc, int64_t gap, const zinf_adamw_args *a,
+                        const char *what)
+{
+    zinf_adamw_piece pc[80];
+    int64_t at[80], end = 1; /* the first piece starts one element past a 64-byte boundary */
+    float wd[80];
+    for (int k = 0; k < npc; k++) {
+        at[k] = end;
+        end += len[k] + gap;
+        wd[k] = k % 3 == 1 ? 0.0f : 0.05f * (float)(1 + k % 2);
+    }
+    fill(b, end, 0);
+    memcpy(b->pr, b->p0, (size_t)end * 4), memcpy(b->mr, b->m0, (size_t)end * 4), memcpy(b->vr, b->v0, (size_t)end * 4);
+    for (int k = 0; k < npc; k++) {
+        zinf_adamw_args ak = *a;
+        ak.weight_decay = wd[k];
+        ref_adamw(b->pr + at[k], (uint16_t *)b->p16r + at[k], ZINF_BF16, b->g0 + at[k], b->mr + at[k], b->vr + at[k],
+                  len[k], &ak);
+    }
+    for (size_t i = 0; i < sizeof ISAS / sizeof *ISAS; i++) {
+        if (!zinf_cpu_isa_supported(ISAS[i])) continue;
+        memcpy(b->p, b->p0, (size_t)end * 4), memcpy(b->m, b->m0, (size_t)end * 4), memcpy(b->v, b->v0, (size_t)end * 4);
+        memset(b->p16, 0xa5, (size_t)end * 2);
+        for (int k = 0; k < npc; k++)
+            pc[k] = (zinf_adamw_piece){b->p + at[k], (uint16_t *)b->p16 + at[k], b->g0 + at[k], b->m + at[k],
+                                       b->v + at[k], len[k], wd[k]};
+        zinf_adamw_args a2 = *a;
+        a2.weight_decay = 7.0f; /* not read: each piece has its own */
+        int rc = zinf_cpu_adamw_pieces_isa(ISAS[i], pc, npc, ZINF_BF16, &a2);
+        CHECK(rc == 0, "%s: %s path: rc %d", what, zinf_cpu_isa_name(ISAS[i]), rc);
+        int64_t first = 0, bad;
+        const char *arr[] = {"p", "m", "v"};
+        float *got[] = {b->p, b->m, b->v}, *want[] = {b->pr, b->mr, b->vr};
+        for (int j = 0; j < 3; j++) {
+            bad = diff32(got[j], want[j], end, 0, &first);
+            CHECK(bad == 0, "%s: %s path, %d pieces: %s differs at %lld elements, first [%lld]", what,
+                  zinf_cpu_isa_name(ISAS[i]), npc, arr[j], (long long)bad, (long long)first);
+        }
+        for (int k = 0; k < npc; k++)
+            CHECK(!memcmp((uint16_t *)b->p16 + at[k], (uint16_t *)b->p16r + at[k], (size_t)len[k] * 2),
+                  "%s: %s path: piece %d's bf16 copy differs", what, zinf_cpu_isa_name(ISAS[i]), k);
+    }
+}
+
+static void test_pieces(bufs *b, const zinf_adamw_args *a)
+{
+    /* below and at the parallel minimum (65536), long ones with their own skew, empty, and a gap */
+    static const int64_t mixed[] = {3, 70001, 0, 17, 200003, 65535, 65536, 1000};
+    pieces_case(b, mixed, 8, 5, a, "mixed pieces");
+    pieces_case(b, mixed, 8, 0, a, "mixed pieces, adjacent");
+    /* more pieces than one region takes (64): small ones whose sum passes the minimum */
+    int64_t many[70];
+    for (int k = 0; k < 70; k++) many[k] = 1000 + 37 * k;
+    pieces_case(b, many, 70, 3, a, "70 pieces");
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(3);
+    pieces_case(b, mixed, 8, 5, a, "mixed pieces, 3 threads");
+    pieces_case(b, many, 70, 3, a, "70 pieces, 3 threads");
+    omp_set_num_threads(saved);
+#endif
+}
+
 static void test_adamw(bufs *b, float *pat, int64_t npat)
 {
     zinf_adamw_args args[6];
@@ -401,6 +467,8 @@ static void test_adamw(bufs *b, float *pat, int64_t npat)
                     }
         }
     }
+    test_pieces(b, &args[0]);
+    test_pieces(b, &args[4]);
 #ifdef _OPENMP
     /* the long arrays cut between 3 threads (make check runs with OMP_NUM_THREADS=1) */
     int saved = omp_get_max_threads();
