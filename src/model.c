@@ -225,6 +225,9 @@ static void carve_all(zinf_model *m, zinf_carver *cv, zinf_carver *cg, size_t es
     m->targets = zinf_carve(cv, N * 4);
 }
 
+static int act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
+                     bool lean, size_t *acts, size_t *grads);
+
 static int recompute_count(const zinf_model_cfg *c, zinf_recompute recompute, int blocks)
 {
     if (recompute == ZINF_RECOMPUTE_NONE) return 0;
@@ -252,7 +255,7 @@ int zinf_model_alloc_acts_n(zinf_model *m, int B, int T, zinf_recompute recomput
     m->host_losses = calloc((size_t)B * T, sizeof(float));
     if (!m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     ZINF_TRY(m->f->acts_init(m));
-    ZINF_TRY(zinf_model_act_bytes_n(&m->c, B, T, es, recompute, nrc, &m->act_bytes, &m->grad_bytes));
+    ZINF_TRY(act_bytes(&m->c, B, T, es, recompute, nrc, m->lean, &m->act_bytes, &m->grad_bytes));
     m->act_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->act_bytes);
     m->grad_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->grad_bytes);
     if (!m->act_mem || !m->grad_mem)
@@ -272,10 +275,16 @@ int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_
 int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                            int blocks, size_t *acts, size_t *grads)
 {
+    return act_bytes(c, B, T, es, recompute, blocks, false, acts, grads);
+}
+
+static int act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
+                     bool lean, size_t *acts, size_t *grads)
+{
     int nrc = recompute_count(c, recompute, blocks);
     ZINF_TRY(nrc);
     zinf_model m = {.c = *c, .B = B, .T = T, .recompute = nrc ? recompute : ZINF_RECOMPUTE_NONE,
-                    .recompute_blocks = nrc};
+                    .recompute_blocks = nrc, .lean = lean};
     m.f = family_of(c->model_type, "the model");
     if (!m.f) return ZINF_EINVAL;
     int rc = m.f->acts_init(&m);
@@ -324,7 +333,16 @@ void zinf_model_free(zinf_model *m)
     memset(m, 0, sizeof *m);
 }
 
-int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)
+int zinf_model_ctx_bytes(const zinf_model *m, bool lean, size_t *bytes)
+{
+    size_t a = 0, g = 0;
+    ZINF_TRY(act_bytes(&m->c, m->B, m->T, zinf_dtype_size(m->be->cdt), m->recompute, m->recompute_blocks, lean, &a,
+                       &g));
+    *bytes = a + g;
+    return 0;
+}
+
+int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx, bool lean)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->c = m->c;
@@ -339,6 +357,7 @@ int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)
     ctx->nuses = m->nuses;
     ctx->nfwd = m->nfwd;
     ctx->ctx = true;
+    ctx->lean = lean;
     int rc = zinf_model_alloc_acts_n(ctx, m->B, m->T, m->recompute, m->recompute_blocks);
     if (rc) zinf_model_free(ctx);
     return rc;

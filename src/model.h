@@ -155,6 +155,10 @@ typedef struct zinf_model {
                           * (the last of them the head's); ZeRO's plan and the forward steps follow it */
     int nuses, nfwd;
     bool ctx;            /* a context (zinf_model_ctx_alloc): units, params and grads are its model's */
+    bool lean;           /* the blocks that keep their activations keep neither norm's output nor the MLP's
+                          * product: their backward recomputes them from what is kept (the Llama family;
+                          * others keep them whatever this says). The same bits: the kernels are
+                          * deterministic. */
 } zinf_model;
 
 /* Bytes of compute-dtype logits held at once; past it the head runs in row chunks, the forward
@@ -220,9 +224,11 @@ int zinf_model_forward_layers(zinf_model *const *ms, int k, const zinf_batch *bs
  * zinf_model_forward_batch, with the same arguments. */
 int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                     float *mean_loss);
-/* A context of m: activations of m's size and recompute policy of its own, the units, parameters
- * and gradients m's (freed with zinf_model_free, which leaves those to m). */
-int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx);
+/* A context of m: activations of m's size and recompute policy of its own, lean or not, the units,
+ * parameters and gradients m's (freed with zinf_model_free, which leaves those to m). */
+int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx, bool lean);
+/* The device bytes of such a context: its activations and its gradient scratch together. */
+int zinf_model_ctx_bytes(const zinf_model *m, bool lean, size_t *bytes);
 /* Forward for tokens/targets (host int32 arrays of B*T; targets may be NULL: logits only): one
  * sample per row. Returns 0 or negative; *mean_loss is the mean over non-ignored targets (when
  * targets given). */

@@ -780,21 +780,39 @@ static int act_room(run *r, zinf_comm *comm, size_t *freeb, size_t *reserve)
 /* Contexts for the forwards that run together under the last step's host update (train_step):
  * where ZeRO lets the update run on into the next step, as many of a step's other micro-batches
  * as fit the device memory left after the run's activations and the reserve, each with the same
- * activations (recompute policy and blocks) as micro-batch 0; one on the CPU backend, which has
- * no device memory to fit. The ranks take the fewest any of them fits. */
+ * recompute policy and blocks as micro-batch 0, and lean (zinf_model.lean: their backward
+ * recomputes the norms' outputs and the MLP's product) where that fits more of them; on the CPU
+ * backend, which has no device memory to fit, one lean context. The ranks take the fewest any of
+ * them fits, lean where any of them chose it. */
 static int forward_contexts(run *r, zinf_comm *comm)
 {
     int64_t gas = r->cfg.gradient_accumulation_steps;
     int want = gas - 1 < ZINF_MAX_CTX ? (int)(gas - 1) : ZINF_MAX_CTX, n = 0, rc = 0;
     if (!zinf_zero_update_may_run_on(r->z) || want < 1) return 0;
-    size_t each = r->m.act_bytes + r->m.grad_bytes, freeb = 0, reserve = 0;
-    if (!r->be.mem_info) n = 1;
-    else if (!(rc = act_room(r, comm, &freeb, &reserve)) && freeb > reserve && each)
-        n = (freeb - reserve) / each < (size_t)want ? (int)((freeb - reserve) / each) : want;
+    size_t each = 0, lean_each = 0, freeb = 0, reserve = 0;
+    rc = zinf_model_ctx_bytes(&r->m, false, &each);
+    if (!rc) rc = zinf_model_ctx_bytes(&r->m, true, &lean_each);
+    bool lean = true;
+    if (rc) n = 0;
+    else if (!r->be.mem_info) n = 1;
+    else if (!(rc = act_room(r, comm, &freeb, &reserve)) && freeb > reserve && each && lean_each) {
+        size_t room = freeb - reserve, full = room / each, thin = room / lean_each;
+        lean = thin > full && full < (size_t)want;
+        size_t fit = lean ? thin : full;
+        n = fit < (size_t)want ? (int)fit : want;
+    }
     ZINF_TRY(zinf_comm_agree(comm, rc));
+    double any_lean = lean && n > 0;
+    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &any_lean, 1));
+    lean = any_lean > 0;
+    if (lean && r->be.mem_info && n > 0) { /* a rank that chose full contexts counts again, lean */
+        size_t room = freeb > reserve ? freeb - reserve : 0, fit = room / lean_each;
+        n = fit < (size_t)want ? (int)fit : want;
+    }
+    if (lean) each = lean_each;
     /* a context the device cannot give after all (fragmentation) ends the count, not the run */
     for (int j = 0; j < n; j++) {
-        if (zinf_model_ctx_alloc(&r->m, &r->ctx[j])) {
+        if (zinf_model_ctx_alloc(&r->m, &r->ctx[j], lean)) {
             zinf_err_clear();
             break;
         }
@@ -806,8 +824,11 @@ static int forward_contexts(run *r, zinf_comm *comm)
     while (r->nctx > n) zinf_model_free(&r->ctx[--r->nctx]);
     if (n)
         zinf_info("the forwards of %d micro-batches of each step run together, unit by unit behind the last "
-                  "step's host update (%.2f GiB of activations for each after the first)", n + 1,
-                  (double)each / 1073741824.0);
+                  "step's host update (%.2f GiB of activations for each after the first%s)", n + 1,
+                  (double)each / 1073741824.0,
+                  lean && each < r->m.act_bytes + r->m.grad_bytes
+                      ? ": lean, their backward recomputes the norms' outputs and the MLP's product"
+                      : "");
     return 0;
 }
 

@@ -304,23 +304,31 @@ done
 
 # packed rows at ZeRO-3 with the optimizer in host memory: the host update runs on into the next
 # step and that step's first micro-batches run their forwards together behind it, the second in
-# a context with positions and sample starts of its own; the same bits as one after the other
-# after the whole update (zinf_overlap_host_step false)
-for ov in "" ', "zinf_overlap_host_step": false'; do
-    n=pk$(printf '%s' "$ov" | cksum | cut -c1-6)
-    printf '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_clipping": 1.0,
- "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}} %s}\n' "$ov" > "$TMP/$n.json"
-    mpi 2 train --model test-llama --data "$TMP/tm/sft_train_*.bin" --max_length 32 --packing --max_steps 4 \
-        --logging_steps 1 --seed 3 --config "$TMP/$n.json" --out "$TMP/$n"
-    expect_ok "packed rows, offload ($n)"
-    h=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
-    if [ -z "$ov" ]; then
-        expect_has "packed rows: forwards together" "the forwards of 2 micro-batches of each step run together"
-        hon=$h; metric "$TMP/$n/metrics.jsonl" loss > "$TMP/pk_on.loss"; continue
-    fi
-    metric "$TMP/$n/metrics.jsonl" loss > "$TMP/pk_off.loss"
-    [ -n "$h" ] && [ "$h" = "$hon" ] && cmp -s "$TMP/pk_on.loss" "$TMP/pk_off.loss" && pass ||
-        fail "packed rows: the forwards together behind the update give parameters $hon, one after the other $h"
+# a context with positions and sample starts of its own, lean on the CPU backend (its backward
+# recomputes the norms' outputs and the MLP's product); the same bits as one after the other
+# after the whole update (zinf_overlap_host_step false). Llama and Qwen3 (the q/k norms), every
+# block kept, and the first recomputed (a recomputed block and a kept lean one in the context).
+for model in test-llama test-qwen3; do
+    for ac in "" ', "activation_checkpointing": {"zinf_recompute_blocks": 1}'; do
+        for ov in "" ', "zinf_overlap_host_step": false'; do
+            n=pk$(printf '%s%s%s' "$model" "$ac" "$ov" | cksum | cut -c1-6)
+            printf '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_clipping": 1.0,
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}} %s%s}\n' "$ac" "$ov" > "$TMP/$n.json"
+            mpi 2 train --model $model --data "$TMP/tm/sft_train_*.bin" --max_length 32 --packing --max_steps 4 \
+                --logging_steps 1 --seed 3 --config "$TMP/$n.json" --out "$TMP/$n"
+            expect_ok "packed rows, offload, $model ($n)"
+            h=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+            if [ -z "$ov" ]; then
+                expect_has "packed rows, $model: forwards together, lean" \
+                    "the forwards of 2 micro-batches of each step run together" \
+                    "lean, their backward recomputes the norms' outputs and the MLP's product"
+                hon=$h; metric "$TMP/$n/metrics.jsonl" loss > "$TMP/pk_on.loss"; continue
+            fi
+            metric "$TMP/$n/metrics.jsonl" loss > "$TMP/pk_off.loss"
+            [ -n "$h" ] && [ "$h" = "$hon" ] && cmp -s "$TMP/pk_on.loss" "$TMP/pk_off.loss" && pass ||
+                fail "packed rows, $model$ac: the forwards together behind the update give parameters $hon, one after the other $h"
+        done
+    done
 done
 
 finish
