@@ -333,16 +333,13 @@ void zinf_model_free(zinf_model *m)
     memset(m, 0, sizeof *m);
 }
 
-int zinf_model_ctx_bytes(const zinf_model *m, bool lean, size_t *bytes)
+int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
+                              bool lean, size_t *acts, size_t *grads)
 {
-    size_t a = 0, g = 0;
-    ZINF_TRY(act_bytes(&m->c, m->B, m->T, zinf_dtype_size(m->be->cdt), m->recompute, m->recompute_blocks, lean, &a,
-                       &g));
-    *bytes = a + g;
-    return 0;
+    return act_bytes(c, B, T, es, recompute, blocks, lean, acts, grads);
 }
 
-int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx, bool lean)
+int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->c = m->c;
@@ -357,7 +354,7 @@ int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx, bool lean)
     ctx->nuses = m->nuses;
     ctx->nfwd = m->nfwd;
     ctx->ctx = true;
-    ctx->lean = lean;
+    ctx->lean = m->lean;
     int rc = zinf_model_alloc_acts_n(ctx, m->B, m->T, m->recompute, m->recompute_blocks);
     if (rc) zinf_model_free(ctx);
     return rc;

@@ -192,6 +192,9 @@ void zinf_model_free(zinf_model *m);
  * backend (zinf estimate). */
 int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                          size_t *acts, size_t *grads);
+/* zinf_model_act_bytes_n for a model whose `lean` is as given (zinf_model.lean) */
+int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
+                              bool lean, size_t *acts, size_t *grads);
 int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                            int blocks, size_t *acts, size_t *grads);
 /* The fewest blocks to recompute under `recompute` (FULL or KEEP_ATTN) for the activations and
@@ -224,11 +227,9 @@ int zinf_model_forward_layers(zinf_model *const *ms, int k, const zinf_batch *bs
  * zinf_model_forward_batch, with the same arguments. */
 int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                     float *mean_loss);
-/* A context of m: activations of m's size and recompute policy of its own, lean or not, the units,
+/* A context of m: activations of m's size, recompute policy and leanness of its own, the units,
  * parameters and gradients m's (freed with zinf_model_free, which leaves those to m). */
-int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx, bool lean);
-/* The device bytes of such a context: its activations and its gradient scratch together. */
-int zinf_model_ctx_bytes(const zinf_model *m, bool lean, size_t *bytes);
+int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx);
 /* Forward for tokens/targets (host int32 arrays of B*T; targets may be NULL: logits only): one
  * sample per row. Returns 0 or negative; *mean_loss is the mean over non-ignored targets (when
  * targets given). */

@@ -777,42 +777,67 @@ static int act_room(run *r, zinf_comm *comm, size_t *freeb, size_t *reserve)
     return 0;
 }
 
-/* Contexts for the forwards that run together under the last step's host update (train_step):
- * where ZeRO lets the update run on into the next step, as many of a step's other micro-batches
- * as fit the device memory left after the run's activations and the reserve, each with the same
- * recompute policy and blocks as micro-batch 0, and lean (zinf_model.lean: their backward
- * recomputes the norms' outputs and the MLP's product) where that fits more of them; on the CPU
- * backend, which has no device memory to fit, one lean context. The ranks take the fewest any of
- * them fits, lean where any of them chose it. */
+/* Where ZeRO lets the host update run on into the next step, a step's first micro-batches run their
+ * forwards together behind it (train_step), as many as their activations fit the device memory
+ * that "auto"'s reserve leaves (the first's included); lean (zinf_model.lean: the kept blocks'
+ * norm outputs and MLP product recomputed in the backward), micro-batch 0's and the contexts',
+ * where that fits more of them. On the CPU backend, which has no device memory to fit, lean, so
+ * that its one context and micro-batch 0 run the lean backward. Before micro-batch 0's activations
+ * are allocated; the ranks are lean where any of them is. */
+/* ", lean: ..." where the run is lean and that changes its activations (the Llama family) */
+static const char *lean_words(const run *r)
+{
+    size_t a = 0, g = 0;
+    if (!r->m.lean || zinf_model_act_bytes_lean(&r->m.c, r->m.B, r->m.T, zinf_dtype_size(r->be.cdt), r->m.recompute,
+                                                r->m.recompute_blocks, false, &a, &g))
+        return "";
+    return a + g > r->m.act_bytes + r->m.grad_bytes
+               ? "; lean: their backward recomputes the norms' outputs and the MLP's product"
+               : "";
+}
+
+static int choose_lean(run *r, zinf_comm *comm, zinf_recompute rp, int nrc)
+{
+    int64_t gas = r->cfg.gradient_accumulation_steps;
+    int most = gas < 1 + ZINF_MAX_CTX ? (int)gas : 1 + ZINF_MAX_CTX, rc = 0;
+    bool lean = false;
+    if (zinf_zero_update_may_run_on(r->z) && most > 1) {
+        lean = true;
+        if (r->be.mem_info) {
+            size_t a = 0, g = 0, la = 0, lg = 0, freeb = 0, reserve = 0, es = zinf_dtype_size(r->be.cdt);
+            int B = (int)r->cfg.train_micro_batch_size_per_gpu;
+            rc = zinf_model_act_bytes_lean(&r->m.c, B, r->T, es, rp, nrc, false, &a, &g);
+            if (!rc) rc = zinf_model_act_bytes_lean(&r->m.c, B, r->T, es, rp, nrc, true, &la, &lg);
+            if (!rc) rc = act_room(r, comm, &freeb, &reserve);
+            size_t room = !rc && freeb > reserve ? freeb - reserve : 0, full = a + g ? room / (a + g) : 0,
+                   thin = la + lg ? room / (la + lg) : 0;
+            lean = thin > full && full < (size_t)most;
+        }
+    }
+    ZINF_TRY(zinf_comm_agree(comm, rc));
+    double any = lean;
+    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &any, 1));
+    r->m.lean = any > 0;
+    return 0;
+}
+
+/* Contexts for the forwards that run together (choose_lean): as many of a step's other
+ * micro-batches as fit the device memory left after micro-batch 0's activations and the reserve,
+ * each with micro-batch 0's recompute policy, blocks and leanness; one on the CPU backend. The
+ * ranks take the fewest any of them fits. */
 static int forward_contexts(run *r, zinf_comm *comm)
 {
     int64_t gas = r->cfg.gradient_accumulation_steps;
     int want = gas - 1 < ZINF_MAX_CTX ? (int)(gas - 1) : ZINF_MAX_CTX, n = 0, rc = 0;
     if (!zinf_zero_update_may_run_on(r->z) || want < 1) return 0;
-    size_t each = 0, lean_each = 0, freeb = 0, reserve = 0;
-    rc = zinf_model_ctx_bytes(&r->m, false, &each);
-    if (!rc) rc = zinf_model_ctx_bytes(&r->m, true, &lean_each);
-    bool lean = true;
-    if (rc) n = 0;
-    else if (!r->be.mem_info) n = 1;
-    else if (!(rc = act_room(r, comm, &freeb, &reserve)) && freeb > reserve && each && lean_each) {
-        size_t room = freeb - reserve, full = room / each, thin = room / lean_each;
-        lean = thin > full && full < (size_t)want;
-        size_t fit = lean ? thin : full;
-        n = fit < (size_t)want ? (int)fit : want;
-    }
+    size_t each = r->m.act_bytes + r->m.grad_bytes, freeb = 0, reserve = 0;
+    if (!r->be.mem_info) n = 1;
+    else if (!(rc = act_room(r, comm, &freeb, &reserve)) && freeb > reserve && each)
+        n = (freeb - reserve) / each < (size_t)want ? (int)((freeb - reserve) / each) : want;
     ZINF_TRY(zinf_comm_agree(comm, rc));
-    double any_lean = lean && n > 0;
-    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &any_lean, 1));
-    lean = any_lean > 0;
-    if (lean && r->be.mem_info && n > 0) { /* a rank that chose full contexts counts again, lean */
-        size_t room = freeb > reserve ? freeb - reserve : 0, fit = room / lean_each;
-        n = fit < (size_t)want ? (int)fit : want;
-    }
-    if (lean) each = lean_each;
     /* a context the device cannot give after all (fragmentation) ends the count, not the run */
     for (int j = 0; j < n; j++) {
-        if (zinf_model_ctx_alloc(&r->m, &r->ctx[j], lean)) {
+        if (zinf_model_ctx_alloc(&r->m, &r->ctx[j])) {
             zinf_err_clear();
             break;
         }
@@ -825,10 +850,7 @@ static int forward_contexts(run *r, zinf_comm *comm)
     if (n)
         zinf_info("the forwards of %d micro-batches of each step run together, unit by unit behind the last "
                   "step's host update (%.2f GiB of activations for each after the first%s)", n + 1,
-                  (double)each / 1073741824.0,
-                  lean && each < r->m.act_bytes + r->m.grad_bytes
-                      ? ": lean, their backward recomputes the norms' outputs and the MLP's product"
-                      : "");
+                  (double)each / 1073741824.0, lean_words(r));
     return 0;
 }
 
@@ -983,6 +1005,7 @@ static int setup(run *r)
     tz = zinf_now() - tz;
     int nrc = 0;
     if (!rc) rc = recompute_blocks(r, rp, comm, &nrc);
+    if (!rc) rc = choose_lean(r, comm, rp, nrc);
     if (!rc) rc = zinf_model_alloc_acts_n(&r->m, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, rp, nrc);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(forward_contexts(r, comm));

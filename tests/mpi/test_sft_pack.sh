@@ -321,7 +321,7 @@ for model in test-llama test-qwen3; do
             if [ -z "$ov" ]; then
                 expect_has "packed rows, $model: forwards together, lean" \
                     "the forwards of 2 micro-batches of each step run together" \
-                    "lean, their backward recomputes the norms' outputs and the MLP's product"
+                    "; lean: their backward recomputes the norms' outputs and the MLP's product"
                 hon=$h; metric "$TMP/$n/metrics.jsonl" loss > "$TMP/pk_on.loss"; continue
             fi
             metric "$TMP/$n/metrics.jsonl" loss > "$TMP/pk_off.loss"
