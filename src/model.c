@@ -225,9 +225,6 @@ static void carve_all(zinf_model *m, zinf_carver *cv, zinf_carver *cg, size_t es
     m->targets = zinf_carve(cv, N * 4);
 }
 
-static int act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
-                     bool lean, size_t *acts, size_t *grads);
-
 static int recompute_count(const zinf_model_cfg *c, zinf_recompute recompute, int blocks)
 {
     if (recompute == ZINF_RECOMPUTE_NONE) return 0;
@@ -255,7 +252,7 @@ int zinf_model_alloc_acts_n(zinf_model *m, int B, int T, zinf_recompute recomput
     m->host_losses = calloc((size_t)B * T, sizeof(float));
     if (!m->host_losses) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     ZINF_TRY(m->f->acts_init(m));
-    ZINF_TRY(act_bytes(&m->c, B, T, es, recompute, nrc, m->lean, &m->act_bytes, &m->grad_bytes));
+    ZINF_TRY(zinf_model_act_bytes_lean(&m->c, B, T, es, recompute, nrc, m->lean, &m->act_bytes, &m->grad_bytes));
     m->act_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->act_bytes);
     m->grad_mem = m->be->alloc(m->be, ZINF_PLACE_DEVICE, m->grad_bytes);
     if (!m->act_mem || !m->grad_mem)
@@ -275,11 +272,11 @@ int zinf_model_act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_
 int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                            int blocks, size_t *acts, size_t *grads)
 {
-    return act_bytes(c, B, T, es, recompute, blocks, false, acts, grads);
+    return zinf_model_act_bytes_lean(c, B, T, es, recompute, blocks, false, acts, grads);
 }
 
-static int act_bytes(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
-                     bool lean, size_t *acts, size_t *grads)
+int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
+                              bool lean, size_t *acts, size_t *grads)
 {
     int nrc = recompute_count(c, recompute, blocks);
     ZINF_TRY(nrc);
@@ -331,12 +328,6 @@ void zinf_model_free(zinf_model *m)
     }
     free(m->host_losses);
     memset(m, 0, sizeof *m);
-}
-
-int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, int blocks,
-                              bool lean, size_t *acts, size_t *grads)
-{
-    return act_bytes(c, B, T, es, recompute, blocks, lean, acts, grads);
 }
 
 int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)

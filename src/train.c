@@ -777,14 +777,7 @@ static int act_room(run *r, zinf_comm *comm, size_t *freeb, size_t *reserve)
     return 0;
 }
 
-/* Where ZeRO lets the host update run on into the next step, a step's first micro-batches run their
- * forwards together behind it (train_step), as many as their activations fit the device memory
- * that "auto"'s reserve leaves (the first's included); lean (zinf_model.lean: the kept blocks'
- * norm outputs and MLP product recomputed in the backward), micro-batch 0's and the contexts',
- * where that fits more of them. On the CPU backend, which has no device memory to fit, lean, so
- * that its one context and micro-batch 0 run the lean backward. Before micro-batch 0's activations
- * are allocated; the ranks are lean where any of them is. */
-/* ", lean: ..." where the run is lean and that changes its activations (the Llama family) */
+/* "; lean: ..." where the run is lean and that changes its activations (the Llama family) */
 static const char *lean_words(const run *r)
 {
     size_t a = 0, g = 0;
@@ -796,6 +789,13 @@ static const char *lean_words(const run *r)
                : "";
 }
 
+/* Where ZeRO lets the host update run on into the next step, a step's first micro-batches run their
+ * forwards together behind it (train_step), as many as their activations fit the device memory
+ * that "auto"'s reserve leaves (the first's included); lean (zinf_model.lean: the kept blocks'
+ * norm outputs and MLP product recomputed in the backward), micro-batch 0's and the contexts',
+ * where that fits more of them. On the CPU backend, which has no device memory to fit, lean, so
+ * that its one context and micro-batch 0 run the lean backward. Before micro-batch 0's activations
+ * are allocated; the ranks are lean where any of them is. */
 static int choose_lean(run *r, zinf_comm *comm, zinf_recompute rp, int nrc)
 {
     int64_t gas = r->cfg.gradient_accumulation_steps;

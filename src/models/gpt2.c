@@ -338,7 +338,6 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     be->matmul_fwd_res(be, A->res[l + 1], a->fchg, TP(P, u, T_FCPROJW), TP(P, u, T_FCPROJB), a->res2, N, 4 * C, C);
 }
 
-
 /* GPT-2's positions are the row offsets and its attention sees back to the row's start: one
  * sample per row. Packed rows wait for the kernels that take positions and sample starts. */
 static int one_sample_per_row(const zinf_batch *b)

@@ -602,7 +602,6 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
                        (int)d.C);
 }
 
-
 /* The samples packed into the batch's rows, from its sample starts: each row a run of samples,
  * kv_start[t] either kv_start[t-1] (the same sample) or t (a new one). NULL or all zero: one
  * sample per row, the attention's default. */
