@@ -13,11 +13,11 @@
 # llama_z3_np2, llama_off_np2, cap_qwen32b (Qwen2.5-32B shape on the node's GPUs, ZeRO-Infinity),
 # cap_llama_max (a Llama shape of 56 layers at hidden 8192, 50.0B: on 4xH100 92% of the bound
 # capacity.sh prints, whose own largest, 60 layers, would leave no room on the disk beside its
-# 217 GiB of NVMe states), cap_20b_np2 (60 layers at hidden 5120, 21.6B, on 2 of the GPUs; 84% of
-# the bound on a 2-GPU node of 251 GiB), ds_build (DeepSpeed's CPU Adam and async I/O ops compiled
-# once for the parts after it: on a fresh machine each DeepSpeed peer otherwise spends a minute
-# or more of its part's limit compiling them, and at 2 and 4 ranks has not reached a step before
-# its part ended), offload_np2_t16 (offload_np2's zinf run alone with 16 OpenMP threads a rank
+# 217 GiB of NVMe states), cap_20b_np2 (60 layers at hidden 5120, 21.6B, on 2 of the GPUs; 77% of
+# the bound capacity.sh printed on a 2xH200 node of 252 GiB and 128 GiB of free disk), ds_build
+# (DeepSpeed's CPU Adam and async I/O ops compiled once for the parts after it: on a fresh
+# machine each DeepSpeed peer otherwise spends a minute or more of its part's limit compiling
+# them, and at 2 and 4 ranks has not reached a step before its part ended), offload_np2_t16 (offload_np2's zinf run alone with 16 OpenMP threads a rank
 # instead of the share's 32, to tell the team's size from the share's on a 64-core node),
 # llama_off_np1_auto and qwen_off_np1_auto (Llama-3.1-8B and Qwen3-8B shapes, one rank on GPU 0,
 # optimizer in host memory, zinf recomputing what its memory needs ("auto") beside DeepSpeed

@@ -41,6 +41,36 @@ for lm in llama3 qwen3 qwen2 l64; do
     agree "L$lm.cpu" "L$lm.gpubf16" 3e-2 "$lm: CUDA bf16 vs CPU"
 done
 
+# lean forwards on the GPU: ZeRO-3 with the optimizer in host memory and 16 micro-batches a step,
+# at a shape whose micro-batch holds about 8.8 GiB of activations (6 blocks of 1024, 16 x 2048
+# tokens), so that fewer than the step's 16 forwards fit together in a 40-141 GiB GPU and lean
+# ones fit more: the run is lean (the backward recomputes the norms' outputs and the MLP's
+# product, and for Qwen3 the q/k norms) and gives the same bits as the micro-batches one after
+# the other after the whole update (zinf_overlap_host_step false). Llama and Qwen3.
+for mt in llama qwen3; do
+    printf '{"model_type": "%s", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 6,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 256,
+ "max_position_embeddings": 2048, "rope_theta": 10000.0}\n' $mt > "$TMP/lean$mt.json"
+    for ov in "" ', "zinf_overlap_host_step": false'; do
+        n=lean$mt${ov:+s}
+        printf '{"train_batch_size": 256, "train_micro_batch_size_per_gpu": 16, "gradient_clipping": 1.0,
+ "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}} %s}\n' \
+            "$ov" > "$TMP/$n.ds.json"
+        mpi 1 train --device cuda --model "$TMP/lean$mt.json" --data "$TMP/add_train_*.bin" --max_length 2048 \
+            --max_steps 3 --logging_steps 1 --config "$TMP/$n.ds.json" --out "$TMP/$n" --seed 5
+        expect_ok "$n"
+        metric "$TMP/$n/metrics.jsonl" loss > "$TMP/$n.loss"
+        eval "H$n=\$(printf '%s\n' \"\$OUTPUT\" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')"
+        [ -n "$ov" ] || expect_has "$mt on the GPU: forwards together, lean" "micro-batches of each step run together" \
+            "; lean: their backward recomputes the norms' outputs and the MLP's product"
+    done
+    eval "ha=\$Hlean$mt hs=\$Hlean${mt}s"
+    # shellcheck disable=SC2154 # ha and hs are set by the eval above
+    [ -n "$ha" ] && [ "$ha" = "$hs" ] && [ "$(wc -l < "$TMP/lean$mt.loss")" -eq 3 ] &&
+        cmp -s "$TMP/lean$mt.loss" "$TMP/lean${mt}s.loss" && pass ||
+        fail "$mt on the GPU: the lean forwards together give parameters $ha, one after the other $hs"
+done
+
 # packed chat samples (zinf train --dataset --packing): attention within each sample in the fast
 # kernels at head sizes 64 and 128 with grouped KV heads follows the CPU; then `zinf generate` on
 # the GPU gives the CPU's greedy reply from the fp32 checkpoint. The first step's loss (the same
