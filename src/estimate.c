@@ -719,18 +719,30 @@ static const char *const RECOMPUTE[] = {"none", "full", "keep-attention"};
 int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, int micro, int T,
                              int recompute, int blocks, int bytes)
 {
-    size_t a = 0, g = 0, a0 = 0, g0 = 0;
+    size_t a = 0, g = 0, a0 = 0, g0 = 0, la = 0, lg = 0;
     size_t es = precision == ZINF_EST_FP32 ? 4 : 2;
     int nrc = blocks < 0 ? m->n_layer : blocks;
     ZINF_TRY(zinf_model_act_bytes_n(m, micro, T, es, (zinf_recompute)recompute, nrc, &a, &g));
-    if (bytes) fprintf(out, "act=%zu act_grad=%zu\n", a, g);
-    else {
+    /* lean (zinf_model.lean; train.c's choose_lean): where the family has it, the run's figure when
+     * the forwards of a step run together behind the host update */
+    ZINF_TRY(zinf_model_act_bytes_lean(m, micro, T, es, (zinf_recompute)recompute, nrc, true, &la, &lg));
+    bool lean = la + lg < a + g;
+    if (bytes) {
+        fprintf(out, "act=%zu act_grad=%zu", a, g);
+        if (lean) fprintf(out, " lean_act=%zu lean_act_grad=%zu", la, lg);
+        fputc('\n', out);
+    } else {
         char which[64] = "";
         if (recompute && nrc < m->n_layer) snprintf(which, sizeof which, " (%d of %d blocks)", nrc, m->n_layer);
         fprintf(out, "Activations per GPU, micro-batch %d x %d tokens, %s, recompute %s%s: %.2f GiB, "
                 "plus %.2f GiB of activation-gradient scratch\n", micro, T,
                 precision == ZINF_EST_FP32 ? "fp32" : "16-bit", RECOMPUTE[recompute], which,
                 (double)a / 1073741824.0, (double)g / 1073741824.0);
+        if (lean)
+            fprintf(out, "Lean, %.2f GiB, plus %.2f GiB of scratch: the run's figure where ZeRO-3's host update runs "
+                    "on beside the next forwards (optimizer offloaded, gradient accumulation) and lean activations "
+                    "fit more of them together (on the CPU backend always); their backward recomputes the norms' "
+                    "outputs and the MLP's product\n", (double)la / 1073741824.0, (double)lg / 1073741824.0);
         /* on CUDA: what cuDNN's attention backward takes while it runs */
         int64_t per = zinf_attn_ws_samples(micro, T, m->n_head, m->n_kv_head, m->head_dim, es);
         if (per)

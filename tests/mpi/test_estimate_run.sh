@@ -121,6 +121,35 @@ for rc in none full keep-attention; do
     [ "$est" = "$want" ] && pass || fail "recompute $rc: zinf estimate says '$est', the layout gives '$want'"
     k=$((k + 1))
 done
+# lean activations (the Llama family): a ZeRO-3 run with the optimizer in host memory and two
+# micro-batches a step runs lean on the CPU backend (the forwards together behind the update);
+# its mem_act/mem_act_grad against the estimate's lean figures, and both against the layout:
+# each carved block (every block, or the first and the kept ones) drops its two norm outputs
+# (N x C) and SwiGLU's product (N x F), and one of each goes to the gradient scratch that the
+# blocks share. A 3-block Llama (C 64, F 128), fp32, micro-batch 2 x 32 tokens (N 64): every
+# block kept (3 carved), and 2 of 3 recomputed (the first's set shared, the third's: 2 carved).
+printf '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64}\n' > "$TMP/l3.json"
+for rb in 0 2; do
+    printf '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3,
+ "offload_optimizer": {"device": "cpu"}}, "activation_checkpointing": {"zinf_recompute_blocks": %d}}\n' $rb > "$TMP/lean$rb.json"
+    mpi 1 train --model "$TMP/l3.json" --data "$D" --max_length 32 --max_steps 1 --config "$TMP/lean$rb.json" \
+        --out "$TMP/lean$rb" --seed 3
+    expect_ok "lean activations, $rb of 3 blocks recomputed: train"
+    expect_has "lean activations, $rb recomputed: the run is lean" "; lean: their backward recomputes"
+    got=$(grep '"mem_act"' "$TMP/lean$rb/metrics.jsonl" | tail -1 | sed 's/.*"mem_act": \([0-9]*\), "mem_act_grad": \([0-9]*\).*/lean_act=\1 lean_act_grad=\2/')
+    run estimate --model "$TMP/l3.json" --config "$TMP/lean$rb.json" --precision fp32 --print-bytes --micro-batch 2 --seq-len 32
+    expect_ok "lean activations, $rb recomputed: estimate"
+    est=$(printf '%s\n' "$OUTPUT" | sed -n 's/^act=\([0-9]*\) act_grad=\([0-9]*\) lean_act=\([0-9]*\) lean_act_grad=\([0-9]*\)$/\1 \2 \3 \4/p')
+    read -r fa fg la lg <<EOT
+$est
+EOT
+    carved=$(( rb == 0 ? 3 : 2 ))
+    want="lean_act=$(( fa - carved * (2 * 64 * 64 * 4 + 64 * 128 * 4) )) lean_act_grad=$(( fg + 64 * 64 * 4 + 64 * 128 * 4 ))"
+    [ -n "$est" ] && [ "lean_act=$la lean_act_grad=$lg" = "$want" ] && pass ||
+        fail "lean, $rb recomputed: zinf estimate says '$est', the layout gives '$want'"
+    [ "$got" = "$want" ] && pass || fail "lean, $rb recomputed: the run allocated '$got', the layout gives '$want'"
+done
 run estimate --model test-mini --recompute full
 expect_err "--recompute without --micro-batch" "give --micro-batch too"
 run estimate --model test-mini --micro-batch 4 --recompute some
