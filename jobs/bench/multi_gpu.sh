@@ -76,7 +76,8 @@ if [ "$ngpu" -ge 4 ]; then
     part check_cuda_multi4 240 sh tests/cuda/multi.sh 4
     wait
 else
-    part check_cuda_${ngpu}gpu 300 sh tests/cuda/run.sh
+    # run.sh whole (its op tests included) on 2 H200s took 457 s (2026-11-28)
+    part check_cuda_${ngpu}gpu 560 sh tests/cuda/run.sh
 fi
 for f in "$logs"/check_cuda_*.log; do
     [ -f "$f" ] && say "$(basename "$f" .log): $(grep -E ': [0-9]+ checks' "$f" | tail -2 | tr '\n' ' ')$(grep -c '^FAIL' "$f") FAIL lines"
