@@ -790,36 +790,36 @@ static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
 
 /* ---------------------------------------------------------------- RMSNorm, RoPE, SwiGLU */
 
-/* N rows of C, ld apart (ld > C: the gaps must come back as they went in) */
-static void test_rmsnorm(ctx *c, int64_t N, int C, int64_t ld)
+/* N rows of `heads` groups of C, ld apart (ld > heads C: the gaps must come back as they went in) */
+static void test_rmsnorm(ctx *c, int64_t N, int heads, int C, int64_t ld)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "N%lld C%d ld%lld", (long long)N, C, (long long)ld);
-    const int64_t n = N * ld;
+    snprintf(nm, sizeof nm, "N%lld heads%d C%d ld%lld", (long long)N, heads, C, (long long)ld);
+    const int64_t n = N * ld, R = N * heads;
     float *x = hrand(c->dt, n, -2, 3), *w = hrand(c->dt, C, 0.5f, 1.5f), *out = hrand(c->dt, n, -1, 1);
-    float *rstd = xmalloc(N * 4);
+    float *rstd = xmalloc(R * 4);
     void *dx_ = up(c, x, n), *dw_ = up(c, w, C), *dout = up(c, out, n);
-    float *drstd = dalloc(c, N * 4);
-    c->cpu->rmsnorm_fwd(c->cpu, out, rstd, x, w, N, C, ld, 1e-6f);
-    c->gpu->rmsnorm_fwd(c->gpu, dout, drstd, dx_, dw_, N, C, ld, 1e-6f);
+    float *drstd = dalloc(c, R * 4);
+    c->cpu->rmsnorm_fwd(c->cpu, out, rstd, x, w, N, heads, C, ld, 1e-6f);
+    c->gpu->rmsnorm_fwd(c->gpu, dout, drstd, dx_, dw_, N, heads, C, ld, 1e-6f);
     gsync(c, "rmsnorm_fwd");
-    float *go = down(c, dout, n), *gr = downf(c, drstd, N);
+    float *go = down(c, dout, n), *gr = downf(c, drstd, R);
     compare(c, "rmsnorm_fwd", nm, go, out, n, tol_of(c, 1e-5, 1e-2, 5e-3));
-    compare(c, "rmsnorm_fwd", "rstd", gr, rstd, N, tol_of(c, 1e-5, 1e-5, 1e-5));
+    compare(c, "rmsnorm_fwd", "rstd", gr, rstd, R, tol_of(c, 1e-5, 1e-5, 1e-5));
     float *dy = hrand(c->dt, n, -1, 1), *gx = hrand(c->dt, n, -1, 1), *gw = hrand(c->dt, C, -1, 1);
     void *ddy = up(c, dy, n);
-    float *cr = upf(c, rstd, N);
+    float *cr = upf(c, rstd, R);
     void *raw[2][2];
     for (int r = 0; r < 2; r++) {
         void *dgx = up(c, gx, n), *dgw = up(c, gw, C);
-        c->gpu->rmsnorm_bwd(c->gpu, dgx, r ? NULL : dgw, ddy, dx_, dw_, cr, N, C, ld);
+        c->gpu->rmsnorm_bwd(c->gpu, dgx, r ? NULL : dgw, ddy, dx_, dw_, cr, N, heads, C, ld);
         gsync(c, "rmsnorm_bwd");
         raw[r][0] = down_raw(c, dgx, n * es(c));
         raw[r][1] = down_raw(c, dgw, C * es(c));
         dfree(c, dgx), dfree(c, dgw);
     }
     float *gw0 = hcopy(gw, C);
-    c->cpu->rmsnorm_bwd(c->cpu, gx, gw, dy, x, w, rstd, N, C, ld);
+    c->cpu->rmsnorm_bwd(c->cpu, gx, gw, dy, x, w, rstd, N, heads, C, ld);
     float *h0 = dec(c, raw[0][0], n), *h1 = dec(c, raw[0][1], C), *h2 = dec(c, raw[1][1], C);
     compare(c, "rmsnorm_bwd", "dx (accumulated)", h0, gx, n, tol_of(c, 1e-5, 1e-2, 5e-3));
     compare(c, "rmsnorm_bwd", "dw (accumulated)", h1, gw, C, tol_of(c, 5e-5, 1e-2, 5e-3));
@@ -1452,11 +1452,17 @@ static void run_all(ctx *c, int big)
     }
     zinf_cuda_attn_cudnn = cudnn_on;
     zinf_cuda_attn_hopper = hopper_bits;
-    test_rmsnorm(c, 7, 24, 24);
-    test_rmsnorm(c, 33, 128, 128 * 3); /* per-head q norm inside a packed row: hs 128, ld = the row */
-    test_rmsnorm(c, 300, 64, 64 * 6 + 8);
-    test_rmsnorm(c, 5, 13, 17);        /* odd: scalar path */
-    test_rmsnorm(c, 600, 2048, 2048);
+    test_rmsnorm(c, 7, 1, 24, 24);
+    test_rmsnorm(c, 33, 1, 128, 128 * 3); /* one head's norm inside a packed row: hs 128, ld = the row */
+    test_rmsnorm(c, 300, 1, 64, 64 * 6 + 8);
+    test_rmsnorm(c, 5, 1, 13, 17);        /* odd: scalar path */
+    test_rmsnorm(c, 600, 1, 2048, 2048);
+    /* Qwen3's q heads and k heads, each set in one call: 16 and 8 heads of 128 in a q|k|v row of
+     * 32 heads; 3 heads of 64 (900 group rows, several dw chunks); the scalar path */
+    test_rmsnorm(c, 37, 16, 128, 128 * 32);
+    test_rmsnorm(c, 37, 8, 128, 128 * 32);
+    test_rmsnorm(c, 300, 3, 64, 64 * 5);
+    test_rmsnorm(c, 9, 4, 13, 13 * 4 + 3); /* odd: scalar path */
     test_rope(c, 7 * 5, 3, 64, 3 * 64 + 64, 5, 0, 10000.0);
     test_rope(c, 100, 6, 128, 10 * 128, 50, 1, 1e6);
     test_rope(c, 9, 2, 6, 20, 3, 1, 500000.0);
