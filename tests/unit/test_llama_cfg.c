@@ -46,6 +46,77 @@ static void expect_refused(const char *json, const char *want, const char *what)
     CHECK(rc != 0 && strstr(zinf_errmsg(), want), "%s: message '%s' lacks '%s'", what, zinf_errmsg(), want);
 }
 
+/* bytes of the activations and their gradient scratch, lean or not, with n blocks recomputed */
+static size_t act_total(const zinf_model_cfg *c, int n, bool lean)
+{
+    size_t a = 0, g = 0;
+    CHECK(zinf_model_act_bytes_lean(c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, n, lean, &a, &g) == 0, "act bytes");
+    return a + g;
+}
+
+/* the fewest recomputed blocks that fit, searched here; -1 none */
+static int fewest(const zinf_model_cfg *c, size_t budget, bool lean)
+{
+    for (int n = 0; n <= c->n_layer; n++)
+        if (act_total(c, n, lean) <= budget) return n;
+    return -1;
+}
+
+/* "auto" with lean activations (zinf_model_recompute_fit), T 4096, bf16: at the Llama-3.1-8B shape
+ * lean where only lean fits, and where it saves enough recomputed blocks by the rule written in
+ * model.h (lean's elementwise work against a block's forward at 200 FLOPs a byte); full where
+ * everything fits, and at hidden 64 where lean saves two blocks; never lean for GPT-2 */
+static void test_recompute_fit(void)
+{
+    zinf_model_cfg c;
+    CHECK(zinf_model_cfg_load(&c, "llama-3.1-8b") == 0, "preset: %s", zinf_errmsg());
+    const int L = c.n_layer;
+    bool lean = true;
+    int n = -1;
+    /* every block kept at full size fits */
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, act_total(&c, 0, false), &lean, &n) == 0 &&
+              n == 0 && !lean, "all kept: %d blocks, lean %d", n, lean);
+    /* every block kept lean fits, full ones need nf recomputed: lean pays where nf 2C > L 2 200 */
+    size_t b = act_total(&c, 0, true);
+    int nf = fewest(&c, b, false);
+    CHECK(nf > 0 && nf * 2 * 4096 > L * 2 * 200, "lean all kept: full needs %d recomputed", nf);
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && n == 0 && lean,
+          "lean all kept: %d blocks, lean %d (full: %d)", n, lean, nf);
+    /* at hidden 64 (test-llama, 2 blocks) lean's elementwise work weighs more against a block's
+     * forward: a budget one byte short of every block kept needs both recomputed at full size
+     * (the first recomputed block saves nothing: the recomputed ones share its set) and none lean,
+     * and 2 x 2 x 64 < 2 x 2 x 200: full */
+    zinf_model_cfg t;
+    CHECK(zinf_model_cfg_load(&t, "test-llama") == 0, "test-llama preset");
+    b = act_total(&t, 0, false) - 1;
+    CHECK(fewest(&t, b, true) == 0 && fewest(&t, b, false) == 2, "test-llama: lean %d, full %d", fewest(&t, b, true),
+          fewest(&t, b, false));
+    CHECK(zinf_model_recompute_fit(&t, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && n == 2 && !lean,
+          "test-llama: %d blocks, lean %d", n, lean);
+    /* only lean fits: one byte short of every block recomputed at full size */
+    b = act_total(&c, L, false) - 1;
+    int nl = fewest(&c, b, true);
+    CHECK(nl >= 0 && nl <= L, "only lean fits: lean needs %d", nl);
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && n == nl && lean,
+          "only lean fits: %d blocks (want %d), lean %d", n, nl, lean);
+    /* without the lean choice (NULL) the same budget fails, naming what every block needs */
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, NULL, &n) != 0 &&
+              strstr(zinf_errmsg(), "with every block recomputed,"), "full alone: %s", zinf_errmsg());
+    zinf_err_clear();
+    /* nothing fits: the message says lean was tried */
+    b = act_total(&c, L, true) - 1;
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) != 0 &&
+              strstr(zinf_errmsg(), "with every block recomputed and lean"), "nothing fits: %s", zinf_errmsg());
+    zinf_err_clear();
+    /* GPT-2: its activations have no lean form, so never lean */
+    zinf_model_cfg g;
+    CHECK(zinf_model_cfg_load(&g, "gpt2-1.5b") == 0, "gpt2 preset");
+    size_t a = 0, gg = 0;
+    CHECK(zinf_model_act_bytes_lean(&g, 1, 1024, 2, ZINF_RECOMPUTE_FULL, 10, false, &a, &gg) == 0, "gpt2 bytes");
+    CHECK(zinf_model_recompute_fit(&g, 1, 1024, 2, ZINF_RECOMPUTE_FULL, a + gg, &lean, &n) == 0 && n == 10 && !lean,
+          "gpt2: %d blocks, lean %d", n, lean);
+}
+
 int main(void)
 {
     zinf_model_cfg c;
@@ -169,5 +240,6 @@ int main(void)
     expect_refused("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
                    "\"vocab_size\":300,\"max_position_embeddings\":64}", "lacks \"intermediate_size\"",
                    "a missing size");
+    test_recompute_fit();
     return check_done("test_llama_cfg");
 }
