@@ -74,14 +74,16 @@ __global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const
     }
 }
 
-/* part[chunk][c] = sum over the chunk's group rows of dout * x * rstd; block 32 x 8 */
+/* part[chunk][c] = sum over the chunk's group rows of dout * x * rstd; block 32 x 8, the chunks on
+ * the grid's x (2^31 - 1 of them: a y of 65535 chunks would cap N x heads at 16.7M rows) and the
+ * 32-column blocks on its y */
 template <typename T>
 __global__ void rms_dw_part_k(float *part, const T *dout, const T *x, const float *rstd, int64_t R, int64_t N, int C,
                               int64_t ld)
 {
     __shared__ float sm[8][32];
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    const int64_t r0 = (int64_t)blockIdx.y * RMS_ROWS, r1 = r0 + RMS_ROWS < R ? r0 + RMS_ROWS : R;
+    const int c = blockIdx.y * 32 + threadIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.x * RMS_ROWS, r1 = r0 + RMS_ROWS < R ? r0 + RMS_ROWS : R;
     float acc = 0.0f;
     if (c < C)
         for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
@@ -94,7 +96,7 @@ __global__ void rms_dw_part_k(float *part, const T *dout, const T *x, const floa
         float s = 0.0f;
 #pragma unroll
         for (int y = 0; y < 8; y++) s += sm[y][threadIdx.x];
-        part[(int64_t)blockIdx.y * C + c] = s;
+        part[(int64_t)blockIdx.x * C + c] = s;
     }
 }
 
@@ -137,7 +139,7 @@ static void rms_bwd_t(CudaImpl *im, T *dx, T *dw, const T *dout, const T *x, con
         unsigned nchunks = cdiv(R, RMS_ROWS);
         float *part = (float *)zinf_cuda_scratch(im, (size_t)nchunks * C * sizeof(float), "rmsnorm_bwd");
         if (!part) return;
-        rms_dw_part_k<T><<<dim3(cdiv(C, 32), nchunks), dim3(32, 8), 0, im->stream>>>(part, dout, x, rstd, R, N, C, ld);
+        rms_dw_part_k<T><<<dim3(nchunks, cdiv(C, 32)), dim3(32, 8), 0, im->stream>>>(part, dout, x, rstd, R, N, C, ld);
         cu_add_partials(im, dw, part, (int)nchunks, C);
     }
     zinf_cuda_check_launch(im, "rmsnorm_bwd");
