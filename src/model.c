@@ -335,14 +335,16 @@ int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, z
             *blocks = nl;
             return 0;
         }
-        if (nf < 0 && lneed) need = lneed;
     }
     if (nf >= 0) {
         *blocks = nf;
         return 0;
     }
+    /* nothing fits: the least the activations need, lean where the family has a lean form */
+    bool leaner = lneed && lneed < need;
     return zinf_err("activations need %.2f GiB with every block recomputed%s, more than the %.2f GiB free for them",
-                    (double)need / 1073741824.0, lean && lneed ? " and lean" : "", (double)budget / 1073741824.0);
+                    (double)(leaner ? lneed : need) / 1073741824.0, leaner ? " and lean" : "",
+                    (double)budget / 1073741824.0);
 }
 
 void zinf_model_free(zinf_model *m)

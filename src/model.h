@@ -210,7 +210,9 @@ int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, z
  * (4C + 3F) es bytes a token read and written, while a block's forward is about 2 (4C^2 + 3CF)
  * FLOPs a token; at a GPU's ZINF_GPU_FLOP_PER_BYTE (bf16 GEMM rate over memory bandwidth) the
  * former costs es ZINF_GPU_FLOP_PER_BYTE / (2C) of the latter. So lean pays where
- * (full_blocks - lean_blocks) 2C > (n_layer - lean_blocks) es ZINF_GPU_FLOP_PER_BYTE. */
+ * (full_blocks - lean_blocks) 2C > (n_layer - lean_blocks) es ZINF_GPU_FLOP_PER_BYTE. (Lean, the
+ * recomputed blocks' backward also recomputes their first RMSNorm, a third of that work; the rule
+ * leaves it out. The balance is bf16's: in fp32 the GEMMs are slower and the rule errs to full.) */
 #define ZINF_GPU_FLOP_PER_BYTE 200 /* H100/H200: ~800 TFLOP/s of bf16 GEMM, 3.4-4.8 TB/s */
 bool zinf_lean_pays(const zinf_model_cfg *c, size_t es, int full_blocks, int lean_blocks);
 

@@ -876,34 +876,35 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
     else if (!r->be.mem_info) {
         zinf_info("activation checkpointing: zinf_recompute_blocks \"auto\" on the %s backend, which has no "
                   "device memory to fit: no block is recomputed", r->be.name);
-    } else {
-        size_t freeb = 0, reserve = 0, es = zinf_dtype_size(r->be.cdt);
+    }
+    bool autofit = v == ZINF_RECOMPUTE_AUTO && r->be.mem_info, lean = false;
+    size_t freeb = 0, reserve = 0, es = zinf_dtype_size(r->be.cdt);
+    if (autofit) {
         rc = act_room(r, comm, &freeb, &reserve);
         size_t budget = freeb > reserve ? freeb - reserve : 0;
-        bool lean = false;
         if (!rc)
             rc = zinf_model_recompute_fit(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, budget, &lean,
                                           nrc);
         if (rc) rc = zinf_err_prefix(rc, "activation_checkpointing.zinf_recompute_blocks \"auto\"");
-        else {
-            size_t a = 0, g = 0;
-            r->m.lean = lean;
-            zinf_model_act_bytes_lean(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, *nrc, lean, &a,
-                                      &g);
-            zinf_info("activation checkpointing (auto): %.2f GiB of activations for %d recomputed block%s fit "
-                      "the %.2f GiB free after the ZeRO states, less %.2f GiB kept in reserve%s",
-                      (double)(a + g) / 1073741824.0, *nrc, *nrc == 1 ? "" : "s", (double)freeb / 1073741824.0,
-                      (double)reserve / 1073741824.0,
-                      lean ? "; lean (the kept blocks' backward recomputes the norms' outputs and the MLP's product), "
-                             "which keeps more blocks than full activations would" : "");
-        }
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     /* every rank recomputes the most blocks any rank needs: the ranks' programs stay the same */
-    double most[2] = {*nrc, r->m.lean};
+    double most[2] = {*nrc, lean};
     ZINF_TRY(zinf_comm_allreduce_max_f64(comm, most, 2));
     *nrc = (int)most[0];
     r->m.lean = most[1] > 0;
+    if (autofit) { /* what the ranks agreed on, against rank 0's room */
+        size_t a = 0, g = 0;
+        zinf_model_act_bytes_lean(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, *nrc, r->m.lean, &a,
+                                  &g);
+        zinf_info("activation checkpointing (auto): %.2f GiB of activations for %d recomputed block%s fit "
+                  "the %.2f GiB free after the ZeRO states, less %.2f GiB kept in reserve%s",
+                  (double)(a + g) / 1073741824.0, *nrc, *nrc == 1 ? "" : "s", (double)freeb / 1073741824.0,
+                  (double)reserve / 1073741824.0,
+                  r->m.lean ? "; lean (the kept blocks' backward recomputes the norms' outputs and the MLP's product), "
+                              "which keeps more blocks than full activations would"
+                            : "");
+    }
     if (*nrc < mc->n_layer)
         zinf_info("activation checkpointing: recomputing %d of %d blocks (the first ones); the others keep their "
                   "activations", *nrc, mc->n_layer);
