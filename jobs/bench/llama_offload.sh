@@ -25,12 +25,13 @@
 # one-line reason is printed.
 # Measured 2026-11-26 on GPU 0 of a 2xH100 node (32 cores, 251 GiB), one rank, zinf at d4c5dff, this
 # script at 9093585, `--model llama-3.1-8b --steps 4 --peer-steps 3 --peer-timeout 190` (--np 1
-# --offload cpu): zinf 5,621 tokens/s (26.5% MFU; it exited 1 after the steps, before its final
-# report), DeepSpeed 0.19.8 2,330 (11.0%; zinf 2.41x), FSDP2 did not finish 3 steps in 190 s;
+# --offload cpu): zinf 5,621 tokens/s (29.3% MFU as recounted in docs/performance.md; it exited 1
+# after the steps, before its final report), DeepSpeed 0.19.8 2,330 (12.1%; zinf 2.41x), FSDP2 did
+# not finish 3 steps in 190 s;
 # Qwen3-8B not run (docs/performance.md). On a 2-GPU node lent as 2 H200 (32 cores, 251 GiB), one
 # rank on GPU 0, 2026-11-28, zinf at 5a3b3da, `--model llama-3.1-8b --steps 4 --recompute auto
-# --peer-steps 2 --peer-timeout 330 --no-torch`: zinf 6,740 tokens/s (31.8% MFU, no layer
-# recomputed), DeepSpeed 1,290 (6.1%; zinf 5.23x).
+# --peer-steps 2 --peer-timeout 330 --no-torch`: zinf 6,740 tokens/s (35.1% MFU, no layer
+# recomputed), DeepSpeed 1,290 (6.7%; zinf 5.23x).
 # --recompute full|auto|none: zinf's activation checkpointing. full (the default): every layer
 # recomputed ("activation_checkpointing": {}), the peers likewise (transformers' gradient
 # checkpointing); none: nothing recomputed, in zinf and in the peers; auto: zinf recomputes the

@@ -35,6 +35,20 @@ expect_ok "zinf data"
 D="$TMP/add_train_*.bin"
 mkdir -p "$TMP/nvme"
 
+# the Llama benchmarks' FLOPs a token (jobs/bench/llama_flops.sh, from `zinf estimate`'s Psi and the
+# shape a run logs) against the closed form for test-llama (vocabulary 256, hidden 64, MLP 128,
+# 2 blocks of 4 query heads and 2 key/value heads of 16, untied): 6 (Psi - V C) + 12 L NH hs T,
+# counting the query heads (the log line names kv_heads= after heads=)
+mpi 1 train --model test-llama --data "$D" --max_length 32 --max_steps 1 --out "$TMP/fl"
+expect_ok "test-llama, one step"
+printf '%s\n' "$OUTPUT" > "$TMP/fl.log"
+. "$SRC/jobs/bench/llama_flops.sh"
+got=$(llama_flops "$ZINF" test-llama "$TMP/fl.log" 32)
+want=$(awk 'BEGIN { V = 256; C = 64; F = 128; L = 2; NH = 4; KV = 2; hs = 16; T = 32
+    psi = 2 * V * C + L * (2 * C + C * (NH + 2 * KV) * hs + NH * hs * C + 3 * C * F) + C
+    printf "%.6g", 6 * (psi - V * C) + 12 * L * NH * hs * T }')
+[ "$got" = "$want" ] && pass || fail "llama_flops: $got FLOPs a token for test-llama at T 32, the closed form $want"
+
 # the hostfile example for one machine starts as many ranks as it has slots
 OUTPUT=$(ZINF="$ZINF" sh "$SRC/jobs/mpirun/train.sh" "$SRC/jobs/mpirun/hostfile.localhost" --model test-mini --data "$D" \
     --max_length 32 --max_steps 1 --out "$TMP/hf" 2>&1); RC=$?
