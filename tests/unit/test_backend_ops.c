@@ -30,6 +30,7 @@
  *        test_backend_ops --small    small shapes only (seconds)
  *        test_backend_ops --bench-attn [B] [T]   attention alone at head sizes 128 and 64 (bf16)
  *        test_backend_ops --bench [B] [bf16|fp16] [gpt2-124m|gpt2-1.5b]
+ *        test_backend_ops --bench-llama [B] [T] [llama-3.2-1b|qwen2.5-1.5b]   bf16, each op of a step
  *                                              no checks: per-op timings at GPT-2 shapes
  *                                    (bf16 unless fp16) and a whole training step's tokens/s;
  *                                    then steps held for ~8 s each (the clock the power limit
@@ -1308,6 +1309,152 @@ static void bench(ctx *c, int B, int xl)
     for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) dfree(c, *ws[i].p), dfree(c, *ws[i].g);
 }
 
+/* --bench-llama: each op of a Llama-family training step at a published shape (no recompute, one
+ * GPU, stage 0: what jobs/bench/llama_speed.sh runs), timed alone, times its count in a step,
+ * summed; then the MFU that sum would give by issue 21's count (6 (N - embedding) + 12 L NH hs T
+ * FLOPs a token), to hold against the step a run measures (the difference: launch gaps, the
+ * head's chunks, memsets and the rest the sum leaves out). */
+typedef struct {
+    zinf_backend *g;
+    int B, T, C, F, NH, NKV, hs, L, V, Vp, QKV, A;
+    int64_t N;
+    void *x, *ln, *qkv, *att, *gu, *h, *logits, *res, *dres, *dln, *dqkv, *datt, *dgu, *dh;
+    float *rstd, *lse, *losses, *inv;
+    int32_t *tok;
+    void *wte, *nw, *wqkv, *bqkv, *wo, *wgu, *wd, *gwte, *gnw, *gwqkv, *gbqkv, *gwo, *gwgu, *gwd;
+    float *master, *gmaster, *mom, *var;
+    int64_t nparams;
+    void *p16;
+} lstate;
+typedef void (*lbench_fn)(lstate *s);
+static void l_enc_f(lstate *s) { s->g->encoder_fwd(s->g, s->res, s->tok, s->wte, NULL, s->B, s->T, s->C); }
+static void l_enc_b(lstate *s) { s->g->encoder_bwd(s->g, s->gwte, NULL, s->dres, s->tok, s->B, s->T, s->C); }
+static void l_rms_f(lstate *s) { s->g->rmsnorm_fwd(s->g, s->ln, s->rstd, s->res, s->nw, s->N, s->C, s->C, 1e-5f); }
+static void l_rms_b(lstate *s) { s->g->rmsnorm_bwd(s->g, s->dres, s->gnw, s->dln, s->res, s->nw, s->rstd, s->N, s->C, s->C); }
+static void l_qkv_f(lstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, s->QKV); }
+static void l_qkv_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, s->QKV); }
+static void l_rope_f(lstate *s) { s->g->rope(s->g, s->qkv, s->N, s->NH + s->NKV, s->hs, s->QKV, NULL, s->T, s->inv, 0); }
+static void l_rope_b(lstate *s) { s->g->rope(s->g, s->dqkv, s->N, s->NH + s->NKV, s->hs, s->QKV, NULL, s->T, s->inv, 1); }
+static void l_att_f(lstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
+static void l_att_b(lstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
+static void l_o_f(lstate *s) { s->g->matmul_fwd_res(s->g, s->x, s->att, s->wo, NULL, s->res, s->N, s->A, s->C); }
+static void l_o_b(lstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwo, NULL, s->dres, s->att, s->wo, s->N, s->A, s->C); }
+static void l_gu_f(lstate *s) { s->g->matmul_fwd(s->g, s->gu, s->ln, s->wgu, NULL, s->N, s->C, 2 * s->F); }
+static void l_gu_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwgu, NULL, s->dgu, s->ln, s->wgu, s->N, s->C, 2 * s->F); }
+static void l_sw_f(lstate *s) { s->g->swiglu_fwd(s->g, s->h, s->gu, s->N, s->F); }
+static void l_sw_b(lstate *s) { s->g->swiglu_bwd(s->g, s->dgu, s->dh, s->gu, s->N, s->F); }
+static void l_d_f(lstate *s) { s->g->matmul_fwd_res(s->g, s->res, s->h, s->wd, NULL, s->x, s->N, s->F, s->C); }
+static void l_d_b(lstate *s) { s->g->matmul_bwd(s->g, s->dh, s->gwd, NULL, s->dres, s->h, s->wd, s->N, s->F, s->C); }
+static void l_head_f(lstate *s) { s->g->matmul_fwd(s->g, s->logits, s->ln, s->wte, NULL, s->N, s->C, s->Vp); }
+static void l_head_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp); }
+static void l_xent_f(lstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 0.0f); }
+static void l_xent_b(lstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 1.0f / (float)s->N); }
+static void l_sumsq(lstate *s) { (void)zinf_sumsq1(s->g, s->gmaster, s->nparams); }
+static void l_adamw(lstate *s)
+{
+    zinf_adamw_args a = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.0f, 1};
+    s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
+}
+
+static double lbench_time(ctx *c, lstate *s, lbench_fn f, int reps)
+{
+    zinf_event *e0 = zinf_cuda_event_new_timed(c->gpu), *e1 = zinf_cuda_event_new_timed(c->gpu);
+    f(s); /* warm up (plans, scratch) */
+    f(s);
+    gsync(c, "bench");
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        c->gpu->event_record(c->gpu, e0, NULL);
+        f(s);
+        c->gpu->event_record(c->gpu, e1, NULL);
+        gsync(c, "bench");
+        double ms = zinf_cuda_elapsed_ms(e0, e1);
+        if (ms < best) best = ms;
+    }
+    c->gpu->event_free(c->gpu, e0);
+    c->gpu->event_free(c->gpu, e1);
+    return best;
+}
+
+static void bench_llama(ctx *c, int B, int T, int qwen)
+{
+    /* Llama-3.2-1B (tied, 32 heads of 64 over 8 KV heads) or Qwen2.5-1.5B (tied, 12 heads of 128
+     * over 2, q/k/v biases), as their config.json give them */
+    lstate s = {.g = c->gpu, .B = B, .T = T, .C = qwen ? 1536 : 2048, .F = qwen ? 8960 : 8192, .NH = qwen ? 12 : 32,
+                .NKV = qwen ? 2 : 8, .hs = qwen ? 128 : 64, .L = qwen ? 28 : 16, .V = qwen ? 151936 : 128256};
+    s.Vp = (s.V + 127) / 128 * 128, s.QKV = (s.NH + 2 * s.NKV) * s.hs, s.A = s.NH * s.hs;
+    const int64_t N = s.N = (int64_t)B * T, C = s.C, F = s.F;
+    struct { void **p; int64_t n; } bufs[] = {
+        {&s.x, N * C}, {&s.ln, N * C}, {&s.res, N * C}, {&s.dres, N * C}, {&s.dln, N * C}, {&s.att, N * s.A},
+        {&s.datt, N * s.A}, {&s.qkv, N * s.QKV}, {&s.dqkv, N * s.QKV}, {&s.gu, N * 2 * F}, {&s.dgu, N * 2 * F},
+        {&s.h, N * F}, {&s.dh, N * F}, {&s.logits, N * s.Vp}};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        *bufs[i].p = dalloc(c, bufs[i].n * es(c)), bench_fill(c, *bufs[i].p, bufs[i].n, -1, 1);
+    s.rstd = dalloc(c, N * 4), s.losses = dalloc(c, N * 4), s.lse = dalloc(c, (int64_t)B * s.NH * T * 4);
+    float *inv = xmalloc((size_t)s.hs / 2 * 4);
+    for (int i = 0; i < s.hs / 2; i++) inv[i] = (float)pow(500000.0, -2.0 * i / s.hs);
+    s.inv = upf(c, inv, s.hs / 2);
+    free(inv);
+    int32_t *tok = xmalloc(N * 4);
+    for (int64_t i = 0; i < N; i++) tok[i] = rng_int(s.V);
+    s.tok = upi(c, tok, N);
+    free(tok);
+    struct { void **p, **g; int64_t n; } ws[] = {
+        {&s.wte, &s.gwte, (int64_t)s.Vp * C}, {&s.nw, &s.gnw, C}, {&s.wqkv, &s.gwqkv, (int64_t)s.QKV * C},
+        {&s.bqkv, &s.gbqkv, s.QKV}, {&s.wo, &s.gwo, C * s.A}, {&s.wgu, &s.gwgu, 2 * F * C}, {&s.wd, &s.gwd, C * F}};
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) {
+        *ws[i].p = dalloc(c, ws[i].n * es(c)), bench_fill(c, *ws[i].p, ws[i].n, -0.05f, 0.05f);
+        *ws[i].g = dalloc(c, ws[i].n * es(c)), bench_fill(c, *ws[i].g, ws[i].n, -0.01f, 0.01f);
+    }
+    if (!qwen) dfree(c, s.bqkv), dfree(c, s.gbqkv), s.bqkv = s.gbqkv = NULL;
+    /* the parameters: per block two norms, q|k|v (and its bias), o, gate|up, down; the tied
+     * embedding (padded) and the final norm */
+    int64_t blk = 2 * C + (int64_t)s.QKV * C + (qwen ? s.QKV : 0) + (int64_t)s.A * C + 3 * C * F;
+    s.nparams = s.L * blk + (int64_t)s.Vp * C + C;
+    s.master = dalloc(c, s.nparams * 4), s.gmaster = dalloc(c, s.nparams * 4);
+    s.mom = dalloc(c, s.nparams * 4), s.var = dalloc(c, s.nparams * 4);
+    s.p16 = dalloc(c, s.nparams * es(c));
+    const int L = s.L;
+    const double tq = 2.0 * B * s.NH * (double)T * T * s.hs; /* QK^T and PV over the causal half */
+    struct { const char *name; lbench_fn f; int per_step; double flop; } ops[] = {
+        {"encoder_fwd", l_enc_f, 1, 0}, {"encoder_bwd", l_enc_b, 1, 0},
+        {"rmsnorm_fwd", l_rms_f, 2 * L + 1, 0}, {"rmsnorm_bwd", l_rms_b, 2 * L + 1, 0},
+        {"matmul_fwd qkv", l_qkv_f, L, 2.0 * N * C * s.QKV}, {"matmul_bwd qkv", l_qkv_b, L, 4.0 * N * C * s.QKV},
+        {"rope", l_rope_f, L, 0}, {"rope (inverse)", l_rope_b, L, 0},
+        {"attention_fwd", l_att_f, L, tq}, {"attention_bwd", l_att_b, L, 2.5 * tq},
+        {"matmul_fwd_res o", l_o_f, L, 2.0 * N * s.A * C}, {"matmul_bwd o", l_o_b, L, 4.0 * N * s.A * C},
+        {"matmul_fwd gate|up", l_gu_f, L, 2.0 * N * C * 2 * F}, {"matmul_bwd gate|up", l_gu_b, L, 4.0 * N * C * 2 * F},
+        {"swiglu_fwd", l_sw_f, L, 0}, {"swiglu_bwd", l_sw_b, L, 0},
+        {"matmul_fwd_res down", l_d_f, L, 2.0 * N * F * C}, {"matmul_bwd down", l_d_b, L, 4.0 * N * F * C},
+        {"matmul_fwd head", l_head_f, 1, 2.0 * N * C * s.Vp}, {"matmul_bwd head", l_head_b, 1, 4.0 * N * C * s.Vp},
+        {"xent (loss)", l_xent_f, 1, 0}, {"xent (grad)", l_xent_b, 1, 0},
+        {"sumsq all", l_sumsq, 1, 0}, {"adamw all", l_adamw, 1, 0},
+    };
+    const double per_token = 6.0 * (double)(s.nparams - (int64_t)s.Vp * C) + 12.0 * L * s.NH * s.hs * (double)T;
+    printf("\nbench-llama %s B=%d T=%d (N=%lld tokens), %s shape (C=%d, F=%d, %d heads of %d over %d, %d layers, "
+           "vocabulary %d, %lld parameters; %.4g FLOPs a token by issue 21's count)\n",
+           c->dn, B, T, (long long)N, qwen ? "Qwen2.5-1.5B" : "Llama-3.2-1B", s.C, s.F, s.NH, s.hs, s.NKV, L, s.V,
+           (long long)s.nparams, per_token);
+    printf("%-20s %10s %6s %10s %9s\n", "op", "ms", "x/step", "ms/step", "TFLOP/s");
+    double total = 0, gemm = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        double ms = lbench_time(c, &s, ops[i].f, 5);
+        total += ms * ops[i].per_step;
+        if (ops[i].flop > 0 && strncmp(ops[i].name, "matmul", 6) == 0) gemm += ms * ops[i].per_step;
+        printf("%-20s %10.3f %6d %10.3f", ops[i].name, ms, ops[i].per_step, ms * ops[i].per_step);
+        if (ops[i].flop > 0) printf(" %9.1f", ops[i].flop / ms / 1e9);
+        printf("\n");
+    }
+    printf("%-20s %10s %6s %10.3f  -> %.0f tokens/s, %.1f%% MFU by the count (sum of ops; GEMMs %.3f ms)\n", "sum", "",
+           "", total, N / total * 1e3, per_token * N / (total * 1e-3) / 989e12 * 100, gemm);
+    void **all[] = {&s.x, &s.ln, &s.res, &s.dres, &s.dln, &s.att, &s.datt, &s.qkv, &s.dqkv, &s.gu, &s.dgu, &s.h,
+                    &s.dh, &s.logits, (void **)&s.rstd, (void **)&s.losses, (void **)&s.lse, (void **)&s.inv,
+                    (void **)&s.tok, (void **)&s.master, (void **)&s.gmaster, (void **)&s.mom, (void **)&s.var,
+                    &s.p16};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) dfree(c, *all[i]);
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) dfree(c, *ws[i].p), dfree(c, *ws[i].g);
+}
+
 /* Attention alone on random inputs of one shape: qkv and the output's gradient filled, the
  * output, lse and dqkv the kernels' own */
 static bstate attn_state(ctx *c, int B, int T, int NH, int NKV, int hs)
@@ -1499,6 +1646,7 @@ int main(int argc, char **argv)
     int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
     int do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0; /* --bench [B] [fp16]: timings only */
     int do_bench_attn = argc > 1 && strcmp(argv[1], "--bench-attn") == 0;
+    int do_bench_llama = argc > 1 && strcmp(argv[1], "--bench-llama") == 0;
     /* timing the attention versions against each other: ZINF_TEST_ATTN_HOPPER=bits (cuda_backend.h) */
     const char *hop = getenv("ZINF_TEST_ATTN_HOPPER");
     if (hop && *hop) zinf_cuda_attn_hopper = hopper_bits = atoi(hop);
@@ -1532,6 +1680,18 @@ int main(int argc, char **argv)
         zinf_cuda_attn_cudnn_acc = 0;
         zinf_backend_cuda_free(&gpu);
         return check_done("test_backend_ops --bench-attn");
+    }
+    if (do_bench_llama) {
+        zinf_backend gpu;
+        if (zinf_backend_cuda_init(&gpu, 0, ZINF_BF16) != 0) {
+            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
+            return 1;
+        }
+        ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
+        bench_llama(&c, argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 4096,
+                    argc > 4 && strcmp(argv[4], "qwen2.5-1.5b") == 0);
+        zinf_backend_cuda_free(&gpu);
+        return check_done("test_backend_ops --bench-llama");
     }
     if (do_bench) {
         zinf_backend gpu;
