@@ -1198,16 +1198,17 @@ static double bench_sustained(ctx *c, bstate *s, bench_fn f, int steps)
     return ms[h + n / 2];
 }
 
-static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
+/* the best of reps timings of run(arg), after two warm-up calls (plans, scratch) */
+static double time_best(ctx *c, void (*run)(void *), void *arg, int reps)
 {
     zinf_event *e0 = zinf_cuda_event_new_timed(c->gpu), *e1 = zinf_cuda_event_new_timed(c->gpu);
-    f(s); /* warm up (plans, scratch) */
-    f(s);
+    run(arg);
+    run(arg);
     gsync(c, "bench");
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         c->gpu->event_record(c->gpu, e0, NULL);
-        f(s);
+        run(arg);
         c->gpu->event_record(c->gpu, e1, NULL);
         gsync(c, "bench");
         double ms = zinf_cuda_elapsed_ms(e0, e1);
@@ -1216,6 +1217,14 @@ static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
     c->gpu->event_free(c->gpu, e0);
     c->gpu->event_free(c->gpu, e1);
     return best;
+}
+
+typedef struct { bstate *s; bench_fn f; } bcall;
+static void run_bcall(void *a) { ((bcall *)a)->f(((bcall *)a)->s); }
+static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
+{
+    bcall a = {s, f};
+    return time_best(c, run_bcall, &a, reps);
 }
 
 static void bench(ctx *c, int B, int xl)
@@ -1350,24 +1359,12 @@ static void l_adamw(lstate *s)
     s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
 }
 
+typedef struct { lstate *s; lbench_fn f; } lcall;
+static void run_lcall(void *a) { ((lcall *)a)->f(((lcall *)a)->s); }
 static double lbench_time(ctx *c, lstate *s, lbench_fn f, int reps)
 {
-    zinf_event *e0 = zinf_cuda_event_new_timed(c->gpu), *e1 = zinf_cuda_event_new_timed(c->gpu);
-    f(s); /* warm up (plans, scratch) */
-    f(s);
-    gsync(c, "bench");
-    double best = 1e30;
-    for (int r = 0; r < reps; r++) {
-        c->gpu->event_record(c->gpu, e0, NULL);
-        f(s);
-        c->gpu->event_record(c->gpu, e1, NULL);
-        gsync(c, "bench");
-        double ms = zinf_cuda_elapsed_ms(e0, e1);
-        if (ms < best) best = ms;
-    }
-    c->gpu->event_free(c->gpu, e0);
-    c->gpu->event_free(c->gpu, e1);
-    return best;
+    lcall a = {s, f};
+    return time_best(c, run_lcall, &a, reps);
 }
 
 static void bench_llama(ctx *c, int B, int T, int qwen)
