@@ -1624,6 +1624,14 @@ static void run_all(ctx *c, int big)
     test_vectors(c, 77);
 }
 
+/* GPU 0 in dtype dt for a benchmark; nonzero (said on stderr) where it cannot start */
+static int bench_gpu(zinf_backend *gpu, zinf_dtype dt)
+{
+    if (zinf_backend_cuda_init(gpu, 0, dt) == 0) return 0;
+    fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
@@ -1647,10 +1655,7 @@ int main(int argc, char **argv)
     zinf_dtype dts[3] = {ZINF_F32, ZINF_BF16, ZINF_F16};
     if (do_bench_attn) {
         zinf_backend gpu;
-        if (zinf_backend_cuda_init(&gpu, 0, ZINF_BF16) != 0) {
-            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
-            return 1;
-        }
+        if (bench_gpu(&gpu, ZINF_BF16)) return 1;
         ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
         /* cuDNN with dQ accumulated (atomics), cuDNN as zinf runs it, zinf's own kernels */
         for (int dnn = cudnn_on && zinf_cuda_cudnn_version() > 0 ? 2 : 0; dnn >= 0; dnn--) {
@@ -1666,10 +1671,7 @@ int main(int argc, char **argv)
     }
     if (do_bench_llama) {
         zinf_backend gpu;
-        if (zinf_backend_cuda_init(&gpu, 0, ZINF_BF16) != 0) {
-            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
-            return 1;
-        }
+        if (bench_gpu(&gpu, ZINF_BF16)) return 1;
         ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
         bench_llama(&c, argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 4096,
                     argc > 4 && strcmp(argv[4], "qwen2.5-1.5b") == 0);
@@ -1679,10 +1681,7 @@ int main(int argc, char **argv)
     if (do_bench) {
         zinf_backend gpu;
         zinf_dtype dt = argc > 3 && strcmp(argv[3], "fp16") == 0 ? ZINF_F16 : ZINF_BF16;
-        if (zinf_backend_cuda_init(&gpu, 0, dt) != 0) {
-            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
-            return 1;
-        }
+        if (bench_gpu(&gpu, dt)) return 1;
         ctx c = {&cpu, &gpu, dt, zinf_dtype_name(dt)};
         bench(&c, argc > 2 ? atoi(argv[2]) : 16, argc > 4 && strcmp(argv[4], "gpt2-1.5b") == 0);
         zinf_backend_cuda_free(&gpu);
