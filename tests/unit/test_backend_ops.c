@@ -1204,16 +1204,17 @@ static double bench_sustained(ctx *c, bstate *s, bench_fn f, int steps)
     return ms[h + n / 2];
 }
 
-static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
+/* the best of reps timings of run(arg), after two warm-up calls (plans, scratch) */
+static double time_best(ctx *c, void (*run)(void *), void *arg, int reps)
 {
     zinf_event *e0 = zinf_cuda_event_new_timed(c->gpu), *e1 = zinf_cuda_event_new_timed(c->gpu);
-    f(s); /* warm up (plans, scratch) */
-    f(s);
+    run(arg);
+    run(arg);
     gsync(c, "bench");
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         c->gpu->event_record(c->gpu, e0, NULL);
-        f(s);
+        run(arg);
         c->gpu->event_record(c->gpu, e1, NULL);
         gsync(c, "bench");
         double ms = zinf_cuda_elapsed_ms(e0, e1);
@@ -1222,6 +1223,14 @@ static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
     c->gpu->event_free(c->gpu, e0);
     c->gpu->event_free(c->gpu, e1);
     return best;
+}
+
+typedef struct { bstate *s; bench_fn f; } bcall;
+static void run_bcall(void *a) { ((bcall *)a)->f(((bcall *)a)->s); }
+static double bench_time(ctx *c, bstate *s, bench_fn f, int reps)
+{
+    bcall a = {s, f};
+    return time_best(c, run_bcall, &a, reps);
 }
 
 static void bench(ctx *c, int B, int xl)
@@ -1356,24 +1365,12 @@ static void l_adamw(lstate *s)
     s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
 }
 
+typedef struct { lstate *s; lbench_fn f; } lcall;
+static void run_lcall(void *a) { ((lcall *)a)->f(((lcall *)a)->s); }
 static double lbench_time(ctx *c, lstate *s, lbench_fn f, int reps)
 {
-    zinf_event *e0 = zinf_cuda_event_new_timed(c->gpu), *e1 = zinf_cuda_event_new_timed(c->gpu);
-    f(s); /* warm up (plans, scratch) */
-    f(s);
-    gsync(c, "bench");
-    double best = 1e30;
-    for (int r = 0; r < reps; r++) {
-        c->gpu->event_record(c->gpu, e0, NULL);
-        f(s);
-        c->gpu->event_record(c->gpu, e1, NULL);
-        gsync(c, "bench");
-        double ms = zinf_cuda_elapsed_ms(e0, e1);
-        if (ms < best) best = ms;
-    }
-    c->gpu->event_free(c->gpu, e0);
-    c->gpu->event_free(c->gpu, e1);
-    return best;
+    lcall a = {s, f};
+    return time_best(c, run_lcall, &a, reps);
 }
 
 static void bench_llama(ctx *c, int B, int T, int qwen)
@@ -1641,6 +1638,14 @@ static void run_all(ctx *c, int big)
     test_vectors(c, 77);
 }
 
+/* GPU 0 in dtype dt for a benchmark; nonzero (said on stderr) where it cannot start */
+static int bench_gpu(zinf_backend *gpu, zinf_dtype dt)
+{
+    if (zinf_backend_cuda_init(gpu, 0, dt) == 0) return 0;
+    fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int big = !(argc > 1 && strcmp(argv[1], "--small") == 0);
@@ -1664,10 +1669,7 @@ int main(int argc, char **argv)
     zinf_dtype dts[3] = {ZINF_F32, ZINF_BF16, ZINF_F16};
     if (do_bench_attn) {
         zinf_backend gpu;
-        if (zinf_backend_cuda_init(&gpu, 0, ZINF_BF16) != 0) {
-            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
-            return 1;
-        }
+        if (bench_gpu(&gpu, ZINF_BF16)) return 1;
         ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
         /* cuDNN with dQ accumulated (atomics), cuDNN as zinf runs it, zinf's own kernels */
         for (int dnn = cudnn_on && zinf_cuda_cudnn_version() > 0 ? 2 : 0; dnn >= 0; dnn--) {
@@ -1683,10 +1685,7 @@ int main(int argc, char **argv)
     }
     if (do_bench_llama) {
         zinf_backend gpu;
-        if (zinf_backend_cuda_init(&gpu, 0, ZINF_BF16) != 0) {
-            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
-            return 1;
-        }
+        if (bench_gpu(&gpu, ZINF_BF16)) return 1;
         ctx c = {&cpu, &gpu, ZINF_BF16, "bf16"};
         bench_llama(&c, argc > 2 ? atoi(argv[2]) : 4, argc > 3 ? atoi(argv[3]) : 4096,
                     argc > 4 && strcmp(argv[4], "qwen2.5-1.5b") == 0);
@@ -1696,10 +1695,7 @@ int main(int argc, char **argv)
     if (do_bench) {
         zinf_backend gpu;
         zinf_dtype dt = argc > 3 && strcmp(argv[3], "fp16") == 0 ? ZINF_F16 : ZINF_BF16;
-        if (zinf_backend_cuda_init(&gpu, 0, dt) != 0) {
-            fprintf(stderr, "cuda init: %s\n", zinf_backend_cuda_error());
-            return 1;
-        }
+        if (bench_gpu(&gpu, dt)) return 1;
         ctx c = {&cpu, &gpu, dt, zinf_dtype_name(dt)};
         bench(&c, argc > 2 ? atoi(argv[2]) : 16, argc > 4 && strcmp(argv[4], "gpt2-1.5b") == 0);
         zinf_backend_cuda_free(&gpu);
