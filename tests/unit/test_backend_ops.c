@@ -1338,8 +1338,8 @@ typedef struct {
 typedef void (*lbench_fn)(lstate *s);
 static void l_enc_f(lstate *s) { s->g->encoder_fwd(s->g, s->res, s->tok, s->wte, NULL, s->B, s->T, s->C); }
 static void l_enc_b(lstate *s) { s->g->encoder_bwd(s->g, s->gwte, NULL, s->dres, s->tok, s->B, s->T, s->C); }
-static void l_rms_f(lstate *s) { s->g->rmsnorm_fwd(s->g, s->ln, s->rstd, s->res, s->nw, s->N, s->C, s->C, 1e-5f); }
-static void l_rms_b(lstate *s) { s->g->rmsnorm_bwd(s->g, s->dres, s->gnw, s->dln, s->res, s->nw, s->rstd, s->N, s->C, s->C); }
+static void l_rms_f(lstate *s) { s->g->rmsnorm_fwd(s->g, s->ln, s->rstd, s->res, s->nw, s->N, 1, s->C, s->C, 1e-5f); }
+static void l_rms_b(lstate *s) { s->g->rmsnorm_bwd(s->g, s->dres, s->gnw, s->dln, s->res, s->nw, s->rstd, s->N, 1, s->C, s->C); }
 static void l_qkv_f(lstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, s->QKV); }
 static void l_qkv_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, s->QKV); }
 static void l_rope_f(lstate *s) { s->g->rope(s->g, s->qkv, s->N, s->NH + s->NKV, s->hs, s->QKV, NULL, s->T, s->inv, 0); }
