@@ -28,7 +28,8 @@
 # --offload cpu): zinf 5,621 tokens/s (29.3% MFU as recounted in docs/performance.md; it exited 1
 # after the steps, before its final report), DeepSpeed 0.19.8 2,330 (12.1%; zinf 2.41x), FSDP2 did
 # not finish 3 steps in 190 s;
-# Qwen3-8B not run (docs/performance.md). On a 2-GPU node lent as 2 H200 (32 cores, 251 GiB), one
+# Qwen3-8B on the same node and commit 5,288 (28.2%; DeepSpeed did not finish in its part's time;
+# docs/performance.md). On a 2-GPU node lent as 2 H200 (32 cores, 251 GiB), one
 # rank on GPU 0, 2026-11-28, zinf at 5a3b3da, `--model llama-3.1-8b --steps 4 --recompute auto
 # --peer-steps 2 --peer-timeout 330 --no-torch`: zinf 6,740 tokens/s (35.1% MFU, no layer
 # recomputed), DeepSpeed 1,290 (6.7%; zinf 5.23x).
