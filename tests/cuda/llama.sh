@@ -60,7 +60,7 @@ for mt in llama qwen3; do
             --max_steps 3 --logging_steps 1 --config "$TMP/$n.ds.json" --out "$TMP/$n" --seed 5
         expect_ok "$n"
         metric "$TMP/$n/metrics.jsonl" loss > "$TMP/$n.loss"
-        eval "H$n=\$(printf '%s\n' \"\$OUTPUT\" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')"
+        eval "H$n=\$(hash_of)"
         [ -n "$ov" ] || expect_has "$mt on the GPU: forwards together, lean" "micro-batches of each step run together" \
             "; lean: their backward recomputes the norms' outputs and the MLP's product"
     done

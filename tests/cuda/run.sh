@@ -134,9 +134,9 @@ for np in 1 2; do
     done
     # stage 3: the host update runs on into the next step's passes (each waits for the units it
     # uses); finished within its own step (zinf_overlap_host_step false) it gives the same bits
-    HA=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    HA=$(hash_of)
     train1 "os3g$np" cuda '"bf16": {"enabled": true}, "zinf_overlap_host_step": false,' "3, \"offload_optimizer\": {\"device\": \"cpu\"}" $np
-    HS=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    HS=$(hash_of)
     [ -n "$HA" ] && [ "$HA" = "$HS" ] && cmp -s "$TMP/oc3g$np.loss" "$TMP/os3g$np.loss" && pass ||
         fail "stage 3 on $np GPU(s): the update run on into the next passes gives $HA, finished in its step $HS"
     # with gradient accumulation the next step's first micro-batches run their forwards together,
@@ -144,9 +144,9 @@ for np in 1 2; do
     OC='"offload_optimizer": {"device": "cpu"}'
     train1 "og3g$np" cuda '"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 4,' "3, $OC" $np
     expect_has "og3g$np: forwards together" "micro-batches of each step run together, unit by unit"
-    HA=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    HA=$(hash_of)
     train1 "ogs3g$np" cuda '"bf16": {"enabled": true}, "train_micro_batch_size_per_gpu": 4, "zinf_overlap_host_step": false,' "3, $OC" $np
-    HS=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    HS=$(hash_of)
     [ -n "$HA" ] && [ "$HA" = "$HS" ] && cmp -s "$TMP/og3g$np.loss" "$TMP/ogs3g$np.loss" && pass ||
         fail "stage 3 on $np GPU(s), accumulation: the forwards together behind the update give $HA, one after the other $HS"
     train1 "on3g$np" cuda '"bf16": {"enabled": true},' "3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$NV\", \"pipeline_read\": true, \"pipeline_write\": true}" $np --swap_engine $ENG
@@ -194,12 +194,12 @@ for off in "" ', "offload_optimizer": {"device": "cpu"}'; do
         --logging_steps 1 --config "$TMP/$n.json" --seed 11 --max_steps "$2" --out "$TMP/$3" ${4:+"$4"} ${5:+"$5"}; }
     ckrun cuda 6 "$n.full" --save_steps 0
     expect_ok "$n: 6 steps"
-    H=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+    H=$(hash_of)
     ckrun cuda 3 "$n.part" --save_steps 3
     expect_ok "$n: 3 steps and a checkpoint"
     ckrun cuda 6 "$n.part" --resume auto
     expect_ok "$n: resumed on the GPU"
-    [ -n "$H" ] && [ "$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')" = "$H" ] && pass ||
+    [ -n "$H" ] && [ "$(hash_of)" = "$H" ] && pass ||
         fail "$n: resumed on the GPU, the parameters differ from 6 uninterrupted steps"
     if [ -z "$off" ]; then
         mkdir -p "$TMP/$n.cpu"; cp "$TMP/$n.part/checkpoint-3.h5" "$TMP/$n.cpu/"

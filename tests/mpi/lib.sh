@@ -44,6 +44,9 @@ expect_has() {
         case "$OUTPUT" in *"$t"*) ;; *) fail "$what: output lacks '$t'"; printf '%s\n' "$OUTPUT" | tail -8 >&2 ;; esac
     done
 }
+# hash_of: the parameter hash the last run's ranks agreed on ("parameters agree bit for bit
+# across N ranks (hash H)"), empty when the run printed none
+hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 # count_lines TEXT: how many output lines contain TEXT
 count_lines() { printf '%s\n' "$OUTPUT" | grep -cF -- "$1"; }
 

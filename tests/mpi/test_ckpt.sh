@@ -32,7 +32,6 @@ trn() {
     mpi "$np" train --model test-mini --data "$D" --max_length 32 --max_steps "$steps" --logging_steps 1 \
         --config "$TMP/$name.json" --out "$TMP/$out" $seed --swap_engine psync "$@"
 }
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 losses() { metric "$TMP/$1/metrics.jsonl" loss | tr -d ' ' | grep -v '^$' | tail -n "$2"; }
 
 # --- 1. exact resume: 3 steps, save, 3 more = 6 uninterrupted, bit for bit ------------------------

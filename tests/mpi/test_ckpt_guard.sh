@@ -18,7 +18,6 @@ T() {
         --logging_steps 1 --out "$TMP/$out" --seed 9 "$@"
 }
 ckpts() { (cd "$TMP/$1" && ls checkpoint-*.h5 2>/dev/null | sed 's/checkpoint-\([0-9]*\).h5/\1/' | sort -n | tr '\n' ' '); }
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 
 # --- 1. retention and another run's directory ---------------------------------------------------
 T 2 ret --max_steps 20 --save_steps 5 --save_total_limit 2

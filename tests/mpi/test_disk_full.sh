@@ -30,7 +30,6 @@ trn() {
         --out "$out" --comm_timeout 5 "$@" 2>&1)
     RC=$?
 }
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 losses() { metric "$1/metrics.jsonl" loss | tr -d ' ' | grep -v '^$' | tail -n "$2"; }
 
 # the reference: 3 uninterrupted steps on 2 ranks, and the size of one checkpoint

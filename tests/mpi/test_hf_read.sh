@@ -40,7 +40,7 @@ for where in "$HERE" "$SHM"; do
         expect_ok "$what: train --init_from"
         expect_has "$what: the way it read" "initial weights from $where/llama/qwen3 (Hugging Face qwen3 safetensors; " \
             "GB/s, $want; " " s of it waiting for the reads)"
-        h=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p')
+        h=$(hash_of)
         [ -z "$H0" ] && H0=$h
         [ -n "$h" ] && [ "$h" = "$H0" ] && pass || fail "$what: parameter hash '$h' after 2 steps, the first way's '$H0'"
     done

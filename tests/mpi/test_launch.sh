@@ -23,7 +23,6 @@ D="$TMP/add_train_*.bin"
 printf '{"train_batch_size": 8, "gradient_clipping": 1.0, "optimizer": {"type": "AdamW", "params": {"lr": 0.003}},
  "zero_optimization": {"stage": 3}}\n' > "$TMP/z3.json"
 TRAIN="train --model test-mini --data $D --max_length 32 --logging_steps 1 --config $TMP/z3.json --seed 3"
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 
 # --- 1. the same run as plain mpirun ------------------------------------------------------------
 # shellcheck disable=SC2086

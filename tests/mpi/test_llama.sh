@@ -19,7 +19,6 @@ cfg() {
  "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
  "zero_optimization": {"stage": %d %s}}\n' "$2" "$3" > "$TMP/$1.json"
 }
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 losses() { metric "$TMP/$1/metrics.jsonl" loss | tr -d ' ' | grep -v '^$' | tail -n "$2"; }
 # trn MODEL NAME NP OUT STEPS [flags]
 trn() {

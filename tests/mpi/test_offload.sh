@@ -48,7 +48,6 @@ orun() {
         --config "$TMP/$name.json" --out "$TMP/$name" --seed 5 $eng "$@"
     expect_ok "$name"
 }
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 # same NAME REF: the losses and gradient norms of every step are the same strings, and so is the
 # parameters' hash
 same() {

@@ -317,7 +317,7 @@ for model in test-llama test-qwen3; do
             mpi 2 train --model $model --data "$TMP/tm/sft_train_*.bin" --max_length 32 --packing --max_steps 4 \
                 --logging_steps 1 --seed 3 --config "$TMP/$n.json" --out "$TMP/$n"
             expect_ok "packed rows, offload, $model ($n)"
-            h=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')
+            h=$(hash_of)
             if [ -z "$ov" ]; then
                 expect_has "packed rows, $model: forwards together, lean" \
                     "the forwards of 2 micro-batches of each step run together" \

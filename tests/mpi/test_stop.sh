@@ -94,7 +94,6 @@ signal_in_file() {
 step_lines() { printf '%s\n' "$OUTPUT" | grep -c '^step '; }
 steps() { metric "$TMP/$1/metrics.jsonl" step | tr '\n' ' '; }
 losses() { metric "$TMP/$1/metrics.jsonl" loss | tr '\n' ' '; }
-hash_of() { printf '%s\n' "$OUTPUT" | sed -n 's/.*parameters agree bit for bit across [0-9]* ranks\{0,1\} (hash \([0-9a-f]*\)).*/\1/p'; }
 ckpts() { (cd "$TMP/$1" 2>/dev/null && ls -d checkpoint-* 2>/dev/null | tr '\n' ' '); }
 # status WHAT WANT: the exit status of the last run is WANT
 status() { [ "$RC" = "$2" ] && pass || { fail "$1: exit $RC, want $2"; printf '%s\n' "$OUTPUT" | tail -6 >&2; }; }
