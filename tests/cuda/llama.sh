@@ -85,7 +85,7 @@ for ac in '"auto"' null; do
         --max_steps 2 --logging_steps 1 --config "$TMP/$n.ds.json" --out "$TMP/$n" --seed 5
     expect_ok "$n"
     metric "$TMP/$n/metrics.jsonl" loss > "$TMP/$n.loss"
-    eval "H$n=\$(printf '%s\n' \"\$OUTPUT\" | sed -n 's/.*(hash \([0-9a-f]*\)).*/\1/p')"
+    eval "H$n=\$(hash_of)"
     [ "$n" = alauto ] || continue
     expect_has "auto, lean" "activation checkpointing (auto)" "; lean (the kept blocks' backward"
     printf '%s\n' "$OUTPUT" | grep -o "recomputing [0-9]* of 16 blocks" | sed 's/^/  auto, lean: /'
