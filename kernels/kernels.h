@@ -128,19 +128,22 @@ struct zinf_backend {
     void (*attention_bwd)(zinf_backend *be, void *dqkv, const void *dout, const void *qkv,
                           const void *out, const float *lse, int B, int T, int NH, int NKV,
                           int hs, const zinf_attn_rows *rows);
-    /* RMSNorm over C: out = x * rstd * w, rstd[n] = 1/sqrt(mean_c x^2 + eps) saved for the
-     * backward. Rows of x and out are ld elements apart (ld >= C; ld = C when contiguous), so
-     * Qwen3's per-head q/k norm runs on the q and k heads inside a packed q|k|v row (N*heads rows
-     * of C = head size). The normalised value is multiplied by w in fp32 and rounded once (HF
-     * rounds x * rstd to the input dtype first: one bf16 rounding apart). */
+    /* RMSNorm over C: out = x * rstd * w, rstd = 1/sqrt(mean_c x^2 + eps) saved for the
+     * backward. Each of the N rows holds `heads` groups of C elements side by side, each
+     * normalised on its own with the same w: group h of row n starts at n * ld + h * C (ld >=
+     * heads * C; ld = C when one contiguous group a row) and its rstd is rstd[h * N + n]. So
+     * Qwen3's per-head q/k norm runs in one call on the q heads (or the k heads) of a packed
+     * q|k|v row (heads = NH, C = head size, ld = the row). The normalised value is multiplied by
+     * w in fp32 and rounded once (HF rounds x * rstd to the input dtype first: one bf16 rounding
+     * apart). */
     void (*rmsnorm_fwd)(zinf_backend *be, void *out, float *rstd, const void *x, const void *w,
-                        int64_t N, int C, int64_t ld, float eps);
-    /* dx[N rows, ld apart] += the input gradient (ACCUMULATES, as layernorm_bwd's dx: callers
-     * zero it or pass the residual stream's gradient); elements of a row past C are not touched.
-     * dw[C] += sum over rows of dout * x * rstd (a fixed-order fp32 reduction, as layernorm's);
-     * dw may be NULL (a frozen weight). dout rows are ld apart too. */
+                        int64_t N, int heads, int C, int64_t ld, float eps);
+    /* dx (laid out as x) += the input gradient (ACCUMULATES, as layernorm_bwd's dx: callers
+     * zero it or pass the residual stream's gradient); elements past a row's groups are not
+     * touched. dw[C] += sum over every row's groups of dout * x * rstd (a fixed-order fp32
+     * reduction, as layernorm's); dw may be NULL (a frozen weight). dout is laid out as x too. */
     void (*rmsnorm_bwd)(zinf_backend *be, void *dx, void *dw, const void *dout, const void *x,
-                        const void *w, const float *rstd, int64_t N, int C, int64_t ld);
+                        const void *w, const float *rstd, int64_t N, int heads, int C, int64_t ld);
     /* Rotary embedding in place on heads 0..nh-1 (each hs wide, contiguous) of every row of x,
      * rows `stride` elements apart: HF's rotate_half pairing (element i with i + hs/2, i < hs/2),
      * angle pos[n] * inv_freq[i]; pos == NULL means pos[n] = n % T. pos lives where the token ids

@@ -723,8 +723,9 @@ int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, 
     size_t es = precision == ZINF_EST_FP32 ? 4 : 2;
     int nrc = blocks < 0 ? m->n_layer : blocks;
     ZINF_TRY(zinf_model_act_bytes_n(m, micro, T, es, (zinf_recompute)recompute, nrc, &a, &g));
-    /* lean (zinf_model.lean; train.c's choose_lean): where the family has it, the run's figure when
-     * the forwards of a step run together behind the host update */
+    /* lean (zinf_model.lean; train.c's choose_lean and "auto"'s zinf_model_recompute_fit): where the
+     * family has it, the run's figure when the forwards of a step run together behind the host
+     * update, or "auto" chose it */
     ZINF_TRY(zinf_model_act_bytes_lean(m, micro, T, es, (zinf_recompute)recompute, nrc, true, &la, &lg));
     bool lean = la + lg < a + g;
     if (bytes) {
@@ -741,8 +742,9 @@ int zinf_estimate_print_acts(FILE *out, const zinf_model_cfg *m, int precision, 
         if (lean)
             fprintf(out, "Lean, %.2f GiB, plus %.2f GiB of scratch: the run's figure where ZeRO-3's host update runs "
                     "on beside the next forwards (optimizer offloaded, gradient accumulation) and lean activations "
-                    "fit more of them together (on the CPU backend always); their backward recomputes the norms' "
-                    "outputs and the MLP's product\n", (double)la / 1073741824.0, (double)lg / 1073741824.0);
+                    "fit more of them together (on the CPU backend always), or where zinf_recompute_blocks \"auto\" "
+                    "keeps more blocks lean; their backward recomputes the norms' outputs and the MLP's product\n",
+                    (double)la / 1073741824.0, (double)lg / 1073741824.0);
         /* on CUDA: what cuDNN's attention backward takes while it runs */
         int64_t per = zinf_attn_ws_samples(micro, T, m->n_head, m->n_kv_head, m->head_dim, es);
         if (per)

@@ -295,22 +295,56 @@ int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, 
     return rc;
 }
 
-int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
-                             size_t budget, int *blocks)
+/* the fewest blocks recomputed for which the activations, lean or not, fit `budget`; -1: none */
+static int fit_blocks(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute, size_t budget,
+                      bool lean, int *blocks, size_t *need)
 {
     size_t a = 0, g = 0;
-    if (recompute == ZINF_RECOMPUTE_NONE) return zinf_err("internal: no recompute policy to fit");
+    *blocks = -1;
     /* each block kept instead of recomputed adds the same bytes, so the first count that fits is
      * the answer; n_layer is small enough to try them in turn */
     for (int n = 0; n <= c->n_layer; n++) {
-        ZINF_TRY(zinf_model_act_bytes_n(c, B, T, es, recompute, n, &a, &g));
+        ZINF_TRY(zinf_model_act_bytes_lean(c, B, T, es, recompute, n, lean, &a, &g));
         if (a + g <= budget) {
             *blocks = n;
             return 0;
         }
     }
-    return zinf_err("activations need %.2f GiB with every block recomputed, more than the %.2f GiB free for them",
-                    (double)(a + g) / 1073741824.0, (double)budget / 1073741824.0);
+    *need = a + g;
+    return 0;
+}
+
+bool zinf_lean_pays(const zinf_model_cfg *c, size_t es, int full_blocks, int lean_blocks)
+{
+    return (double)(full_blocks - lean_blocks) * 2.0 * (double)c->n_embd >
+           (double)(c->n_layer - lean_blocks) * (double)es * ZINF_GPU_FLOP_PER_BYTE;
+}
+
+int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
+                             size_t budget, bool *lean, int *blocks)
+{
+    if (recompute == ZINF_RECOMPUTE_NONE) return zinf_err("internal: no recompute policy to fit");
+    int nf = -1, nl = -1;
+    size_t need = 0, lneed = 0;
+    ZINF_TRY(fit_blocks(c, B, T, es, recompute, budget, false, &nf, &need));
+    if (lean) {
+        *lean = false;
+        if (nf != 0) ZINF_TRY(fit_blocks(c, B, T, es, recompute, budget, true, &nl, &lneed));
+        if (nl >= 0 && (nf < 0 || (nl < nf && zinf_lean_pays(c, es, nf, nl)))) {
+            *lean = true;
+            *blocks = nl;
+            return 0;
+        }
+    }
+    if (nf >= 0) {
+        *blocks = nf;
+        return 0;
+    }
+    /* nothing fits: the least the activations need, lean where the family has a lean form */
+    bool leaner = lneed && lneed < need;
+    return zinf_err("activations need %.2f GiB with every block recomputed%s, more than the %.2f GiB free for them",
+                    (double)(leaner ? lneed : need) / 1073741824.0, leaner ? " and lean" : "",
+                    (double)budget / 1073741824.0);
 }
 
 void zinf_model_free(zinf_model *m)

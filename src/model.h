@@ -198,10 +198,23 @@ int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, 
 int zinf_model_act_bytes_n(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
                            int blocks, size_t *acts, size_t *grads);
 /* The fewest blocks to recompute under `recompute` (FULL or KEEP_ATTN) for the activations and
- * their gradient scratch to fit in `budget` bytes: *blocks in 0..n_layer. When even recomputing
- * every block does not fit, an error that says how much they need. */
+ * their gradient scratch to fit in `budget` bytes: *blocks in 0..n_layer. With `lean` non-NULL
+ * the activations may be lean (zinf_model.lean) where the family has lean ones: *lean says
+ * whether they are, and they are where that fits a run that otherwise does not, or recomputes
+ * enough fewer blocks to pay for the kept blocks' elementwise recomputation (zinf_lean_pays).
+ * When even recomputing every block does not fit, an error that says how much they need. */
 int zinf_model_recompute_fit(const zinf_model_cfg *c, int B, int T, size_t es, zinf_recompute recompute,
-                             size_t budget, int *blocks);
+                             size_t budget, bool *lean, int *blocks);
+/* Whether lean activations that recompute `lean_blocks` of the blocks beat full ones that
+ * recompute `full_blocks`: a kept lean block's backward recomputes its two RMSNorms and SwiGLU,
+ * (4C + 3F) es bytes a token read and written, while a block's forward is about 2 (4C^2 + 3CF)
+ * FLOPs a token; at a GPU's ZINF_GPU_FLOP_PER_BYTE (bf16 GEMM rate over memory bandwidth) the
+ * former costs es ZINF_GPU_FLOP_PER_BYTE / (2C) of the latter. So lean pays where
+ * (full_blocks - lean_blocks) 2C > (n_layer - lean_blocks) es ZINF_GPU_FLOP_PER_BYTE. (Lean, the
+ * recomputed blocks' backward also recomputes their first RMSNorm, a third of that work; the rule
+ * leaves it out. The balance is bf16's: in fp32 the GEMMs are slower and the rule errs to full.) */
+#define ZINF_GPU_FLOP_PER_BYTE 200 /* H100/H200: ~800 TFLOP/s of bf16 GEMM, 3.4-4.8 TB/s */
+bool zinf_lean_pays(const zinf_model_cfg *c, size_t es, int full_blocks, int lean_blocks);
 
 /* Fill `out` (numel elements of unit u, fp32 host memory) with the deterministic initial values
  * of elements [first, first+count) of the unit: normal(0, 0.02) weights, 0.02/sqrt(2L) for the

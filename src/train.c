@@ -798,6 +798,7 @@ static const char *lean_words(const run *r)
  * are allocated; the ranks are lean where any of them is. */
 static int choose_lean(run *r, zinf_comm *comm, zinf_recompute rp, int nrc)
 {
+    if (r->m.lean) return 0; /* "auto" chose it on every rank (recompute_blocks) */
     int64_t gas = r->cfg.gradient_accumulation_steps;
     int most = gas < 1 + ZINF_MAX_CTX ? (int)gas : 1 + ZINF_MAX_CTX, rc = 0;
     bool lean = false;
@@ -856,8 +857,10 @@ static int forward_contexts(run *r, zinf_comm *comm)
 
 /* How many blocks to recompute: every one, the count the config gives, or for "auto" the fewest
  * for which the activations fit in the device memory the ZeRO states left, less a reserve for
- * what is allocated later (GEMM workspaces, NCCL's buffers, the allocator's slack). The ranks
- * take the largest count any of them needs, so that their steps stay in step. */
+ * what is allocated later (GEMM workspaces, NCCL's buffers, the allocator's slack), lean where
+ * that pays (zinf_model_recompute_fit; r->m.lean). The ranks take the largest count any of them
+ * needs, so that their steps stay in step, and are lean if any of them is: lean with more
+ * blocks recomputed holds less than what each rank chose. */
 static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc)
 {
     const zinf_model_cfg *mc = &r->m.c;
@@ -873,27 +876,35 @@ static int recompute_blocks(run *r, zinf_recompute rp, zinf_comm *comm, int *nrc
     else if (!r->be.mem_info) {
         zinf_info("activation checkpointing: zinf_recompute_blocks \"auto\" on the %s backend, which has no "
                   "device memory to fit: no block is recomputed", r->be.name);
-    } else {
-        size_t freeb = 0, reserve = 0, es = zinf_dtype_size(r->be.cdt);
+    }
+    bool autofit = v == ZINF_RECOMPUTE_AUTO && r->be.mem_info, lean = false;
+    size_t freeb = 0, reserve = 0, es = zinf_dtype_size(r->be.cdt);
+    if (autofit) {
         rc = act_room(r, comm, &freeb, &reserve);
         size_t budget = freeb > reserve ? freeb - reserve : 0;
         if (!rc)
-            rc = zinf_model_recompute_fit(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, budget, nrc);
+            rc = zinf_model_recompute_fit(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, budget, &lean,
+                                          nrc);
         if (rc) rc = zinf_err_prefix(rc, "activation_checkpointing.zinf_recompute_blocks \"auto\"");
-        else {
-            size_t a = 0, g = 0;
-            zinf_model_act_bytes_n(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, *nrc, &a, &g);
-            zinf_info("activation checkpointing (auto): %.2f GiB of activations for %d recomputed block%s fit "
-                      "the %.2f GiB free after the ZeRO states, less %.2f GiB kept in reserve",
-                      (double)(a + g) / 1073741824.0, *nrc, *nrc == 1 ? "" : "s", (double)freeb / 1073741824.0,
-                      (double)reserve / 1073741824.0);
-        }
     }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     /* every rank recomputes the most blocks any rank needs: the ranks' programs stay the same */
-    double most = *nrc;
-    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, &most, 1));
-    *nrc = (int)most;
+    double most[2] = {*nrc, lean};
+    ZINF_TRY(zinf_comm_allreduce_max_f64(comm, most, 2));
+    *nrc = (int)most[0];
+    r->m.lean = most[1] > 0;
+    if (autofit) { /* what the ranks agreed on, against rank 0's room */
+        size_t a = 0, g = 0;
+        zinf_model_act_bytes_lean(mc, (int)r->cfg.train_micro_batch_size_per_gpu, r->T, es, rp, *nrc, r->m.lean, &a,
+                                  &g);
+        zinf_info("activation checkpointing (auto): %.2f GiB of activations for %d recomputed block%s fit "
+                  "the %.2f GiB free after the ZeRO states, less %.2f GiB kept in reserve%s",
+                  (double)(a + g) / 1073741824.0, *nrc, *nrc == 1 ? "" : "s", (double)freeb / 1073741824.0,
+                  (double)reserve / 1073741824.0,
+                  r->m.lean ? "; lean (the kept blocks' backward recomputes the norms' outputs and the MLP's product), "
+                              "which keeps more blocks than full activations would"
+                            : "");
+    }
     if (*nrc < mc->n_layer)
         zinf_info("activation checkpointing: recomputing %d of %d blocks (the first ones); the others keep their "
                   "activations", *nrc, mc->n_layer);

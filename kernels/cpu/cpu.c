@@ -372,49 +372,56 @@ static void cpu_attention_bwd(zinf_backend *be, void *dqkv_, const void *dout_, 
 /* ---------------------------------------------------------------- RMSNorm, RoPE, SwiGLU */
 
 static void cpu_rmsnorm_fwd(zinf_backend *be, void *out_, float *rstd, const void *x_, const void *w_,
-                            int64_t N, int C, int64_t ld, float eps)
+                            int64_t N, int heads, int C, int64_t ld, float eps)
 {
     float *out = out_;
     const float *x = x_, *w = w_;
-#pragma omp parallel for if (N * C > PAR_MIN)
-    for (int64_t n = 0; n < N; n++) {
-        const float *xr = x + n * ld;
-        double ss = 0;
-        for (int c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
-        float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-        float *o = out + n * ld;
-        for (int c = 0; c < C; c++) o[c] = (xr[c] * r) * w[c];
-        rstd[n] = r;
-    }
+#pragma omp parallel for collapse(2) if (N * heads * C > PAR_MIN)
+    for (int h = 0; h < heads; h++)
+        for (int64_t n = 0; n < N; n++) {
+            const float *xr = x + n * ld + (int64_t)h * C;
+            double ss = 0;
+            for (int c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
+            float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+            float *o = out + n * ld + (int64_t)h * C;
+            for (int c = 0; c < C; c++) o[c] = (xr[c] * r) * w[c];
+            rstd[h * N + n] = r;
+        }
 }
 
 /* y = x r w, r = (mean x^2 + eps)^-1/2: dx = r (g - xhat mean(g xhat)), g = dout w, xhat = x r */
 static void cpu_rmsnorm_bwd(zinf_backend *be, void *dx_, void *dw_, const void *dout_, const void *x_,
-                            const void *w_, const float *rstd, int64_t N, int C, int64_t ld)
+                            const void *w_, const float *rstd, int64_t N, int heads, int C, int64_t ld)
 {
     float *dx = dx_, *dw = dw_;
     const float *dout = dout_, *x = x_, *w = w_;
-#pragma omp parallel for if (N * C > PAR_MIN)
-    for (int64_t n = 0; n < N; n++) {
-        const float *xr = x + n * ld, *dr = dout + n * ld;
-        float r = rstd[n];
-        double sgn = 0;
-        for (int c = 0; c < C; c++) sgn += (dr[c] * w[c]) * (xr[c] * r);
-        float mgn = (float)(sgn / C);
-        float *dxr = dx + n * ld;
-        for (int c = 0; c < C; c++) dxr[c] += (dr[c] * w[c] - (xr[c] * r) * mgn) * r;
-    }
+#pragma omp parallel for collapse(2) if (N * heads * C > PAR_MIN)
+    for (int h = 0; h < heads; h++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t o = n * ld + (int64_t)h * C;
+            const float *xr = x + o, *dr = dout + o;
+            float r = rstd[h * N + n];
+            double sgn = 0;
+            for (int c = 0; c < C; c++) sgn += (dr[c] * w[c]) * (xr[c] * r);
+            float mgn = (float)(sgn / C);
+            float *dxr = dx + o;
+            for (int c = 0; c < C; c++) dxr[c] += (dr[c] * w[c] - (xr[c] * r) * mgn) * r;
+        }
     if (!dw) return;
-#pragma omp parallel for if (N * C > PAR_MIN)
+    /* each group's sum over the rows is added into dw in turn */
+#pragma omp parallel for if (N * heads * C > PAR_MIN)
     for (int cb = 0; cb < NBLOCKS(C, CH_BLOCK); cb++) {
         int c0 = cb * CH_BLOCK, c1 = MIN(C, c0 + CH_BLOCK);
-        float aw[CH_BLOCK] = {0};
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + n * ld, *dr = dout + n * ld;
-            float r = rstd[n];
-            for (int c = c0; c < c1; c++) aw[c - c0] += dr[c] * (xr[c] * r);
+        for (int h = 0; h < heads; h++) {
+            float aw[CH_BLOCK] = {0};
+            for (int64_t n = 0; n < N; n++) {
+                int64_t o = n * ld + (int64_t)h * C;
+                const float *xr = x + o, *dr = dout + o;
+                float r = rstd[h * N + n];
+                for (int c = c0; c < c1; c++) aw[c - c0] += dr[c] * (xr[c] * r);
+            }
+            for (int c = c0; c < c1; c++) dw[c] += aw[c - c0];
         }
-        for (int c = c0; c < c1; c++) dw[c] += aw[c - c0];
     }
 }
 

@@ -191,9 +191,9 @@ void cu_attention_bwd(zinf_backend *be, void *dqkv, const void *dout, const void
                       const zinf_attn_rows *rows);
 /* rmsnorm.cu */
 void cu_rmsnorm_fwd(zinf_backend *be, void *out, float *rstd, const void *x, const void *w, int64_t N,
-                    int C, int64_t ld, float eps);
+                    int heads, int C, int64_t ld, float eps);
 void cu_rmsnorm_bwd(zinf_backend *be, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                    const float *rstd, int64_t N, int C, int64_t ld);
+                    const float *rstd, int64_t N, int heads, int C, int64_t ld);
 /* rope.cu */
 void cu_rope(zinf_backend *be, void *x, int64_t N, int nh, int hs, int64_t stride, const int32_t *pos,
              int T, const float *inv_freq, int inverse);

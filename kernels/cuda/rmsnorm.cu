@@ -1,7 +1,9 @@
-/* rmsnorm: out = x * rstd * w over rows of C elements, rows ld apart (kernels.h), and its backward.
+/* rmsnorm: out = x * rstd * w over groups of C elements, `heads` of them side by side in each of
+ * N rows ld apart (kernels.h), and its backward. The kernels run over N * heads group rows, row
+ * r = h * N + n at n * ld + h * C (grow), its rstd at r.
  *
- * Forward and the input gradient: one warp per row, 16-byte packs when the row starts and C allow
- * them. The weight gradient is a fixed-order column reduction, as LayerNorm's: per chunk of
+ * Forward and the input gradient: one warp per group row, 16-byte packs when the row starts and C
+ * allow them. The weight gradient is a fixed-order column reduction, as LayerNorm's: per chunk of
  * RMS_ROWS rows a block of 32 x 8 threads sums dout * x * rstd of 32 columns (the 8 warps
  * striding the rows, combined in order), then LayerNorm's second pass (cu_add_partials) adds the
  * chunks' partials in order into dw. No atomics: the same bits every run. */
@@ -10,13 +12,21 @@
 
 #define RMS_ROWS 256 /* rows per chunk of the weight-gradient partials */
 
+/* where group row r (h * N + n) starts */
+__device__ __forceinline__ int64_t grow(int64_t r, int64_t N, int C, int64_t ld)
+{
+    return (r % N) * ld + (r / N) * C;
+}
+
 template <typename T, int VEC>
-__global__ void rms_fwd_k(T *out, float *rstd, const T *x, const T *w, int64_t N, int C, int64_t ld, float eps)
+__global__ void rms_fwd_k(T *out, float *rstd, const T *x, const T *w, int64_t R, int64_t N, int C, int64_t ld,
+                          float eps)
 {
     int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
-    if (row >= N) return;
-    const T *xr = x + row * ld;
+    if (row >= R) return;
+    const int64_t at = grow(row, N, C, ld);
+    const T *xr = x + at;
     float ss = 0.0f;
     for (int c = lane * VEC; c < C; c += 32 * VEC) {
         Pack<T, VEC> p = load_pack<T, VEC>(xr + c);
@@ -24,7 +34,7 @@ __global__ void rms_fwd_k(T *out, float *rstd, const T *x, const T *w, int64_t N
         for (int k = 0; k < VEC; k++) ss += to_f(p.v[k]) * to_f(p.v[k]);
     }
     float r = 1.0f / sqrtf(warp_sum(ss) / C + eps);
-    T *o = out + row * ld;
+    T *o = out + at;
     for (int c = lane * VEC; c < C; c += 32 * VEC) {
         Pack<T, VEC> p = load_pack<T, VEC>(xr + c), pw = load_pack<T, VEC>(w + c), po;
 #pragma unroll
@@ -36,13 +46,14 @@ __global__ void rms_fwd_k(T *out, float *rstd, const T *x, const T *w, int64_t N
 
 /* dx += (dout w - xhat mean(dout w xhat)) rstd, xhat = x rstd; one warp per row */
 template <typename T, int VEC>
-__global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const float *rstd, int64_t N, int C,
-                             int64_t ld)
+__global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const float *rstd, int64_t R, int64_t N,
+                             int C, int64_t ld)
 {
     int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
-    if (row >= N) return;
-    const T *xr = x + row * ld, *dr = dout + row * ld;
+    if (row >= R) return;
+    const int64_t at = grow(row, N, C, ld);
+    const T *xr = x + at, *dr = dout + at;
     const float r = rstd[row];
     float s = 0.0f;
     for (int c = lane * VEC; c < C; c += 32 * VEC) {
@@ -51,7 +62,7 @@ __global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const
         for (int k = 0; k < VEC; k++) s += (to_f(pd.v[k]) * to_f(pw.v[k])) * (to_f(px.v[k]) * r);
     }
     const float mgn = warp_sum(s) / C;
-    T *gr = dx + row * ld;
+    T *gr = dx + at;
     for (int c = lane * VEC; c < C; c += 32 * VEC) {
         Pack<T, VEC> px = load_pack<T, VEC>(xr + c), pd = load_pack<T, VEC>(dr + c), pw = load_pack<T, VEC>(w + c),
                      pg = load_pack<T, VEC>(gr + c);
@@ -63,28 +74,34 @@ __global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const
     }
 }
 
-/* part[chunk][c] = sum over the chunk's rows of dout * x * rstd; block 32 x 8 */
+/* part[chunk][c] = sum over the chunk's group rows of dout * x * rstd; block 32 x 8, the chunks on
+ * the grid's x (2^31 - 1 of them: a y of 65535 chunks would cap N x heads at 16.7M rows) and the
+ * 32-column blocks on its y */
 template <typename T>
-__global__ void rms_dw_part_k(float *part, const T *dout, const T *x, const float *rstd, int64_t N, int C, int64_t ld)
+__global__ void rms_dw_part_k(float *part, const T *dout, const T *x, const float *rstd, int64_t R, int64_t N, int C,
+                              int64_t ld)
 {
     __shared__ float sm[8][32];
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    const int64_t r0 = (int64_t)blockIdx.y * RMS_ROWS, r1 = r0 + RMS_ROWS < N ? r0 + RMS_ROWS : N;
+    const int c = blockIdx.y * 32 + threadIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.x * RMS_ROWS, r1 = r0 + RMS_ROWS < R ? r0 + RMS_ROWS : R;
     float acc = 0.0f;
     if (c < C)
-        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8)
-            acc += to_f(dout[r * ld + c]) * (to_f(x[r * ld + c]) * rstd[r]);
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+            const int64_t at = grow(r, N, C, ld) + c;
+            acc += to_f(dout[at]) * (to_f(x[at]) * rstd[r]);
+        }
     sm[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
         float s = 0.0f;
 #pragma unroll
         for (int y = 0; y < 8; y++) s += sm[y][threadIdx.x];
-        part[(int64_t)blockIdx.y * C + c] = s;
+        part[(int64_t)blockIdx.x * C + c] = s;
     }
 }
 
-/* 16-byte packs fit when C and ld are multiples of the pack and every pointer is aligned */
+/* 16-byte packs fit when C and ld are multiples of the pack and every pointer is aligned (a group
+ * then starts on a pack too: it is C elements past its row's start) */
 template <typename T> static bool rms_vec(int C, int64_t ld, const void *a, const void *b, const void *c, const void *d)
 {
     constexpr int V = 16 / sizeof(T);
@@ -92,52 +109,55 @@ template <typename T> static bool rms_vec(int C, int64_t ld, const void *a, cons
 }
 
 template <typename T>
-static void rms_fwd_t(CudaImpl *im, T *out, float *rstd, const T *x, const T *w, int64_t N, int C, int64_t ld, float eps)
+static void rms_fwd_t(CudaImpl *im, T *out, float *rstd, const T *x, const T *w, int64_t N, int heads, int C,
+                      int64_t ld, float eps)
 {
     constexpr int V = 16 / sizeof(T);
-    unsigned grid = cdiv(N, 8);
+    const int64_t R = N * heads;
+    unsigned grid = cdiv(R, 8);
     if (rms_vec<T>(C, ld, out, x, w, NULL))
-        rms_fwd_k<T, V><<<grid, 256, 0, im->stream>>>(out, rstd, x, w, N, C, ld, eps);
+        rms_fwd_k<T, V><<<grid, 256, 0, im->stream>>>(out, rstd, x, w, R, N, C, ld, eps);
     else
-        rms_fwd_k<T, 1><<<grid, 256, 0, im->stream>>>(out, rstd, x, w, N, C, ld, eps);
+        rms_fwd_k<T, 1><<<grid, 256, 0, im->stream>>>(out, rstd, x, w, R, N, C, ld, eps);
     zinf_cuda_check_launch(im, "rmsnorm_fwd");
 }
 
 template <typename T>
 static void rms_bwd_t(CudaImpl *im, T *dx, T *dw, const T *dout, const T *x, const T *w, const float *rstd,
-                      int64_t N, int C, int64_t ld)
+                      int64_t N, int heads, int C, int64_t ld)
 {
     constexpr int V = 16 / sizeof(T);
-    unsigned grid = cdiv(N, 8);
+    const int64_t R = N * heads;
+    unsigned grid = cdiv(R, 8);
     if (dx) {
         if (rms_vec<T>(C, ld, dx, dout, x, w))
-            rms_bwd_dx_k<T, V><<<grid, 256, 0, im->stream>>>(dx, dout, x, w, rstd, N, C, ld);
+            rms_bwd_dx_k<T, V><<<grid, 256, 0, im->stream>>>(dx, dout, x, w, rstd, R, N, C, ld);
         else
-            rms_bwd_dx_k<T, 1><<<grid, 256, 0, im->stream>>>(dx, dout, x, w, rstd, N, C, ld);
+            rms_bwd_dx_k<T, 1><<<grid, 256, 0, im->stream>>>(dx, dout, x, w, rstd, R, N, C, ld);
     }
     if (dw) {
-        unsigned nchunks = cdiv(N, RMS_ROWS);
+        unsigned nchunks = cdiv(R, RMS_ROWS);
         float *part = (float *)zinf_cuda_scratch(im, (size_t)nchunks * C * sizeof(float), "rmsnorm_bwd");
         if (!part) return;
-        rms_dw_part_k<T><<<dim3(cdiv(C, 32), nchunks), dim3(32, 8), 0, im->stream>>>(part, dout, x, rstd, N, C, ld);
+        rms_dw_part_k<T><<<dim3(nchunks, cdiv(C, 32)), dim3(32, 8), 0, im->stream>>>(part, dout, x, rstd, R, N, C, ld);
         cu_add_partials(im, dw, part, (int)nchunks, C);
     }
     zinf_cuda_check_launch(im, "rmsnorm_bwd");
 }
 
-void cu_rmsnorm_fwd(zinf_backend *be, void *out, float *rstd, const void *x, const void *w, int64_t N, int C,
-                    int64_t ld, float eps)
+void cu_rmsnorm_fwd(zinf_backend *be, void *out, float *rstd, const void *x, const void *w, int64_t N, int heads,
+                    int C, int64_t ld, float eps)
 {
     CudaImpl *im = impl_of(be);
-    if (N <= 0 || C <= 0) return;
-    ZINF_DISPATCH_CDT(im->cdt, rms_fwd_t<T>(im, (T *)out, rstd, (const T *)x, (const T *)w, N, C, ld, eps));
+    if (N <= 0 || heads <= 0 || C <= 0) return;
+    ZINF_DISPATCH_CDT(im->cdt, rms_fwd_t<T>(im, (T *)out, rstd, (const T *)x, (const T *)w, N, heads, C, ld, eps));
 }
 
 void cu_rmsnorm_bwd(zinf_backend *be, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                    const float *rstd, int64_t N, int C, int64_t ld)
+                    const float *rstd, int64_t N, int heads, int C, int64_t ld)
 {
     CudaImpl *im = impl_of(be);
-    if (N <= 0 || C <= 0) return;
+    if (N <= 0 || heads <= 0 || C <= 0) return;
     ZINF_DISPATCH_CDT(im->cdt, rms_bwd_t<T>(im, (T *)dx, (T *)dw, (const T *)dout, (const T *)x, (const T *)w, rstd,
-                                            N, C, ld));
+                                            N, heads, C, ld));
 }

@@ -578,13 +578,15 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
     int u = 1 + l;
     void **P = m->params;
     float eps = (float)c->norm_eps;
-    be->rmsnorm_fwd(be, a->ln1, a->ln1_rstd, A->res[l], BT(m, P, u, B_LN1), d.N, (int)d.C, d.C, eps);
+    be->rmsnorm_fwd(be, a->ln1, a->ln1_rstd, A->res[l], BT(m, P, u, B_LN1), d.N, 1, (int)d.C, d.C, eps);
     be->matmul_fwd(be, c->qk_norm ? a->pre : a->qkv, a->ln1, BT(m, P, u, B_QKVW), BT(m, P, u, B_QKVB), d.N, (int)d.C,
                    (int)d.QKV);
-    if (c->qk_norm) { /* Qwen3: each q and k head normalised over its hs channels, then RoPE */
-        for (int64_t h = 0; h < d.NH + d.NKV; h++)
-            be->rmsnorm_fwd(be, (char *)a->qkv + h * d.hs * es, a->qk_rstd + h * d.N, (char *)a->pre + h * d.hs * es,
-                            BT(m, P, u, h < d.NH ? B_QN : B_KN), d.N, (int)d.hs, d.QKV, eps);
+    if (c->qk_norm) { /* Qwen3: each q and k head normalised over its hs channels, then RoPE; the q
+                        * heads in one call, the k heads in another (their rstd after the q heads') */
+        int64_t k0 = d.NH * d.hs;
+        be->rmsnorm_fwd(be, a->qkv, a->qk_rstd, a->pre, BT(m, P, u, B_QN), d.N, (int)d.NH, (int)d.hs, d.QKV, eps);
+        be->rmsnorm_fwd(be, (char *)a->qkv + k0 * es, a->qk_rstd + d.NH * d.N, (char *)a->pre + k0 * es,
+                        BT(m, P, u, B_KN), d.N, (int)d.NKV, (int)d.hs, d.QKV, eps);
         int64_t v0 = (d.NH + d.NKV) * d.hs;
         be->copy_rows(be, (char *)a->qkv + v0 * es, d.QKV, (char *)a->pre + v0 * es, d.QKV, d.N, d.NKV * d.hs);
     }
@@ -594,7 +596,7 @@ static void block_forward(zinf_model *m, int l, bool for_backward)
         be->attention_fwd(be, a->atty, a->lse, a->qkv, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs,
                           attn_rows(m));
     be->matmul_fwd_res(be, a->res2, a->atty, BT(m, P, u, B_OW), BT(m, P, u, B_OB), A->res[l], d.N, (int)d.A, (int)d.C);
-    be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, (int)d.C, d.C, eps);
+    be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, 1, (int)d.C, d.C, eps);
     be->matmul_fwd(be, a->gu, a->ln2, BT(m, P, u, B_GUW), BT(m, P, u, B_GUB), d.N, (int)d.C, (int)(2 * d.F));
     be->swiglu_fwd(be, a->h, a->gu, d.N, (int)d.F);
     if (for_backward) return;
@@ -690,7 +692,7 @@ static void llama_forward_use(zinf_model *m, int i)
     if (i == 0) be->encoder_fwd(be, A->res[0], m->tokens, TP(P, 0, E_WTE), NULL, m->B, m->T, (int)d.C);
     else if (i <= L) block_forward(m, i - 1, false);
     else
-        be->rmsnorm_fwd(be, A->lnf, A->lnf_rstd, A->res[L], TP(P, L + 1, H_NORM), d.N, (int)d.C, d.C,
+        be->rmsnorm_fwd(be, A->lnf, A->lnf_rstd, A->res[L], TP(P, L + 1, H_NORM), d.N, 1, (int)d.C, d.C,
                         (float)m->c.norm_eps);
 }
 
@@ -707,7 +709,7 @@ static void block_backward(zinf_model *m, int l)
     float eps = (float)c->norm_eps;
     if (l < m->recompute_blocks) block_forward(m, l, true); /* from the kept input */
     else if (m->lean) { /* what a lean block did not keep: the MLP's input and its product */
-        be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, (int)d.C, d.C, eps);
+        be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, 1, (int)d.C, d.C, eps);
         be->swiglu_fwd(be, a->h, a->gu, d.N, (int)d.F);
     }
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation */
@@ -716,7 +718,7 @@ static void block_backward(zinf_model *m, int l)
     be->swiglu_bwd(be, A->d_gu, A->d_h, a->gu, d.N, (int)d.F);
     be->matmul_bwd(be, A->d_ln, BT(m, G, u, B_GUW), BT(m, G, u, B_GUB), A->d_gu, a->ln2, BT(m, P, u, B_GUW), d.N,
                    (int)d.C, (int)(2 * d.F));
-    be->rmsnorm_bwd(be, A->d_res, BT(m, G, u, B_LN2), A->d_ln, a->res2, BT(m, P, u, B_LN2), a->ln2_rstd, d.N, (int)d.C,
+    be->rmsnorm_bwd(be, A->d_res, BT(m, G, u, B_LN2), A->d_ln, a->res2, BT(m, P, u, B_LN2), a->ln2_rstd, d.N, 1, (int)d.C,
                     d.C);
     be->matmul_bwd(be, A->d_atty, BT(m, G, u, B_OW), BT(m, G, u, B_OB), A->d_res, a->atty, BT(m, P, u, B_OW), d.N,
                    (int)d.A, (int)d.C);
@@ -727,20 +729,20 @@ static void block_backward(zinf_model *m, int l)
     if (c->qk_norm) { /* through each head's norm; v's gradient passes unchanged */
         dpre = A->d_pre;
         be->memset0(be, dpre, (size_t)d.N * d.QKV * es, NULL);
-        for (int64_t hh = 0; hh < d.NH + d.NKV; hh++) {
-            int id = hh < d.NH ? B_QN : B_KN;
-            be->rmsnorm_bwd(be, (char *)dpre + hh * d.hs * es, BT(m, G, u, id), (char *)A->d_qkv + hh * d.hs * es,
-                            (char *)a->pre + hh * d.hs * es, BT(m, P, u, id), a->qk_rstd + hh * d.N, d.N, (int)d.hs,
-                            d.QKV);
-        }
+        int64_t k0 = d.NH * d.hs;
+        be->rmsnorm_bwd(be, dpre, BT(m, G, u, B_QN), A->d_qkv, a->pre, BT(m, P, u, B_QN), a->qk_rstd, d.N, (int)d.NH,
+                        (int)d.hs, d.QKV);
+        be->rmsnorm_bwd(be, (char *)dpre + k0 * es, BT(m, G, u, B_KN), (char *)A->d_qkv + k0 * es,
+                        (char *)a->pre + k0 * es, BT(m, P, u, B_KN), a->qk_rstd + d.NH * d.N, d.N, (int)d.NKV,
+                        (int)d.hs, d.QKV);
         int64_t v0 = (d.NH + d.NKV) * d.hs;
         be->copy_rows(be, (char *)dpre + v0 * es, d.QKV, (char *)A->d_qkv + v0 * es, d.QKV, d.N, d.NKV * d.hs);
     }
     if (m->lean) /* the attention's input, into the scratch that held the MLP's */
-        be->rmsnorm_fwd(be, a->ln1, a->ln1_rstd, A->res[l], BT(m, P, u, B_LN1), d.N, (int)d.C, d.C, eps);
+        be->rmsnorm_fwd(be, a->ln1, a->ln1_rstd, A->res[l], BT(m, P, u, B_LN1), d.N, 1, (int)d.C, d.C, eps);
     be->matmul_bwd(be, A->d_ln, BT(m, G, u, B_QKVW), BT(m, G, u, B_QKVB), dpre, a->ln1, BT(m, P, u, B_QKVW), d.N,
                    (int)d.C, (int)d.QKV);
-    be->rmsnorm_bwd(be, A->d_res, BT(m, G, u, B_LN1), A->d_ln, A->res[l], BT(m, P, u, B_LN1), a->ln1_rstd, d.N,
+    be->rmsnorm_bwd(be, A->d_res, BT(m, G, u, B_LN1), A->d_ln, A->res[l], BT(m, P, u, B_LN1), a->ln1_rstd, d.N, 1,
                     (int)d.C, d.C);
 }
 
@@ -760,7 +762,7 @@ static int llama_backward(zinf_model *m, const zinf_unit_hooks *h)
     /* the head's backward (model.c) left d(lnf) in d_ln */
     ZINF_TRY(zinf_acquire(h, L + 1, 1));
     be->memset0(be, A->d_res, (size_t)d.N * d.C * es, NULL);
-    be->rmsnorm_bwd(be, A->d_res, TP(G, L + 1, H_NORM), A->d_ln, A->res[L], TP(P, L + 1, H_NORM), A->lnf_rstd, d.N,
+    be->rmsnorm_bwd(be, A->d_res, TP(G, L + 1, H_NORM), A->d_ln, A->res[L], TP(P, L + 1, H_NORM), A->lnf_rstd, d.N, 1,
                     (int)d.C, d.C);
     ZINF_TRY(zinf_release(h, L + 1, 1));
     ZINF_TRY(zinf_grad_ready(h, L + 1));

@@ -71,6 +71,30 @@ for mt in llama qwen3; do
         fail "$mt on the GPU: the lean forwards together give parameters $ha, one after the other $hs"
 done
 
+# "auto" with lean activations: 16 blocks of 1024 at 128 x 2048 tokens hold about 10 GiB each at
+# full size, so an 80-141 GiB GPU keeps only some of them; lean, "auto" keeps more (the rule in
+# zinf-config(5)), and the run gives the same bits as every block recomputed
+printf '{"model_type": "llama", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 16,
+ "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 256,
+ "max_position_embeddings": 2048, "rope_theta": 10000.0}\n' > "$TMP/autolean.json"
+for ac in '"auto"' null; do
+    n=al$( [ "$ac" = null ] && echo all || echo auto )
+    printf '{"train_batch_size": 128, "train_micro_batch_size_per_gpu": 128, "bf16": {"enabled": true},
+ "zero_optimization": {"stage": 0}, "activation_checkpointing": {"zinf_recompute_blocks": %s}}\n' "$ac" > "$TMP/$n.ds.json"
+    mpi 1 train --device cuda --model "$TMP/autolean.json" --data "$TMP/add_train_*.bin" --max_length 2048 \
+        --max_steps 2 --logging_steps 1 --config "$TMP/$n.ds.json" --out "$TMP/$n" --seed 5
+    expect_ok "$n"
+    metric "$TMP/$n/metrics.jsonl" loss > "$TMP/$n.loss"
+    eval "H$n=\$(hash_of)"
+    [ "$n" = alauto ] || continue
+    expect_has "auto, lean" "activation checkpointing (auto)" "; lean (the kept blocks' backward"
+    printf '%s\n' "$OUTPUT" | grep -o "recomputing [0-9]* of 16 blocks" | sed 's/^/  auto, lean: /'
+done
+# shellcheck disable=SC2154 # Halauto and Halall are set by the eval above
+[ -n "$Halauto" ] && [ "$Halauto" = "$Halall" ] && [ "$(wc -l < "$TMP/alauto.loss")" -eq 2 ] &&
+    cmp -s "$TMP/alauto.loss" "$TMP/alall.loss" && pass ||
+    fail "auto with lean activations gives parameters $Halauto, every block recomputed $Halall"
+
 # packed chat samples (zinf train --dataset --packing): attention within each sample in the fast
 # kernels at head sizes 64 and 128 with grouped KV heads follows the CPU; then `zinf generate` on
 # the GPU gives the CPU's greedy reply from the fp32 checkpoint. The first step's loss (the same

@@ -791,42 +791,48 @@ static void test_attention(ctx *c, int B, int T, int NH, int NKV, int hs)
 
 /* ---------------------------------------------------------------- RMSNorm, RoPE, SwiGLU */
 
-/* N rows of C, ld apart (ld > C: the gaps must come back as they went in) */
-static void test_rmsnorm(ctx *c, int64_t N, int C, int64_t ld)
+/* N rows of `heads` groups of C, ld apart, the first group `off` elements into its row (the k heads
+ * of a q|k|v row; off + heads C <= ld): every element outside the groups must come back as it
+ * went in */
+static void test_rmsnorm(ctx *c, int64_t N, int heads, int C, int64_t ld, int64_t off)
 {
-    char nm[64];
-    snprintf(nm, sizeof nm, "N%lld C%d ld%lld", (long long)N, C, (long long)ld);
-    const int64_t n = N * ld;
+    char nm[80];
+    snprintf(nm, sizeof nm, "N%lld heads%d C%d ld%lld off%lld", (long long)N, heads, C, (long long)ld, (long long)off);
+    const int64_t n = N * ld, R = N * heads;
+    const size_t o = (size_t)off * es(c);
     float *x = hrand(c->dt, n, -2, 3), *w = hrand(c->dt, C, 0.5f, 1.5f), *out = hrand(c->dt, n, -1, 1);
-    float *rstd = xmalloc(N * 4);
+    float *rstd = xmalloc(R * 4);
     void *dx_ = up(c, x, n), *dw_ = up(c, w, C), *dout = up(c, out, n);
-    float *drstd = dalloc(c, N * 4);
-    c->cpu->rmsnorm_fwd(c->cpu, out, rstd, x, w, N, C, ld, 1e-6f);
-    c->gpu->rmsnorm_fwd(c->gpu, dout, drstd, dx_, dw_, N, C, ld, 1e-6f);
+    float *drstd = dalloc(c, R * 4);
+    c->cpu->rmsnorm_fwd(c->cpu, out + off, rstd, x + off, w, N, heads, C, ld, 1e-6f);
+    c->gpu->rmsnorm_fwd(c->gpu, (char *)dout + o, drstd, (char *)dx_ + o, dw_, N, heads, C, ld, 1e-6f);
     gsync(c, "rmsnorm_fwd");
-    float *go = down(c, dout, n), *gr = downf(c, drstd, N);
+    float *go = down(c, dout, n), *gr = downf(c, drstd, R);
     compare(c, "rmsnorm_fwd", nm, go, out, n, tol_of(c, 1e-5, 1e-2, 5e-3));
-    compare(c, "rmsnorm_fwd", "rstd", gr, rstd, N, tol_of(c, 1e-5, 1e-5, 1e-5));
+    compare(c, "rmsnorm_fwd", "rstd", gr, rstd, R, tol_of(c, 1e-5, 1e-5, 1e-5));
     float *dy = hrand(c->dt, n, -1, 1), *gx = hrand(c->dt, n, -1, 1), *gw = hrand(c->dt, C, -1, 1);
     void *ddy = up(c, dy, n);
-    float *cr = upf(c, rstd, N);
-    void *raw[2][2];
-    for (int r = 0; r < 2; r++) {
+    float *cr = upf(c, rstd, R);
+    void *raw[3][2];
+    /* with dw, without (a frozen weight), with again: dx and dw the same bits each time */
+    for (int r = 0; r < 3; r++) {
         void *dgx = up(c, gx, n), *dgw = up(c, gw, C);
-        c->gpu->rmsnorm_bwd(c->gpu, dgx, r ? NULL : dgw, ddy, dx_, dw_, cr, N, C, ld);
+        c->gpu->rmsnorm_bwd(c->gpu, (char *)dgx + o, r == 1 ? NULL : dgw, (char *)ddy + o, (char *)dx_ + o, dw_, cr, N,
+                            heads, C, ld);
         gsync(c, "rmsnorm_bwd");
         raw[r][0] = down_raw(c, dgx, n * es(c));
         raw[r][1] = down_raw(c, dgw, C * es(c));
         dfree(c, dgx), dfree(c, dgw);
     }
     float *gw0 = hcopy(gw, C);
-    c->cpu->rmsnorm_bwd(c->cpu, gx, gw, dy, x, w, rstd, N, C, ld);
+    c->cpu->rmsnorm_bwd(c->cpu, gx + off, gw, dy + off, x + off, w, rstd, N, heads, C, ld);
     float *h0 = dec(c, raw[0][0], n), *h1 = dec(c, raw[0][1], C), *h2 = dec(c, raw[1][1], C);
     compare(c, "rmsnorm_bwd", "dx (accumulated)", h0, gx, n, tol_of(c, 1e-5, 1e-2, 5e-3));
     compare(c, "rmsnorm_bwd", "dw (accumulated)", h1, gw, C, tol_of(c, 5e-5, 1e-2, 5e-3));
     compare(c, "rmsnorm_bwd", "dw NULL: dw untouched", h2, gw0, C, 0.0);
     same_bits(c, "rmsnorm_bwd", "dx", raw[0][0], raw[1][0], n * es(c));
-    for (int r = 0; r < 2; r++) free(raw[r][0]), free(raw[r][1]);
+    same_bits(c, "rmsnorm_bwd", "dw", raw[0][1], raw[2][1], C * es(c));
+    for (int r = 0; r < 3; r++) free(raw[r][0]), free(raw[r][1]);
     free(x), free(w), free(out), free(rstd), free(go), free(gr), free(dy), free(gx), free(gw), free(gw0);
     free(h0), free(h1), free(h2);
     dfree(c, dx_), dfree(c, dw_), dfree(c, dout), dfree(c, drstd), dfree(c, ddy), dfree(c, cr);
@@ -1332,8 +1338,8 @@ typedef struct {
 typedef void (*lbench_fn)(lstate *s);
 static void l_enc_f(lstate *s) { s->g->encoder_fwd(s->g, s->res, s->tok, s->wte, NULL, s->B, s->T, s->C); }
 static void l_enc_b(lstate *s) { s->g->encoder_bwd(s->g, s->gwte, NULL, s->dres, s->tok, s->B, s->T, s->C); }
-static void l_rms_f(lstate *s) { s->g->rmsnorm_fwd(s->g, s->ln, s->rstd, s->res, s->nw, s->N, s->C, s->C, 1e-5f); }
-static void l_rms_b(lstate *s) { s->g->rmsnorm_bwd(s->g, s->dres, s->gnw, s->dln, s->res, s->nw, s->rstd, s->N, s->C, s->C); }
+static void l_rms_f(lstate *s) { s->g->rmsnorm_fwd(s->g, s->ln, s->rstd, s->res, s->nw, s->N, 1, s->C, s->C, 1e-5f); }
+static void l_rms_b(lstate *s) { s->g->rmsnorm_bwd(s->g, s->dres, s->gnw, s->dln, s->res, s->nw, s->rstd, s->N, 1, s->C, s->C); }
 static void l_qkv_f(lstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, s->QKV); }
 static void l_qkv_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, s->QKV); }
 static void l_rope_f(lstate *s) { s->g->rope(s->g, s->qkv, s->N, s->NH + s->NKV, s->hs, s->QKV, NULL, s->T, s->inv, 0); }
@@ -1596,11 +1602,19 @@ static void run_all(ctx *c, int big)
     }
     zinf_cuda_attn_cudnn = cudnn_on;
     zinf_cuda_attn_hopper = hopper_bits;
-    test_rmsnorm(c, 7, 24, 24);
-    test_rmsnorm(c, 33, 128, 128 * 3); /* per-head q norm inside a packed row: hs 128, ld = the row */
-    test_rmsnorm(c, 300, 64, 64 * 6 + 8);
-    test_rmsnorm(c, 5, 13, 17);        /* odd: scalar path */
-    test_rmsnorm(c, 600, 2048, 2048);
+    test_rmsnorm(c, 7, 1, 24, 24, 0);
+    test_rmsnorm(c, 33, 1, 128, 128 * 3, 0); /* one head's norm inside a packed row: hs 128, ld = the row */
+    test_rmsnorm(c, 300, 1, 64, 64 * 6 + 8, 0);
+    test_rmsnorm(c, 5, 1, 13, 17, 0);        /* odd: scalar path */
+    test_rmsnorm(c, 600, 1, 2048, 2048, 0);
+    /* Qwen3's q heads and k heads, each set in one call: 16 heads of 128 at the start of a q|k|v
+     * row of 32 heads, and the 8 k heads after them; 3 heads of 64 (900 group rows, dw chunks
+     * across the heads); an offset off the 16-byte packs, and the scalar path */
+    test_rmsnorm(c, 37, 16, 128, 128 * 32, 0);
+    test_rmsnorm(c, 37, 8, 128, 128 * 32, 128 * 16);
+    test_rmsnorm(c, 300, 3, 64, 64 * 5, 64);
+    test_rmsnorm(c, 21, 2, 64, 64 * 4, 3);
+    test_rmsnorm(c, 9, 4, 13, 13 * 4 + 3, 1); /* odd: scalar path */
     test_rope(c, 7 * 5, 3, 64, 3 * 64 + 64, 5, 0, 10000.0);
     test_rope(c, 100, 6, 128, 10 * 128, 50, 1, 1e6);
     test_rope(c, 9, 2, 6, 20, 3, 1, 500000.0);

@@ -184,13 +184,13 @@ int main(void)
         int blocks = -1;
         zinf_model_act_bytes_n(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, 0, &a0, &g0);
         zinf_model_act_bytes_n(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, 4, &a4, &g4);
-        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a0 + g0, &blocks) == 0 && blocks == 0,
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a0 + g0, NULL, &blocks) == 0 && blocks == 0,
               "fit: all fits, got %d", blocks);
-        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a0 + g0 - 1, &blocks) == 0 && blocks == 2,
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a0 + g0 - 1, NULL, &blocks) == 0 && blocks == 2,
               "fit: one byte short, got %d", blocks);
-        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a4 + g4, &blocks) == 0 && blocks == 4,
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a4 + g4, NULL, &blocks) == 0 && blocks == 4,
               "fit: only all recomputed fits, got %d", blocks);
-        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a4 + g4 - 1, &blocks) != 0 &&
+        CHECK(zinf_model_recompute_fit(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, a4 + g4 - 1, NULL, &blocks) != 0 &&
                   strstr(zinf_errmsg(), "with every block recomputed"),
               "fit: nothing fits: %s", zinf_errmsg());
         CHECK(zinf_model_act_bytes_n(&c4, B, T, 4, ZINF_RECOMPUTE_FULL, 5, &a0, &g0) != 0, "5 of 4 blocks");

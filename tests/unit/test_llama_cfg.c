@@ -46,6 +46,103 @@ static void expect_refused(const char *json, const char *want, const char *what)
     CHECK(rc != 0 && strstr(zinf_errmsg(), want), "%s: message '%s' lacks '%s'", what, zinf_errmsg(), want);
 }
 
+/* bytes of the activations and their gradient scratch, lean or not, with n blocks recomputed */
+static size_t act_total(const zinf_model_cfg *c, int n, bool lean)
+{
+    size_t a = 0, g = 0;
+    CHECK(zinf_model_act_bytes_lean(c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, n, lean, &a, &g) == 0, "act bytes");
+    return a + g;
+}
+
+/* the fewest recomputed blocks that fit, searched here; -1 none */
+static int fewest(const zinf_model_cfg *c, size_t budget, bool lean)
+{
+    for (int n = 0; n <= c->n_layer; n++)
+        if (act_total(c, n, lean) <= budget) return n;
+    return -1;
+}
+
+/* "auto" with lean activations (zinf_model_recompute_fit), T 4096, bf16: at the Llama-3.1-8B shape
+ * lean where only lean fits, and where it saves enough recomputed blocks by the rule written in
+ * model.h (lean's elementwise work against a block's forward at 200 FLOPs a byte); full where
+ * everything fits, and at hidden 64 where lean saves two blocks; never lean for GPT-2 */
+static void test_recompute_fit(void)
+{
+    zinf_model_cfg c;
+    CHECK(zinf_model_cfg_load(&c, "llama-3.1-8b") == 0, "preset: %s", zinf_errmsg());
+    const int L = c.n_layer;
+    bool lean = true;
+    int n = -1;
+    /* every block kept at full size fits */
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, act_total(&c, 0, false), &lean, &n) == 0 &&
+              n == 0 && !lean, "all kept: %d blocks, lean %d", n, lean);
+    /* every block kept lean fits, full ones need nf recomputed: lean pays where nf 2C > L 2 200 */
+    size_t b = act_total(&c, 0, true);
+    int nf = fewest(&c, b, false);
+    CHECK(nf > 0 && nf * 2 * 4096 > L * 2 * 200, "lean all kept: full needs %d recomputed", nf);
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && n == 0 && lean,
+          "lean all kept: %d blocks, lean %d (full: %d)", n, lean, nf);
+    /* at hidden 64 (test-llama, 2 blocks) lean's elementwise work weighs more against a block's
+     * forward: a budget one byte short of every block kept needs both recomputed at full size
+     * (the first recomputed block saves nothing: the recomputed ones share its set) and none lean,
+     * and 2 x 2 x 64 < 2 x 2 x 200: full */
+    zinf_model_cfg t;
+    CHECK(zinf_model_cfg_load(&t, "test-llama") == 0, "test-llama preset");
+    b = act_total(&t, 0, false) - 1;
+    CHECK(fewest(&t, b, true) == 0 && fewest(&t, b, false) == 2, "test-llama: lean %d, full %d", fewest(&t, b, true),
+          fewest(&t, b, false));
+    CHECK(zinf_model_recompute_fit(&t, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && n == 2 && !lean,
+          "test-llama: %d blocks, lean %d", n, lean);
+    /* only lean fits: one byte short of every block recomputed at full size */
+    b = act_total(&c, L, false) - 1;
+    int nl = fewest(&c, b, true);
+    CHECK(nl >= 0 && nl <= L, "only lean fits: lean needs %d", nl);
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && n == nl && lean,
+          "only lean fits: %d blocks (want %d), lean %d", n, nl, lean);
+    /* without the lean choice (NULL) the same budget fails, naming what every block needs */
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, NULL, &n) != 0 &&
+              strstr(zinf_errmsg(), "with every block recomputed,"), "full alone: %s", zinf_errmsg());
+    zinf_err_clear();
+    /* the rule near its break-even: hidden 512 over 24 blocks, every budget from every block kept
+     * to every block recomputed at full size, lean or full as blocks saved x 2C against blocks kept
+     * lean x 2 bytes x 200, and the fewest blocks that fit either way (at hidden 512 a saved block
+     * pays for about 2.6 kept lean ones, so the choice turns with the number kept) */
+    zinf_model_cfg h = c;
+    h.n_layer = 24, h.n_embd = 512, h.d_ff = 1536, h.n_head = 4, h.n_kv_head = 4, h.head_dim = 128;
+    int leans = 0, fulls = 0, nlmax = 0;
+    size_t top = act_total(&h, 0, false), bot = act_total(&h, h.n_layer, false);
+    for (int k = 0; k <= 400; k++) {
+        b = bot + (top - bot) / 400 * (size_t)k;
+        int f = fewest(&h, b, false), l = fewest(&h, b, true);
+        bool want = l >= 0 && (f < 0 || (l < f && (double)(f - l) * 2 * 512 > (double)(h.n_layer - l) * 2 * 200));
+        CHECK(zinf_model_recompute_fit(&h, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) == 0 && lean == want &&
+                  n == (want ? l : f), "hidden 512, budget %zu: %d blocks, lean %d (full %d, lean %d)", b, n, lean, f, l);
+        leans += want, fulls += !want && f > 0;
+        if (want && l > nlmax) nlmax = l;
+    }
+    CHECK(leans > 0 && fulls > 0 && nlmax > 0, "hidden 512: %d lean, %d full with recomputation, lean up to %d recomputed",
+          leans, fulls, nlmax);
+    /* nothing fits: the message gives lean's need, the least */
+    b = act_total(&c, L, true) - 1;
+    CHECK(zinf_model_recompute_fit(&c, 1, 4096, 2, ZINF_RECOMPUTE_FULL, b, &lean, &n) != 0, "nothing fits");
+    char want[64];
+    snprintf(want, sizeof want, "need %.2f GiB with every block recomputed and lean", (double)(b + 1) / 1073741824.0);
+    CHECK(strstr(zinf_errmsg(), want) != NULL, "nothing fits: '%s' lacks '%s'", zinf_errmsg(), want);
+    zinf_err_clear();
+    /* GPT-2: its activations have no lean form, so never lean, and its message does not say lean */
+    zinf_model_cfg g;
+    CHECK(zinf_model_cfg_load(&g, "gpt2-1.5b") == 0, "gpt2 preset");
+    size_t a = 0, gg = 0;
+    CHECK(zinf_model_act_bytes_lean(&g, 1, 1024, 2, ZINF_RECOMPUTE_FULL, 10, false, &a, &gg) == 0, "gpt2 bytes");
+    CHECK(zinf_model_recompute_fit(&g, 1, 1024, 2, ZINF_RECOMPUTE_FULL, a + gg, &lean, &n) == 0 && n == 10 && !lean,
+          "gpt2: %d blocks, lean %d", n, lean);
+    CHECK(zinf_model_act_bytes_lean(&g, 1, 1024, 2, ZINF_RECOMPUTE_FULL, g.n_layer, false, &a, &gg) == 0, "gpt2");
+    CHECK(zinf_model_recompute_fit(&g, 1, 1024, 2, ZINF_RECOMPUTE_FULL, a + gg - 1, &lean, &n) != 0 &&
+              strstr(zinf_errmsg(), "with every block recomputed,") != NULL,
+          "gpt2 nothing fits: %s", zinf_errmsg());
+    zinf_err_clear();
+}
+
 int main(void)
 {
     zinf_model_cfg c;
@@ -169,5 +266,6 @@ int main(void)
     expect_refused("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
                    "\"vocab_size\":300,\"max_position_embeddings\":64}", "lacks \"intermediate_size\"",
                    "a missing size");
+    test_recompute_fit();
     return check_done("test_llama_cfg");
 }

@@ -520,61 +520,65 @@ static void test_gqa(void)
 
 enum { RLD = C + 3 }; /* rows with a gap after the C normalised elements */
 
-struct rms { float *x, *w, *out, *rstd, *R; int64_t ld; };
+/* heads groups of C side by side in each row, ld apart (Qwen3's per-head q/k norm) */
+struct rms { float *x, *w, *out, *rstd, *R; int heads; int64_t ld; };
 
 static double rms_loss(void *c_)
 {
     struct rms *c = c_;
-    be.rmsnorm_fwd(&be, c->out, c->rstd, c->x, c->w, N, C, c->ld, 1e-5f);
+    be.rmsnorm_fwd(&be, c->out, c->rstd, c->x, c->w, N, c->heads, C, c->ld, 1e-5f);
     double s = 0;
     for (int n = 0; n < N; n++)
-        for (int k = 0; k < C; k++) s += (double)c->out[n * c->ld + k] * c->R[n * c->ld + k];
+        for (int k = 0; k < c->heads * C; k++) s += (double)c->out[n * c->ld + k] * c->R[n * c->ld + k];
     return s;
 }
 
-static void rms_case(int64_t ld)
+static void rms_case(int heads, int64_t ld)
 {
     const int64_t n = N * ld;
-    struct rms c = {randv(n, 2), randv(C, 1), zerov(n), zerov(N), randv(n, 1), ld};
+    struct rms c = {randv(n, 2), randv(C, 1), zerov(n), zerov(N * heads), randv(n, 1), heads, ld};
     for (int64_t i = 0; i < n; i++) c.out[i] = 7.0f; /* the gaps must keep this */
-    double rstd[N], *ref = malloc((size_t)n * sizeof(double));
+    double *rstd = malloc((size_t)N * heads * sizeof(double)), *ref = malloc((size_t)n * sizeof(double));
     for (int64_t i = 0; i < n; i++) ref[i] = 7.0;
-    for (int r = 0; r < N; r++) {
-        double ss = 0;
-        for (int k = 0; k < C; k++) ss += (double)c.x[r * ld + k] * c.x[r * ld + k];
-        rstd[r] = 1 / sqrt(ss / C + 1e-5);
-        for (int k = 0; k < C; k++) ref[r * ld + k] = c.x[r * ld + k] * rstd[r] * c.w[k];
-    }
+    for (int h = 0; h < heads; h++)
+        for (int r = 0; r < N; r++) {
+            const int64_t o = r * ld + h * C;
+            double ss = 0;
+            for (int k = 0; k < C; k++) ss += (double)c.x[o + k] * c.x[o + k];
+            rstd[h * N + r] = 1 / sqrt(ss / C + 1e-5);
+            for (int k = 0; k < C; k++) ref[o + k] = c.x[o + k] * rstd[h * N + r] * c.w[k];
+        }
     rms_loss(&c);
     char buf[96];
-    snprintf(buf, sizeof buf, "rmsnorm ld %ld rstd", (long)ld);
-    check_vec(buf, c.rstd, rstd, N, 1e-6, 1e-7);
-    snprintf(buf, sizeof buf, "rmsnorm ld %ld out (and gaps untouched)", (long)ld);
+    snprintf(buf, sizeof buf, "rmsnorm heads %d ld %ld rstd", heads, (long)ld);
+    check_vec(buf, c.rstd, rstd, N * heads, 1e-6, 1e-7);
+    snprintf(buf, sizeof buf, "rmsnorm heads %d ld %ld out (and gaps untouched)", heads, (long)ld);
     check_vec(buf, c.out, ref, n, 1e-5, 1e-6);
 
     float *dx = zerov(n), *dw = zerov(C), *x0 = dupv(c.x, n);
-    be.rmsnorm_bwd(&be, dx, dw, c.R, c.x, c.w, c.rstd, N, C, ld);
-    snprintf(buf, sizeof buf, "rmsnorm ld %ld dx (gaps 0)", (long)ld);
+    be.rmsnorm_bwd(&be, dx, dw, c.R, c.x, c.w, c.rstd, N, heads, C, ld);
+    snprintf(buf, sizeof buf, "rmsnorm heads %d ld %ld dx (gaps 0)", heads, (long)ld);
     check_fd(buf, rms_loss, &c, c.x, dx, n);
-    snprintf(buf, sizeof buf, "rmsnorm ld %ld dw", (long)ld);
+    snprintf(buf, sizeof buf, "rmsnorm heads %d ld %ld dw", heads, (long)ld);
     check_fd(buf, rms_loss, &c, c.w, dw, C);
     rms_loss(&c); /* rstd of the unperturbed input */
     float *dx1 = dupv(dx, n), *dw1 = dupv(dw, C);
-    be.rmsnorm_bwd(&be, dx, dw, c.R, x0, c.w, c.rstd, N, C, ld);
+    be.rmsnorm_bwd(&be, dx, dw, c.R, x0, c.w, c.rstd, N, heads, C, ld);
     check_doubled("rmsnorm dx", dx1, dx, n);
     check_doubled("rmsnorm dw", dw1, dw, C);
     /* a frozen weight: dw NULL, dx accumulates as before */
-    be.rmsnorm_bwd(&be, dx, NULL, c.R, x0, c.w, c.rstd, N, C, ld);
+    be.rmsnorm_bwd(&be, dx, NULL, c.R, x0, c.w, c.rstd, N, heads, C, ld);
     for (int64_t i = 0; i < n; i++) dx1[i] *= 3;
     check_vecf("rmsnorm_bwd dw NULL", dx, dx1, n, 1e-5, 1e-6);
-    free(c.x), free(c.w), free(c.out), free(c.rstd), free(c.R), free(ref), free(dx), free(dw), free(x0),
+    free(c.x), free(c.w), free(c.out), free(c.rstd), free(c.R), free(ref), free(rstd), free(dx), free(dw), free(x0),
         free(dx1), free(dw1);
 }
 
 static void test_rmsnorm(void)
 {
-    rms_case(C);
-    rms_case(RLD);
+    rms_case(1, C);
+    rms_case(1, RLD);
+    rms_case(3, 3 * C + 5); /* three heads in a row, then a part no norm touches (a v part) */
 }
 
 /* ---------------------------------------------------------------- RoPE */
