@@ -8,11 +8,19 @@
 # (`zinf estimate`'s exact figure) beside both, then the run's step time and where it goes.
 # Saves: none (--save_steps 0); it prints the size a checkpoint would take against the disk's free
 # space and zinf's own start-up warning when it would not fit.
+# --ds: then DeepSpeed ZeRO-Infinity at the same shape on the same node (Llama-family models: a
+# preset hf_llama.py knows or a config.json; .peers/ carried): transformers' model built under
+# deepspeed.zero.Init, offload_param cpu and offload_optimizer cpu, both pinned (the placement
+# whose bound it prints, 18 bytes a parameter of host memory), for --ds-time seconds (default 400).
+# A watchdog stops it where the node's MemAvailable falls under 12 GiB, before the kernel's OOM
+# killer would take the node's other processes; it prints how far DeepSpeed came (model built,
+# engine initialized, a step) and the most host memory the node had in use. --no-zinf: the bounds
+# and DeepSpeed only.
 # Usage (after `source .gpu-bundle/activate.sh`):
 #   jobs/bench/capacity.sh [--model M | --llama-hidden H [--llama-layers L] |
 #                           --layers 64 --embd 3584 --heads 56] --nvme DIR [--host-gib 64] [--np 1]
 #                          [--steps 2] [--T 1024] [--plan] [--host-total-gib G] [--disk-gib G]
-#                          [--gpu-gib G]
+#                          [--gpu-gib G] [--ds [--ds-time S] [--no-zinf]]
 # One 4xH100 node (512 GiB host memory, 235 GB disk), the Qwen2.5-32B shape as a full fine-tune
 # (its checkpoint, 12 bytes a parameter, 393 GB, cannot fit that disk):
 #   jobs/bench/capacity.sh --np 4 --model qwen2.5-32b --T 4096 --host-gib 400 --nvme /tmp/zinfcap
@@ -30,7 +38,7 @@ set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
 L=64 C=3584 NH=56 nvme=${TMPDIR:-/tmp}/zinf-cap host_gib=64 steps=2 T=1024 np=1
-model="" lh="" ll="" plan=no host_total="" disk_free="" gpu_gib=""
+model="" lh="" ll="" plan=no host_total="" disk_free="" gpu_gib="" ds=no ds_time=400 zinf_run=yes
 while [ $# -gt 0 ]; do
     case $1 in
     --layers) L=$2; shift ;; --embd) C=$2; shift ;; --heads) NH=$2; shift ;; --nvme) nvme=$2; shift ;;
@@ -38,12 +46,16 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift ;; --llama-hidden) lh=$2; shift ;; --llama-layers) ll=$2; shift ;;
     --plan) plan=yes ;; --host-total-gib) host_total=$2; shift ;; --disk-gib) disk_free=$2; shift ;;
     --gpu-gib) gpu_gib=$2; shift ;;
+    --ds) ds=yes ;; --ds-time) ds_time=$2; shift ;; --no-zinf) zinf_run=no ;;
     *) echo "capacity.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
 [ -z "$model" ] || [ -z "$lh$ll" ] || { echo "capacity.sh: --model and --llama-hidden/--llama-layers name two models: give one" >&2; exit 2; }
 [ -n "$lh" ] || [ -z "$ll" ] || { echo "capacity.sh: --llama-layers needs --llama-hidden" >&2; exit 2; }
+[ "$ds" = yes ] || [ "$zinf_run" = yes ] || { echo "capacity.sh: --no-zinf without --ds leaves nothing to run" >&2; exit 2; }
+if [ "$ds" = yes ] && [ -z "$model$lh" ]; then echo "capacity.sh: --ds runs the Llama family: give --model or --llama-hidden" >&2; exit 2; fi
+case $ds_time in *[!0-9]* | "") echo "capacity.sh: --ds-time $ds_time: expected seconds" >&2; exit 2 ;; esac
 if [ -n "$lh" ] && { [ "$lh" -le 0 ] || [ $((lh % 128)) -ne 0 ]; }; then
     echo "capacity.sh: --llama-hidden $lh: a Llama shape needs a positive multiple of 128 (heads of 128)" >&2; exit 2
 fi
@@ -136,9 +148,46 @@ awk -v n="$n" -v l="$nt" -v d="$disk_free" 'BEGIN { c = 12 * n + 3 * 1024 * (12 
            c / 1e9, f / 1e9, c <= f ? "it would fit" : "it cannot fit: zinf warns at start" }'
 [ "$plan" = no ] || exit 0
 
+. "$here/jobs/bench/ranks.sh"
+# ds_run: DeepSpeed ZeRO-Infinity at this shape (--ds), its phases and the node's peak host memory
+ds_run() {
+    case $model in
+    */config.json | *.json) dsm=$model ;;
+    */*) dsm=$model/config.json ;;
+    *) dsm=$model ;;
+    esac
+    [ -f "$here/.peers/activate-peers.sh" ] || { echo "  DeepSpeed not run: no .peers/ here (../shared/gpu/PEERS.md)"; return 0; }
+    echo "  DeepSpeed ZeRO-Infinity (offload_param cpu, offload_optimizer cpu, pinned), $np rank(s), up to $ds_time s:"
+    prc=0 low=""
+    t0=$(date +%s)
+    : > "$tmp/ds.out"
+    # shellcheck disable=SC2016 # the inner bash expands its own arguments
+    timeout -k 10 "$ds_time" bash -c 'source "$1/.peers/activate-peers.sh" || exit; n=$2; cd "$1/jobs/bench" && shift 2 &&
+        exec torchrun --standalone --nproc_per_node "$n" hf_llama_offload.py "$@"' _ "$here" "$np" --engine ds \
+        --offload cpu --offload-param cpu --model "$dsm" --micro 1 --T "$T" --gas 1 --steps "$steps" > "$tmp/ds.out" 2> "$tmp/ds.err" &
+    dpid=$!
+    # timeout leads its own process group (a TERM to it reaches every rank; dash's kill takes -PID
+    # for the group, and takes "--" for a PID, an error that would end this script under set -e)
+    while kill -0 "$dpid" 2>/dev/null; do
+        a=$(awk '/MemAvailable/ { printf "%d", $2 / 1024 }' /proc/meminfo) # MiB
+        [ -n "$low" ] && [ "$low" -le "$a" ] || low=$a
+        if [ "$a" -lt 12288 ]; then
+            echo stopped > "$tmp/ds.oom"; kill -TERM "$dpid" 2>/dev/null || :; sleep 5; kill -KILL -"$dpid" 2>/dev/null || :; break
+        fi
+        sleep 0.5
+    done
+    wait "$dpid" || prc=$?
+    awk -v tot="$host_total" -v low="$low" 'BEGIN { printf "    the node'"'"'s host memory in use at most %.1f GiB of %.0f\n", tot - low / 1024, tot }'
+    sed -n 's/^deepspeed-phase \([a-z-]*\) \(.*\)/    reached: \1 (host memory in use then \2 GiB)/p' "$tmp/ds.out"
+    if [ -f "$tmp/ds.oom" ]; then echo "    stopped after $(( $(date +%s) - t0 )) s: the node's MemAvailable fell under 12 GiB (DeepSpeed needs more host memory than the node has)"
+    elif [ "$prc" -eq 124 ] || [ "$prc" -eq 137 ]; then echo "    did not finish in $ds_time s; its last output: $(tail -1 "$tmp/ds.err")"
+    elif [ "$prc" -ne 0 ]; then peer_error "    DeepSpeed" "$prc" "$tmp/ds.err"
+    else awk '$1 == "deepspeed-infinity" { printf "    trained: %s tokens/s per GPU, %s ms a step, peak GPU %s GiB\n", $2, $3, $4 }' "$tmp/ds.out"; fi
+    echo "    DeepSpeed wall $(( $(date +%s) - t0 )) s"
+}
+if [ "$zinf_run" = no ]; then ds_run; exit 0; fi
 "$ZINF" data --random $(((T + 1) * (steps + 2))) --vocab "$V" --out "$tmp/rand" >/dev/null
 "$ZINF" estimate --model "$model" --config "$tmp/ds.json" --gpus-per-node "$np" > "$tmp/est.txt" 2>&1 || :
-. "$here/jobs/bench/ranks.sh"
 rank_place "$np"
 rc=0
 start=$(date +%s)
@@ -158,3 +207,4 @@ grep "^  \*" "$tmp/est.txt" | head -1 | sed 's/^/  zinf estimate: /'
 echo "  run: exit $rc after $took s for $steps steps"
 grep -E "step +[0-9]+/|time \(ms\)|host optimizer|error" "$tmp/zinf.log" | tail -6
 [ "$rc" -eq 0 ] || tail -15 "$tmp/zinf.log" >&2
+[ "$ds" = no ] || ds_run

@@ -21,10 +21,15 @@ SHAPES = {  # model_type, hidden, intermediate, layers, heads, kv heads, head_di
     "qwen2.5-1.5b": ("qwen2", 1536, 8960, 28, 12, 2, 128, 151936, True, 1e6, 0),
     "qwen3-0.6b": ("qwen3", 1024, 3072, 28, 16, 8, 128, 151936, True, 1e6, 0),
     "qwen3-8b": ("qwen3", 4096, 12288, 36, 32, 8, 128, 151936, False, 1e6, 0),
+    "qwen2.5-32b": ("qwen2", 5120, 27648, 64, 40, 8, 128, 152064, False, 1e6, 0),
 }
 
 
 def config(name, T):
+    if name.endswith(".json"):  # an HF config.json (capacity.sh's Llama shapes)
+        cfg = transformers.AutoConfig.from_pretrained(name, attn_implementation="sdpa")
+        cfg.max_position_embeddings = max(T, cfg.max_position_embeddings)
+        return cfg
     mt, h, i, L, nh, nkv, hd, V, tied, theta, factor = SHAPES[name]
     kw = dict(hidden_size=h, intermediate_size=i, num_hidden_layers=L, num_attention_heads=nh,
               num_key_value_heads=nkv, head_dim=hd, vocab_size=V, tie_word_embeddings=tied,

@@ -56,11 +56,16 @@ def main():
     # DeepSpeed's offload_optimizer.ratio (ZeRO-3): this share of the optimizer states on the CPU
     ap.add_argument("--ratio", type=float, default=1.0)
     ap.add_argument("--checkpoint", choices=("yes", "no"), default="yes")
+    # --engine ds: ZeRO-Infinity's parameter offload (offload_param cpu, pinned), the model built
+    # sharded under deepspeed.zero.Init as transformers does for a ZeRO-3 config (capacity.sh --ds)
+    ap.add_argument("--offload-param", choices=("cpu", "none"), default="none")
     a = ap.parse_args()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(0)
     cfg = config(a.model, a.T)
     cfg.use_cache = False
+    if a.offload_param == "cpu":
+        return infinity(a, cfg)
     with torch.device("cuda"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     if a.checkpoint == "yes":
@@ -104,6 +109,53 @@ def main():
 
     time_steps(a, micro_step, "fsdp2-offload" if a.offload == "cpu" else "fsdp2")
     dist.destroy_process_group()
+
+
+def host_used_gib():
+    """The node's host memory in use, MemTotal - MemAvailable, in GiB."""
+    m = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            m[k] = int(v.split()[0])
+    return (m["MemTotal"] - m["MemAvailable"]) / 2**20
+
+
+def infinity(a, cfg):
+    """DeepSpeed ZeRO-3 with the optimizer (--offload) and the parameters in host memory, the model
+    built under deepspeed.zero.Init, so that no GPU or rank ever holds it whole. Rank 0 prints
+    `deepspeed-phase WHAT GiB` (the node's host memory in use) after each phase, so that a run
+    stopped for memory says how far it came."""
+    import deepspeed
+
+    rank0 = int(os.environ.get("RANK", 0)) == 0
+
+    def phase(what):
+        if rank0:
+            print(f"deepspeed-phase {what} {host_used_gib():.1f}", flush=True)
+
+    phase("start")
+    deepspeed.init_distributed()
+    ds = ds_offload_config(a, cfg.hidden_size)
+    ds["zero_optimization"]["offload_param"] = {"device": "cpu", "pin_memory": True}
+    if a.offload == "none":
+        del ds["zero_optimization"]["offload_optimizer"]
+    with deepspeed.zero.Init(config_dict_or_path=ds):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    if a.checkpoint == "yes":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    phase("model-built")
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+    phase("engine-initialized")
+
+    def micro_step(idx, tgt, last):
+        engine.backward(engine(input_ids=idx, labels=tgt).loss)
+        engine.step()
+        if last:
+            phase("step-done")
+
+    time_steps(a, micro_step, "deepspeed-infinity")
 
 
 if __name__ == "__main__":

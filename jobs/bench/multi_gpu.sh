@@ -11,6 +11,8 @@
 # the Llama and capacity parts take minutes each, so a lease of 10-minute calls runs them a few at
 # a time): tests, adamw, zero3_np4, zero3_np2, offload_np2, offload_np4, llama_z3_np4,
 # llama_z3_np2, llama_off_np2, cap_qwen32b (Qwen2.5-32B shape on the node's GPUs, ZeRO-Infinity),
+# ds_cap_qwen32b (DeepSpeed ZeRO-Infinity, parameters and optimizer in host memory, at that shape on
+# the same GPUs: capacity.sh --ds, its phases and the node's peak host memory),
 # cap_llama_max (a Llama shape of 56 layers at hidden 8192, 50.0B: on 4xH100 92% of the bound
 # capacity.sh prints, whose own largest, 60 layers, would leave no room on the disk beside its
 # 217 GiB of NVMe states), cap_20b_np2 (60 layers at hidden 5120, 21.6B, on 2 of the GPUs; 77% of
@@ -32,7 +34,7 @@ parts=${*:-tests adamw zero3_np4 offload_np2 offload_np4 zero3_np2}
 for p in $parts; do
     case $p in
     tests | adamw | zero3_np4 | zero3_np2 | offload_np2 | offload_np4 | llama_z3_np4 | llama_z3_np2 | llama_off_np2 | \
-        cap_qwen32b | cap_llama_max | cap_20b_np2 | ds_build | offload_np2_t16 | llama_off_np1_auto | qwen_off_np1_auto) ;;
+        cap_qwen32b | ds_cap_qwen32b | cap_llama_max | cap_20b_np2 | ds_build | offload_np2_t16 | llama_off_np1_auto | qwen_off_np1_auto) ;;
     *) echo "multi_gpu.sh: unknown part $p" >&2; exit 2 ;;
     esac
 done
@@ -131,6 +133,7 @@ for b in (CPUAdamBuilder(), AsyncIOBuilder()):
     llama_z3_np2) bench llama_z3_np2 290 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload none --gas 4 ;;
     llama_off_np2) bench llama_off_np2 400 sh jobs/bench/llama_offload.sh $L8 --np 2 --offload cpu --gas 8 ;;
     cap_qwen32b) bench cap_qwen32b 420 sh jobs/bench/capacity.sh --np "$ngpu" --model qwen2.5-32b --host-gib 320 --steps 1 --nvme /tmp/zinfcap ;;
+    ds_cap_qwen32b) bench ds_cap_qwen32b 420 sh jobs/bench/capacity.sh --np "$ngpu" --model qwen2.5-32b --steps 1 --nvme /tmp/zinfcap --ds --no-zinf --ds-time 360 ;;
     cap_llama_max) bench cap_llama_max 540 sh jobs/bench/capacity.sh --np "$ngpu" --llama-hidden 8192 --llama-layers 56 --host-gib 380 --steps 1 --nvme /tmp/zinfcap ;;
     cap_20b_np2) bench cap_20b_np2 480 env CUDA_VISIBLE_DEVICES=0,1 sh jobs/bench/capacity.sh --np 2 --llama-hidden 5120 --llama-layers 60 --host-gib 150 --steps 1 --nvme /tmp/zinfcap ;;
     esac
