@@ -41,6 +41,7 @@ typedef struct zinf_adamw_args {
 } zinf_adamw_args;
 
 typedef struct zinf_backend zinf_backend;
+typedef struct zinf_op_prof zinf_op_prof; /* src/profile.h */
 
 /* Samples packed into rows (supervised fine-tuning): token i attends to the tokens of its own
  * sample only, j in [kv_start[i], i] of its row. Samples are contiguous and never cross a row, so
@@ -58,6 +59,7 @@ struct zinf_backend {
                        * (the CPU backend); 0: it is device memory, reached by copies */
     zinf_dtype cdt;   /* compute dtype of activations and 16-bit parameter copies */
     void *impl;       /* backend-private state */
+    zinf_op_prof *prof; /* the operation profile attached (src/profile.h), NULL when none */
 
     /* memory */
     void *(*alloc)(zinf_backend *be, zinf_place place, size_t bytes); /* zeroed; NULL on failure */

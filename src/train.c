@@ -27,6 +27,7 @@
 #include "model.h"
 #include "monitor.h"
 #include "optim.h"
+#include "profile.h"
 #include "progress.h"
 #include "sched.h"
 #include "zero.h"
@@ -1256,6 +1257,28 @@ static void json_num(char *buf, size_t cap, double x)
     else snprintf(buf, cap, "null");
 }
 
+/* flops_profiler.detailed: the profile step's operations, most time first, beside the step's
+ * wall time dt; what they leave is the time between them (copies, collectives, waits for the host,
+ * launches) */
+static void log_op_profile(run *r, double dt)
+{
+    zinf_op_total t[64];
+    int n = zinf_prof_totals(&r->be, t, 64);
+    double sum = 0;
+    zinf_info("flops profiler: the step's operations on rank 0 (%s backend; device ms between events around "
+              "each call, calls, share of the step's %.2f ms; the products' and attention's FLOPs and rate):",
+              r->be.name, 1e3 * dt);
+    for (int i = 0; i < n && i < 64; i++) {
+        char tf[64] = "";
+        if (t[i].flops > 0 && t[i].ms > 0)
+            snprintf(tf, sizeof tf, " | %.0f FLOPs, %.4g TFLOP/s", t[i].flops, t[i].flops / (1e9 * t[i].ms));
+        zinf_info("  op %-16s %10.3f ms | %6ld calls | %5.1f%%%s", t[i].name, t[i].ms, t[i].calls,
+                  100.0 * t[i].ms / (1e3 * dt), tf);
+        sum += t[i].ms;
+    }
+    zinf_info("  operations %.3f ms of the step's %.3f ms; between them %.3f ms", sum, 1e3 * dt, 1e3 * dt - sum);
+}
+
 /* The log line (and the breakdowns the config asks for) and the metrics.jsonl record of step
  * `done`; tps and ms: over the steps since the last one logged. A failed write of the record is
  * kept in r->metrics_rc for logs_agreed. */
@@ -1349,8 +1372,18 @@ static int loop(run *r)
         double t0 = zinf_now();
         ZINF_TRY(fault_at(&r->fault, r->comm->rank, step + 1)); /* ZINF_FAULT (see fault_parse) */
         step_result s;
+        /* flops_profiler.detailed: each operation of the profile step timed on the device */
+        bool prof = c->flops_profiler_enabled && c->flops_profiler_detailed && step + 1 == c->flops_profiler_profile_step;
+        if (prof && zinf_prof_attach(&r->be)) {
+            zinf_warn("flops profiler: no per-operation times: %s", zinf_errmsg());
+            prof = false;
+        }
         rc = train_step(r, step, &s);
-        if (rc) return rc;
+        if (!rc && prof) rc = zinf_prof_collect(&r->be);
+        if (rc) {
+            zinf_prof_detach(&r->be);
+            return rc;
+        }
         double dt = zinf_now() - t0;
         window_t += dt;
         window_steps++;
@@ -1381,6 +1414,10 @@ static int loop(run *r)
             zinf_info("flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), "
                       "%.3g FLOP/s", (long long)done, flops_per_token * (double)tokens_per_step,
                       (long long)tokens_per_step, flops_per_token * (double)tokens_per_step / dt);
+        if (prof) {
+            log_op_profile(r, dt);
+            zinf_prof_detach(&r->be);
+        }
         if (r->be.mem_info) {
             size_t used = 0, tot = 0;
             if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;

@@ -3,22 +3,30 @@
 # torch.compile) measured in the same run, same shape, same tokens per step.
 # Usage (on a GPU node, after `source .gpu-bundle/activate.sh` where the host lacks the libraries):
 #   jobs/bench/llama_speed.sh [--model llama-3.2-1b] [--micro 4] [--T 4096] [--steps 10] [--recompute]
-#                             [--no-hf] [--hf-modes eager,compile]
+#                             [--no-hf] [--hf-modes eager,compile] [--ops STEP]
+# --ops STEP: zinf's flops profiler at step STEP (its "detailed" report): each operation's device
+# time in that step, calls, share of the step and the products' and attention's TFLOP/s, then the
+# time between the operations; printed under zinf's row (that step is not faster for its events,
+# and the steady rate is the median of the steps after the first half).
 # Prints tokens/s, ms/step, MFU and peak GPU memory (zinf's: also what it holds). MFU counts 6 (N - embedding) + 12 L NH hs T
 # FLOPs per token (the count of the issue's figures; embedding = vocab x hidden) over 989 TFLOP/s,
 # the H100/H200 SXM bf16 dense figure. Saves: none (zinf --save_steps 0; the peer saves nothing).
 set -eu
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ZINF=${ZINF:-$here/zinf}
-model=llama-3.2-1b micro=4 T=4096 steps=10 recompute=false hf=yes hf_modes=eager,compile
+model=llama-3.2-1b micro=4 T=4096 steps=10 recompute=false hf=yes hf_modes=eager,compile ops=""
 while [ $# -gt 0 ]; do
     case $1 in
     --model) model=$2; shift ;; --micro) micro=$2; shift ;; --T) T=$2; shift ;; --steps) steps=$2; shift ;;
     --recompute) recompute=true ;; --no-hf) hf=no ;; --hf-modes) hf_modes=$2; shift ;;
+    --ops) ops=$2; shift ;;
     *) echo "llama_speed.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
+case $ops in "" | *[!0-9]*) [ -z "$ops" ] || { echo "llama_speed.sh: --ops $ops: expected a step number" >&2; exit 2; } ;; esac
+prof=""
+[ -z "$ops" ] || prof=", \"flops_profiler\": {\"enabled\": true, \"profile_step\": $ops}"
 tmp=${TMPDIR:-/tmp}/zinf-bench.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -29,7 +37,7 @@ ac=""
 cat > "$tmp/ds.json" <<JSON
 { "train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
   "bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
-  "zero_optimization": {"stage": 0}, "wall_clock_breakdown": true $ac }
+  "zero_optimization": {"stage": 0}, "wall_clock_breakdown": true $ac $prof }
 JSON
 . "$here/jobs/bench/ranks.sh"
 rank_place 1 # unbound: mpirun binds one rank to one core by default, and its start-up then runs on one thread
@@ -52,6 +60,7 @@ printf "%-22s %12s %10s %8s %10s\n" "" "tokens/s" "ms/step" "MFU" "peak GiB"
 row "zinf" "$tps" "${peak:-?}"
 grep "  time (ms)" "$tmp/zinf.log" | tail -1 | sed 's/^ */  zinf breakdown (host): /' || :
 zinf_memory "$tmp/zinf.log"
+[ -z "$ops" ] || grep -E "^flops profiler: the step's|^  op |^  operations " "$tmp/zinf.log" | sed 's/^/  /'
 if [ "$hf" = yes ]; then
     python3 "$here/jobs/bench/hf_llama.py" --model "$model" --micro "$micro" --T "$T" --steps "$steps" --modes "$hf_modes" > "$tmp/hf.txt" 2>"$tmp/hf.err" || :
     while read -r who mode a b c; do
