@@ -154,3 +154,13 @@ elif [ "$torch" = yes ] && command -v torchrun >/dev/null 2>&1 && python3 -c 'im
     if [ "$offload" = cpu ]; then peer "FSDP2 + CPU offload" fsdp2-offload fsdp2 ""
     else peer "FSDP2" fsdp2 fsdp2 ""; fi
 elif [ "$torch" = yes ]; then echo "  FSDP2 not run: no torch and transformers here"; fi
+# issue 21's goal for the 8B shapes with the optimizer in host memory: >= 35% MFU and >= 3x
+# DeepSpeed ZeRO-3 + CPU Adam in the same run
+if [ "$offload" = cpu ] && [ "$partial" = no ]; then
+    dtps=$(awk '$1 == "deepspeed-offload" { print $2 }' "$tmp/ds.out" 2>/dev/null || :)
+    awk -v z="$tps" -v d="${dtps:-0}" -v f="$flops" -v peak="$peak" 'BEGIN {
+        m = 100 * z * f / (peak * 1e12)
+        printf "goal: MFU >= 35%%: %.1f%% (%s)", m, (m >= 35) ? "met" : "not met"
+        if (d > 0) printf "; >= 3x DeepSpeed ZeRO-3 + CPU Adam: %.2fx (%s)\n", z / d, (z / d >= 3) ? "met" : "not met"
+        else printf "; >= 3x DeepSpeed ZeRO-3 + CPU Adam: no DeepSpeed figure in this run\n" }'
+fi

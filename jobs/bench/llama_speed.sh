@@ -68,3 +68,12 @@ if [ "$hf" = yes ]; then
     done < "$tmp/hf.txt"
     [ -s "$tmp/hf.txt" ] || { echo "transformers: no output:"; tail -5 "$tmp/hf.err"; }
 fi
+# issue 21's goal for these shapes: >= 1.2x transformers under torch.compile in the same run, and
+# >= 50% MFU by the count above
+ctps=$(awk '$2 == "compile" && $3 ~ /^[0-9.]+$/ { print $3 }' "$tmp/hf.txt" 2>/dev/null || :)
+awk -v z="$tps" -v c="${ctps:-0}" -v f="$flops" 'BEGIN {
+    m = 100 * z * f / 989e12
+    printf "goal: MFU >= 50%%: %.1f%% (%s)", m, (m >= 50) ? "met" : "not met"
+    if (c > 0) printf "; >= 1.2x transformers + torch.compile: %.2fx (%s)", z / c, (z / c >= 1.2) ? "met" : "not met"
+    else printf "; >= 1.2x transformers + torch.compile: no peer figure in this run"
+    printf "\n" }'
