@@ -1353,6 +1353,14 @@ static int resolve(ctx *c, json_t *root)
     g->ckpt_tag_validation_fail = g->ckpt_tag_validation == 2;
     /* DeepSpeed: wall_clock_breakdown | flops_profiler.enabled */
     g->wall_clock_breakdown = g->wall_clock_breakdown || g->flops_profiler_enabled;
+    /* DeepSpeed's module tree and its aggregated top modules have no counterpart in zinf's report,
+     * which lists the step's backend operations, every one (flops_profiler.detailed) */
+    if (g->flops_profiler_enabled && g->flops_profiler_module_depth != -1)
+        cwarn(c, "flops_profiler.module_depth has no effect: zinf's detailed report lists every backend "
+                 "operation of the profile step, not modules to a depth");
+    if (g->flops_profiler_enabled && g->flops_profiler_top_modules != 1)
+        cwarn(c, "flops_profiler.top_modules has no effect: zinf's detailed report lists every backend "
+                 "operation of the profile step, most time first");
 
     ZINF_TRY(batch_rule(c));
 

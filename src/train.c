@@ -1257,26 +1257,54 @@ static void json_num(char *buf, size_t cap, double x)
     else snprintf(buf, cap, "null");
 }
 
-/* flops_profiler.detailed: the profile step's operations, most time first, beside the step's
- * wall time dt; what they leave is the time between them (copies, collectives, waits for the host,
- * launches) */
-static void log_op_profile(run *r, double dt)
+/* a line of the flops profiler's report: to flops_profiler.output_file where one is open (rank
+ * 0's), else to the log */
+static void prof_out(FILE *fp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void prof_out(FILE *fp, const char *fmt, ...)
 {
-    zinf_op_total t[64];
-    int n = zinf_prof_totals(&r->be, t, 64);
-    double sum = 0;
-    zinf_info("flops profiler: the step's operations on rank 0 (%s backend; device ms between events around "
-              "each call, calls, share of the step's %.2f ms; the products' and attention's FLOPs and rate):",
-              r->be.name, 1e3 * dt);
-    for (int i = 0; i < n && i < 64; i++) {
-        char tf[64] = "";
-        if (t[i].flops > 0 && t[i].ms > 0)
-            snprintf(tf, sizeof tf, " | %.0f FLOPs, %.4g TFLOP/s", t[i].flops, t[i].flops / (1e9 * t[i].ms));
-        zinf_info("  op %-16s %10.3f ms | %6ld calls | %5.1f%%%s", t[i].name, t[i].ms, t[i].calls,
-                  100.0 * t[i].ms / (1e3 * dt), tf);
-        sum += t[i].ms;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (fp) fprintf(fp, "%s\n", line);
+    else zinf_info("%s", line);
+}
+
+/* The flops profiler's report of step `done` (wall time dt): its FLOPs, and with
+ * flops_profiler.detailed the step's operations, most time first, beside the step's wall time; what
+ * they leave is the time between them (copies, collectives, waits for the host, launches). */
+static void log_flops_profile(run *r, int64_t done, double dt, double flops, int64_t tokens, bool ops)
+{
+    const char *file = r->cfg.flops_profiler_output_file;
+    FILE *fp = NULL;
+    if (file[0] && r->comm->rank == 0 && !(fp = fopen(file, "w")))
+        zinf_warn("flops_profiler.output_file %s: %s; the report goes to the log", file, strerror(errno));
+    prof_out(fp, "flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), %.3g FLOP/s",
+             (long long)done, flops, (long long)tokens, flops / dt);
+    if (ops) {
+        zinf_op_total t[64];
+        int n = zinf_prof_totals(&r->be, t, 64);
+        double sum = 0;
+        prof_out(fp, "flops profiler: the step's operations on rank 0 (%s backend; device ms between events "
+                     "around each call, calls, share of the step's %.2f ms; the products' and attention's "
+                     "FLOPs and rate):", r->be.name, 1e3 * dt);
+        for (int i = 0; i < n && i < 64; i++) {
+            char tf[64] = "";
+            if (t[i].flops > 0 && t[i].ms > 0)
+                snprintf(tf, sizeof tf, " | %.0f FLOPs, %.4g TFLOP/s", t[i].flops, t[i].flops / (1e9 * t[i].ms));
+            prof_out(fp, "  op %-16s %10.3f ms | %6ld calls | %5.1f%%%s", t[i].name, t[i].ms, t[i].calls,
+                     100.0 * t[i].ms / (1e3 * dt), tf);
+            sum += t[i].ms;
+        }
+        prof_out(fp, "  operations %.3f ms of the step's %.3f ms; between them %.3f ms", sum, 1e3 * dt,
+                 1e3 * dt - sum);
     }
-    zinf_info("  operations %.3f ms of the step's %.3f ms; between them %.3f ms", sum, 1e3 * dt, 1e3 * dt - sum);
+    if (fp) {
+        int bad = ferror(fp);
+        if (fclose(fp) || bad) zinf_warn("flops_profiler.output_file %s: the report could not be written in full", file);
+        else zinf_info("flops profiler: step %lld's report written to %s", (long long)done, file);
+    }
 }
 
 /* The log line (and the breakdowns the config asks for) and the metrics.jsonl record of step
@@ -1411,13 +1439,8 @@ static int loop(run *r)
             zinf_progress_add(&r->prog, ZINF_PROG_EVAL, zinf_now() - te);
         }
         if (c->flops_profiler_enabled && done == c->flops_profiler_profile_step)
-            zinf_info("flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), "
-                      "%.3g FLOP/s", (long long)done, flops_per_token * (double)tokens_per_step,
-                      (long long)tokens_per_step, flops_per_token * (double)tokens_per_step / dt);
-        if (prof) {
-            log_op_profile(r, dt);
-            zinf_prof_detach(&r->be);
-        }
+            log_flops_profile(r, done, dt, flops_per_token * (double)tokens_per_step, tokens_per_step, prof);
+        if (prof) zinf_prof_detach(&r->be);
         if (r->be.mem_info) {
             size_t used = 0, tot = 0;
             if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;

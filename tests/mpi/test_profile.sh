@@ -75,4 +75,22 @@ mpi 1 train --model "$TMP/llama.model.json" --data "$D" --max_length $T --max_st
 expect_ok "detailed false: train"
 expect_has "detailed false: the FLOPs line" "flops profiler: step 2:"
 eq "detailed false: operation lines" "$(count_lines "  op ")" 0
+
+# output_file: the report goes there (rank 0's), not to the log; one that cannot be opened leaves
+# it in the log with a warning naming the file
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+ "flops_profiler": {"enabled": true, "profile_step": 1, "output_file": "%s"}}\n' "$TMP/prof.txt" > "$TMP/file.json"
+mpi 2 train --model "$TMP/llama.model.json" --data "$D" --max_length $T --max_steps 1 --config "$TMP/file.json" --out "$TMP/file"
+expect_ok "output_file: train"
+expect_has "output_file: said where" "flops profiler: step 1's report written to $TMP/prof.txt"
+eq "output_file: operation lines in the log" "$(count_lines "  op ")" 0
+eq "output_file: attention_fwd calls in the file" "$(awk '$1 == "op" && $2 == "attention_fwd" { print $6 }' "$TMP/prof.txt")" 4
+grep -q "^flops profiler: step 1: " "$TMP/prof.txt" && pass || fail "output_file: no FLOPs line in the file"
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+ "flops_profiler": {"enabled": true, "profile_step": 1, "output_file": "%s/no/such/dir/p.txt", "module_depth": 2, "top_modules": 3}}\n' "$TMP" > "$TMP/nodir.json"
+mpi 1 train --model "$TMP/llama.model.json" --data "$D" --max_length $T --max_steps 1 --config "$TMP/nodir.json" --out "$TMP/nodir"
+expect_ok "output_file in no directory: train"
+expect_has "output_file in no directory: the warning" "flops_profiler.output_file $TMP/no/such/dir/p.txt: No such file or directory; the report goes to the log"
+eq "output_file in no directory: attention_fwd calls in the log" "$(op attention_fwd calls)" 4
+expect_has "module_depth and top_modules: warnings" "flops_profiler.module_depth has no effect" "flops_profiler.top_modules has no effect"
 finish
