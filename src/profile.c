@@ -19,6 +19,7 @@
 #define NAME(n) #n,
 enum { OPS(ENUM) OP_COUNT };
 static const char *const op_name[OP_COUNT] = {OPS(NAME)};
+_Static_assert(OP_COUNT <= ZINF_PROF_OPS, "ZINF_PROF_OPS must hold every operation");
 
 typedef struct {
     int op;

@@ -24,8 +24,10 @@ int zinf_prof_attach(zinf_backend *be);
 /* Wait for the device, add the elapsed time of every operation timed since the last collection
  * into the totals. Returns 0 or a negative status (an event that did not complete). */
 int zinf_prof_collect(zinf_backend *be);
-/* The totals (collected first), ordered by time, most first: fills at most cap entries and
- * returns how many operations ran (0 when no profile is attached). */
+/* The totals of what zinf_prof_collect has added so far, ordered by time, most first: fills at
+ * most cap entries (ZINF_PROF_OPS hold every operation) and returns how many operations ran (0
+ * when no profile is attached). */
+#define ZINF_PROF_OPS 32
 int zinf_prof_totals(zinf_backend *be, zinf_op_total *out, int cap);
 /* Restore be's operations and free the profile (nothing when none is attached). */
 void zinf_prof_detach(zinf_backend *be);

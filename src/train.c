@@ -1272,9 +1272,11 @@ static void prof_out(FILE *fp, const char *fmt, ...)
 }
 
 /* The flops profiler's report of step `done` (wall time dt): its FLOPs, and with
- * flops_profiler.detailed the step's operations, most time first, beside the step's wall time; what
- * they leave is the time between them (copies, collectives, waits for the host, launches). */
-static void log_flops_profile(run *r, int64_t done, double dt, double flops, int64_t tokens, bool ops)
+ * flops_profiler.detailed the step's n operations t (zinf_prof_totals; NULL without), most time
+ * first, beside the step's wall time; what they leave is the time between them (copies,
+ * collectives, waits for the host, launches). */
+static void log_flops_profile(run *r, int64_t done, double dt, double flops, int64_t tokens, const zinf_op_total *t,
+                              int n)
 {
     const char *file = r->cfg.flops_profiler_output_file;
     FILE *fp = NULL;
@@ -1282,14 +1284,12 @@ static void log_flops_profile(run *r, int64_t done, double dt, double flops, int
         zinf_warn("flops_profiler.output_file %s: %s; the report goes to the log", file, strerror(errno));
     prof_out(fp, "flops profiler: step %lld: %.3g FLOPs (6N + 12LCT per token x %lld tokens), %.3g FLOP/s",
              (long long)done, flops, (long long)tokens, flops / dt);
-    if (ops) {
-        zinf_op_total t[64];
-        int n = zinf_prof_totals(&r->be, t, 64);
+    if (t) {
         double sum = 0;
         prof_out(fp, "flops profiler: the step's operations on rank 0 (%s backend; device ms between events "
                      "around each call, calls, share of the step's %.2f ms; the products' and attention's "
                      "FLOPs and rate):", r->be.name, 1e3 * dt);
-        for (int i = 0; i < n && i < 64; i++) {
+        for (int i = 0; i < n; i++) {
             char tf[64] = "";
             if (t[i].flops > 0 && t[i].ms > 0)
                 snprintf(tf, sizeof tf, " | %.0f FLOPs, %.4g TFLOP/s", t[i].flops, t[i].flops / (1e9 * t[i].ms));
@@ -1407,12 +1407,14 @@ static int loop(run *r)
             prof = false;
         }
         rc = train_step(r, step, &s);
+        double dt = zinf_now() - t0; /* the step's, not the collection's after it */
+        /* the step's operations, taken before the profile goes: nothing after the step is timed */
+        zinf_op_total ops[ZINF_PROF_OPS];
+        int nops = 0;
         if (!rc && prof) rc = zinf_prof_collect(&r->be);
-        if (rc) {
-            zinf_prof_detach(&r->be);
-            return rc;
-        }
-        double dt = zinf_now() - t0;
+        if (!rc && prof) nops = zinf_prof_totals(&r->be, ops, ZINF_PROF_OPS);
+        zinf_prof_detach(&r->be);
+        if (rc) return rc;
         window_t += dt;
         window_steps++;
         zinf_progress_add(&r->prog, ZINF_PROG_STEP, dt);
@@ -1439,8 +1441,8 @@ static int loop(run *r)
             zinf_progress_add(&r->prog, ZINF_PROG_EVAL, zinf_now() - te);
         }
         if (c->flops_profiler_enabled && done == c->flops_profiler_profile_step)
-            log_flops_profile(r, done, dt, flops_per_token * (double)tokens_per_step, tokens_per_step, prof);
-        if (prof) zinf_prof_detach(&r->be);
+            log_flops_profile(r, done, dt, flops_per_token * (double)tokens_per_step, tokens_per_step,
+                              prof ? ops : NULL, nops);
         if (r->be.mem_info) {
             size_t used = 0, tot = 0;
             if (!r->be.mem_info(&r->be, &used, &tot) && used > r->dev_peak) r->dev_peak = used;

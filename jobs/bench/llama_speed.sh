@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-case $ops in "" | *[!0-9]*) [ -z "$ops" ] || { echo "llama_speed.sh: --ops $ops: expected a step number" >&2; exit 2; } ;; esac
+case $ops in *[!0-9]*) echo "llama_speed.sh: --ops $ops: expected a step number" >&2; exit 2 ;; esac
 prof=""
 [ -z "$ops" ] || prof=", \"flops_profiler\": {\"enabled\": true, \"profile_step\": $ops}"
 tmp=${TMPDIR:-/tmp}/zinf-bench.$$
