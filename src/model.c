@@ -220,6 +220,8 @@ static void carve_all(zinf_model *m, zinf_carver *cv, zinf_carver *cg, size_t es
     m->f->carve(m, cv, cg, es);
     m->head_rows = zinf_model_head_rows((int64_t)N, m->c.padded_vocab, es);
     m->logits = zinf_carve(cv, (size_t)m->head_rows * m->c.padded_vocab * es);
+    /* in chunks, the head's weight gradient of the chunks a training forward runs (zinf_model_head) */
+    m->head_dw = (int64_t)N > m->head_rows ? zinf_carve(cg, (size_t)m->c.padded_vocab * m->c.n_embd * es) : NULL;
     m->losses = zinf_carve(cv, N * 4);
     m->tokens = zinf_carve(cv, N * 4);
     m->targets = zinf_carve(cv, N * 4);
@@ -420,6 +422,7 @@ static int forward_take(zinf_model *m, const zinf_batch *b)
     ZINF_TRY(be->copy(be, m->tokens, tokens, (size_t)N * 4, NULL));
     if (targets) ZINF_TRY(be->copy(be, m->targets, targets, (size_t)N * 4, NULL));
     m->logits_hold_grad = false;
+    m->head_early = false;
     if (targets) {
         m->nvalid = 0;
         for (int64_t i = 0; i < N; i++) m->nvalid += targets[i] >= 0;
@@ -479,14 +482,26 @@ int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h
         ZINF_TRY(zinf_release(h, hu, 0));
         return be->sync(be);
     }
+    /* a training forward in chunks runs each chunk's head backward but the last's at once, while
+     * its loss gradient is in the logits: the input gradient's rows into head_din, the weight's
+     * into head_dw, which the backward adds to the head's gradient. The backward then computes no
+     * logits again. */
+    const bool early = targets && dloss_scale != 0.0f && m->head_dw;
+    char *din = early ? m->f->head_din(m) : NULL;
+    if (early) ZINF_TRY(be->memset0(be, m->head_dw, (size_t)Vp * C * es, NULL));
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
+        bool last = r0 + R == N;
         be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
-        if (targets) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, r0 + R == N ? dloss : 0.0f);
+        if (targets) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, last || early ? dloss : 0.0f);
+        if (early && !last)
+            be->matmul_bwd(be, din + (size_t)r0 * C * es, m->head_dw, NULL, m->logits, hin + (size_t)r0 * C * es, W, R,
+                           C, Vp);
     }
     ZINF_TRY(zinf_release(h, hu, 0));
     if (!targets) return be->sync(be);
     m->logits_hold_grad = dloss_scale != 0.0f;
+    m->head_early = early;
     ZINF_TRY(be->copy(be, m->host_losses, m->losses, (size_t)N * 4, NULL));
     ZINF_TRY(be->sync(be));
     double s = 0;
@@ -524,17 +539,21 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
     const void *W = m->f->head_w(m, m->params);
     void *dW = m->f->head_w(m, m->grads);
     /* the chunks last to first: the last one's gradient is in the logits after a training forward;
-     * each one before it has its logits computed again, then their gradient */
+     * the training forward ran the others' (head_early), and the weight's part of them is added
+     * here; otherwise each one before the last has its logits computed again, then their gradient */
     for (int64_t r0 = (N - 1) / m->head_rows * m->head_rows; r0 >= 0; r0 -= m->head_rows) {
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         bool held = r0 + R == N && m->logits_hold_grad;
+        if (!held && m->head_early) break;
         if (!held) {
             be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
             be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, dloss);
         }
         be->matmul_bwd(be, din + (size_t)r0 * C * es, dW, NULL, m->logits, hin + (size_t)r0 * C * es, W, R, C, Vp);
     }
+    if (m->head_early && m->logits_hold_grad) be->add(be, dW, dW, m->head_dw, (int64_t)Vp * C);
     m->logits_hold_grad = false;
+    m->head_early = false;
     ZINF_TRY(zinf_release(h, hu, 1));
     return m->f->backward(m, h);
 }

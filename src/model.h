@@ -150,6 +150,9 @@ typedef struct zinf_model {
     int64_t nvalid;      /* targets >= 0 in the last forward */
     bool logits_hold_grad; /* the last forward was a training one: the last chunk's logits (all of them when
                             * they fit at once) hold their loss gradient */
+    void *head_dw;       /* [Vp, C] in the gradient scratch where the head runs in chunks: the weight
+                          * gradient of the chunks before the last, which a training forward runs */
+    bool head_early;     /* the last training forward ran those chunks' head backward */
     float *host_losses;
     zinf_use *uses;      /* zinf_model_use_order's list, made once: nuses uses, the first nfwd forward's
                           * (the last of them the head's); ZeRO's plan and the forward steps follow it */
