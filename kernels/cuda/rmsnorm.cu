@@ -6,7 +6,8 @@
  * allow them. The weight gradient is a fixed-order column reduction, as LayerNorm's: per chunk of
  * RMS_ROWS rows a block of 32 x 8 threads sums dout * x * rstd of 32 columns (the 8 warps
  * striding the rows, combined in order), then LayerNorm's second pass (cu_add_partials) adds the
- * chunks' partials in order into dw. No atomics: the same bits every run. */
+ * chunks' partials in order into dw. No atomics: the same bits every run. 16-bit rows of 256 to
+ * 2048 elements (a multiple of 256) take both gradients in one pass instead (rms_bwd_fused_k). */
 #include "cuda_backend.h"
 #include "cuda_common.h"
 
@@ -100,6 +101,75 @@ __global__ void rms_dw_part_k(float *part, const T *dout, const T *x, const floa
     }
 }
 
+/* The input gradient and the weight gradient's partials in one pass, for 16-bit rows of C = 256 NP
+ * (NP 1..8): rms_bwd_dx_k's arithmetic, in its order, for each group row, and each lane's columns
+ * of dout * x * rstd summed in registers over the rows its warp takes; a block takes RMS_FROWS rows
+ * (its 8 warps each every 8th), then adds its warps' sums in order into part[chunk]. x and dout
+ * are read from memory once for both gradients instead of twice. */
+#define RMS_FROWS 64
+template <typename T, int NP>
+__global__ void __launch_bounds__(256) rms_bwd_fused_k(T *dx, float *part, const T *dout, const T *x, const T *w,
+                                                       const float *rstd, int64_t R, int64_t N, int C, int64_t ld)
+{
+    constexpr int VEC = 8;
+    __shared__ float sm[8][32 * VEC];
+    const int wp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t r0 = (int64_t)blockIdx.x * RMS_FROWS, r1 = r0 + RMS_FROWS < R ? r0 + RMS_FROWS : R;
+    float acc[NP][VEC];
+#pragma unroll
+    for (int j = 0; j < NP; j++)
+#pragma unroll
+        for (int k = 0; k < VEC; k++) acc[j][k] = 0.0f;
+    for (int64_t row = r0 + wp; row < r1; row += 8) {
+        const int64_t at = grow(row, N, C, ld);
+        const T *xr = x + at, *dr = dout + at;
+        const float r = rstd[row];
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int c = (j * 32 + lane) * VEC;
+            Pack<T, VEC> px = load_pack<T, VEC>(xr + c), pd = load_pack<T, VEC>(dr + c), pw = load_pack<T, VEC>(w + c);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+                s += (to_f(pd.v[k]) * to_f(pw.v[k])) * (to_f(px.v[k]) * r);
+                acc[j][k] += to_f(pd.v[k]) * (to_f(px.v[k]) * r);
+            }
+        }
+        if (!dx) continue;
+        const float mgn = warp_sum(s) / C;
+        T *gr = dx + at;
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int c = (j * 32 + lane) * VEC;
+            Pack<T, VEC> px = load_pack<T, VEC>(xr + c), pd = load_pack<T, VEC>(dr + c), pw = load_pack<T, VEC>(w + c),
+                         pg = load_pack<T, VEC>(gr + c);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                pg.v[k] = from_f<T>(to_f(pg.v[k]) +
+                                    (to_f(pd.v[k]) * to_f(pw.v[k]) - (to_f(px.v[k]) * r) * mgn) * r);
+            store_pack<T, VEC>(gr + c, pg);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NP; j++) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) sm[wp][lane * VEC + k] = acc[j][k];
+        __syncthreads();
+        float t = 0.0f;
+#pragma unroll
+        for (int y = 0; y < 8; y++) t += sm[y][threadIdx.x];
+        part[(int64_t)blockIdx.x * C + j * 32 * VEC + threadIdx.x] = t;
+        __syncthreads();
+    }
+}
+
+template <typename T, int NP>
+static void rms_bwd_fused_launch(CudaImpl *im, T *dx, float *part, const T *dout, const T *x, const T *w,
+                                 const float *rstd, int64_t R, int64_t N, int C, int64_t ld, unsigned nchunks)
+{
+    rms_bwd_fused_k<T, NP><<<nchunks, 256, 0, im->stream>>>(dx, part, dout, x, w, rstd, R, N, C, ld);
+}
+
 /* 16-byte packs fit when C and ld are multiples of the pack and every pointer is aligned (a group
  * then starts on a pack too: it is C elements past its row's start) */
 template <typename T> static bool rms_vec(int C, int64_t ld, const void *a, const void *b, const void *c, const void *d)
@@ -129,6 +199,26 @@ static void rms_bwd_t(CudaImpl *im, T *dx, T *dw, const T *dout, const T *x, con
     constexpr int V = 16 / sizeof(T);
     const int64_t R = N * heads;
     unsigned grid = cdiv(R, 8);
+    /* 16-bit rows of 256 NP elements, NP 1..8: both gradients in one pass (rms_bwd_fused_k) */
+    const int np = C % 256 == 0 ? C / 256 : 0;
+    if constexpr (sizeof(T) == 2) if (dw && np >= 1 && np <= 8 && rms_vec<T>(C, ld, dout, x, w, dx)) {
+        unsigned nchunks = cdiv(R, RMS_FROWS);
+        float *part = (float *)zinf_cuda_scratch(im, (size_t)nchunks * C * sizeof(float), "rmsnorm_bwd");
+        if (!part) return;
+        switch (np) {
+        case 1: rms_bwd_fused_launch<T, 1>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        case 2: rms_bwd_fused_launch<T, 2>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        case 3: rms_bwd_fused_launch<T, 3>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        case 4: rms_bwd_fused_launch<T, 4>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        case 5: rms_bwd_fused_launch<T, 5>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        case 6: rms_bwd_fused_launch<T, 6>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        case 7: rms_bwd_fused_launch<T, 7>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        default: rms_bwd_fused_launch<T, 8>(im, dx, part, dout, x, w, rstd, R, N, C, ld, nchunks); break;
+        }
+        cu_add_partials(im, dw, part, (int)nchunks, C);
+        zinf_cuda_check_launch(im, "rmsnorm_bwd");
+        return;
+    }
     if (dx) {
         if (rms_vec<T>(C, ld, dx, dout, x, w))
             rms_bwd_dx_k<T, V><<<grid, 256, 0, im->stream>>>(dx, dout, x, w, rstd, R, N, C, ld);

@@ -1607,6 +1607,8 @@ static void run_all(ctx *c, int big)
     test_rmsnorm(c, 300, 1, 64, 64 * 6 + 8, 0);
     test_rmsnorm(c, 5, 1, 13, 17, 0);        /* odd: scalar path */
     test_rmsnorm(c, 600, 1, 2048, 2048, 0);
+    test_rmsnorm(c, 130, 1, 1536, 1536, 0);          /* one pass for both gradients: 6 x 256 */
+    test_rmsnorm(c, 70, 2, 256, 256 * 3, 256);       /* the same, 2 groups a row at an offset */
     /* Qwen3's q heads and k heads, each set in one call: 16 heads of 128 at the start of a q|k|v
      * row of 32 heads, and the 8 k heads after them; 3 heads of 64 (900 group rows, dw chunks
      * across the heads); an offset off the 16-byte packs, and the scalar path */
