@@ -228,8 +228,11 @@ static inline int zinf_env_switch(const char *s)
  * 16-byte aligned).
  * zinf_attn_ws_samples: the samples a call takes (0: zinf's kernels); zinf_attn_ws_bytes: the
  * workspace they need, which the activation fit of zinf_recompute_blocks "auto" keeps free and
- * zinf estimate counts. */
-#define ZINF_ATTN_WS_BUDGET ((size_t)2 << 30)
+ * zinf estimate counts. The budget, 4.5 GiB, holds four samples of 32 heads at T 4096 (4.125 GiB:
+ * Llama-3.2-1B's and the 8B shapes' micro-batch of 4) in one call: in calls of one sample within
+ * 2 GiB the attention backward of a Llama-3.2-1B step took 50 ms, in one call 44-46 (one H200,
+ * 2026-11-28, PERF-NOTES). */
+#define ZINF_ATTN_WS_BUDGET ((size_t)9 << 29)
 int64_t zinf_attn_ws_samples(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, size_t es);
 size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t hs, size_t es);
 

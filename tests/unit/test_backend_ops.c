@@ -1584,7 +1584,7 @@ static void run_all(ctx *c, int big)
             test_attention(c, 2, 1024, 8, 2, 128);
             if (c->dt != ZINF_F32) { /* no CPU reference at this length: the reruns' bits only */
                 /* cuDNN's workspace bound splits these 3 samples into calls of 2 and 1 (test_estimate) */
-                test_attention_reruns(c, 3, 4096, 24, 6, 128);
+                test_attention_reruns(c, 3, 4096, 48, 12, 128);
                 test_attention_reruns(c, 2, 4096, 16, 16, 64);
             }
         } else {

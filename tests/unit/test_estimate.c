@@ -523,29 +523,39 @@ static void check_main(void)
  * one sample of T 4096, 32 query heads over 8 kv heads of 128, 1140850944 bytes (dP 32 x 4096^2 x 2,
  * and the grouped heads' fp32 dK/dV 32 x 4096 x 128 x 4); two samples of 32/32 heads of 128,
  * 2147483904; one of 64/64 heads of 64, 2147483904. The calls: as few as keep each within the
- * 2 GiB budget, of equal size. */
+ * 4.5 GiB budget (4831838208 bytes), of equal size. */
 static void check_attn_ws(void)
 {
-    CHECK(ZINF_ATTN_WS_BUDGET == (size_t)2 << 30, "the budget is 2 GiB");
+    CHECK(ZINF_ATTN_WS_BUDGET == (size_t)9 << 29, "the budget is 4.5 GiB");
     CHECK(zinf_attn_ws_bytes(1, 4096, 32, 8, 128, 2) == 1140850944 - 256, "1 x 4096, 32/8 heads of 128");
     CHECK(zinf_attn_ws_bytes(2, 4096, 32, 32, 128, 2) == 2147483904 - 256, "2 x 4096, 32/32 heads of 128");
     CHECK(zinf_attn_ws_bytes(1, 4096, 64, 64, 64, 2) == 2147483904 - 256, "1 x 4096, 64/64 heads of 64");
-    /* Llama-3.2-1B at micro-batch 4: two samples (2.2 GB) pass 2 GiB, so four calls of one */
-    CHECK(zinf_attn_ws_samples(4, 4096, 32, 8, 64, 2) == 1, "Llama-3.2-1B: one sample a call");
+    /* Llama-3.2-1B at micro-batch 4 (32/8 heads of 64): 4 x (32 x 4096^2 x 2 + 32 x 4096 x 64 x 4)
+     * = 4429185024 bytes, one call */
+    CHECK(zinf_attn_ws_samples(4, 4096, 32, 8, 64, 2) == 4, "Llama-3.2-1B: four samples a call");
+    CHECK(zinf_attn_ws_bytes(4, 4096, 32, 8, 64, 2) == 4429185024u, "Llama-3.2-1B bytes");
+    /* five samples of it: two calls, of 3 and 2 */
+    CHECK(zinf_attn_ws_samples(5, 4096, 32, 8, 64, 2) == 3, "Llama-3.2-1B, 5 samples: calls of 3 and 2");
     /* Qwen2.5-1.5B (12/2 heads of 128): all four in one call, 1.7 GB */
     CHECK(zinf_attn_ws_samples(4, 4096, 12, 2, 128, 2) == 4, "Qwen2.5-1.5B: four samples a call");
     CHECK(zinf_attn_ws_bytes(4, 4096, 12, 2, 128, 2) == (size_t)4 * 12 * (4096 * 4096 * 2 + 4096 * 128 * 4),
           "Qwen2.5-1.5B bytes");
-    /* 64 grouped heads at 4096: one sample's 2 GiB of dP plus its fp32 dK/dV pass the budget */
-    CHECK(zinf_attn_ws_samples(4, 4096, 64, 16, 64, 2) == 0, "64/16 heads at 4096: zinf's kernels");
-    CHECK(zinf_attn_ws_bytes(4, 4096, 64, 16, 64, 2) == 0, "no workspace where cuDNN is not used");
-    /* five samples of which two fit a call: calls of 2, 2, 1 (as few calls, sizes equal but the last) */
-    CHECK(zinf_attn_ws_samples(5, 4096, 24, 24, 64, 2) == 2, "5 samples, 2 fit: 2 a call");
-    /* T rounded up to 64; 7 of 8 samples fit: two calls of 4 */
+    /* 64 grouped heads at T 8192: one sample's 8 GiB of dP passes the budget */
+    CHECK(zinf_attn_ws_samples(4, 8192, 64, 16, 64, 2) == 0, "64/16 heads at 8192: zinf's kernels");
+    CHECK(zinf_attn_ws_bytes(4, 8192, 64, 16, 64, 2) == 0, "no workspace where cuDNN is not used");
+    /* at 4096 one sample of them (2 GiB of dP, 64 MiB of fp32 dK/dV) fits, two (4.125 GiB) too */
+    CHECK(zinf_attn_ws_samples(4, 4096, 64, 16, 64, 2) == 2, "64/16 heads at 4096: two a call");
+    /* five samples of which two fit a call (56 heads: 1.75 GiB each): calls of 2, 2, 1 (as few
+     * calls, sizes equal but the last) */
+    CHECK(zinf_attn_ws_samples(5, 4096, 56, 56, 64, 2) == 2, "5 samples, 2 fit: 2 a call");
+    /* the budget itself is within it: three samples of 48 heads of 64 are 4.5 GiB to the byte */
+    CHECK(zinf_attn_ws_samples(3, 4096, 48, 48, 64, 2) == 3, "exactly the budget: one call");
+    /* T rounded up to 64; 7 of 8 samples fit (20 heads of 128: 625 MiB each): two calls of 4 */
     CHECK(zinf_attn_ws_bytes(1, 4000, 16, 16, 64, 2) == (size_t)16 * 4032 * 4032 * 2, "T 4000 counted as 4032");
-    CHECK(zinf_attn_ws_samples(8, 4096, 9, 9, 128, 2) == 4, "8 samples, 7 fit: two calls of 4");
-    /* test_backend_ops' rerun check at T 4096: 3 samples of 24/6 heads of 128 go as 2 and 1 */
-    CHECK(zinf_attn_ws_samples(3, 4096, 24, 6, 128, 2) == 2, "3 samples of 24/6 heads: calls of 2 and 1");
+    CHECK(zinf_attn_ws_samples(8, 4096, 20, 20, 128, 2) == 4, "8 samples, 7 fit: two calls of 4");
+    /* test_backend_ops' rerun check at T 4096: 3 samples of 48/12 heads of 128 (1.59 GiB each) go
+     * as 2 and 1 */
+    CHECK(zinf_attn_ws_samples(3, 4096, 48, 12, 128, 2) == 2, "3 samples of 48/12 heads: calls of 2 and 1");
     CHECK(zinf_attn_ws_samples(0, 4096, 4, 4, 128, 2) == 0, "no samples");
     CHECK(zinf_attn_ws_samples(4, 4096, 12, 2, 128, 4) == 0 && zinf_attn_ws_bytes(4, 4096, 12, 2, 128, 4) == 0,
           "fp32: no cuDNN, zinf's kernels");
@@ -553,7 +563,8 @@ static void check_attn_ws(void)
           "head size 96: no cuDNN graph, zinf's kernels");
     /* several calls with NH T not a multiple of 4: a later call's lse rows would not be 16-byte
      * aligned, so zinf's kernels; one call needs no offset */
-    CHECK(zinf_attn_ws_samples(4, 4095, 25, 25, 64, 2) == 0, "NH 25 x T 4095 in calls: zinf's kernels");
+    CHECK(zinf_attn_ws_samples(8, 4095, 25, 25, 64, 2) == 0, "NH 25 x T 4095 in calls: zinf's kernels");
+    CHECK(zinf_attn_ws_samples(4, 4095, 25, 25, 64, 2) == 4, "NH 25 x T 4095, four samples in one call");
     CHECK(zinf_attn_ws_samples(1, 4095, 25, 25, 64, 2) == 1, "NH 25 x T 4095, one sample: one call");
 }
 
