@@ -2,6 +2,7 @@
  * (family.h) is reached only through its table. */
 #include "model.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -207,10 +208,27 @@ void *zinf_carve(zinf_carver *c, size_t bytes)
     return p;
 }
 
+int zinf_head_rows_env(int64_t *rows)
+{
+    const char *e = getenv("ZINF_HEAD_ROWS");
+    *rows = 0;
+    if (!e || !*e) return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    if (errno || *end || end == e || v < 1)
+        return zinf_err("ZINF_HEAD_ROWS=%s: expected the head's rows a chunk, an integer >= 1", e);
+    *rows = v;
+    return 0;
+}
+
 int64_t zinf_model_head_rows(int64_t N, int Vp, size_t es)
 {
-    int64_t fit = (int64_t)(ZINF_LOGITS_BUDGET / ((size_t)Vp * es));
-    return N <= fit ? N : fit > 0 ? fit : 1;
+    int64_t fit = (int64_t)(ZINF_LOGITS_BUDGET / ((size_t)Vp * es)), cap = 0;
+    if (fit < 1) fit = 1;
+    if (zinf_head_rows_env(&cap)) zinf_err_clear(); /* refused at the start of a run (train's env_check) */
+    else if (cap > 0 && cap < fit) fit = cap;
+    return N <= fit ? N : fit;
 }
 
 /* the family's activations and scratch, then what every family has: logits, losses, tokens */

@@ -164,12 +164,20 @@ typedef struct zinf_model {
                           * deterministic. */
 } zinf_model;
 
-/* Bytes of compute-dtype logits held at once; past it the head runs in row chunks, the forward
- * computing the losses (and the last chunk's loss gradient) and the backward, last chunk first,
- * recomputing the logits of each chunk before it for its gradient. */
+/* Bytes of compute-dtype logits held at once; past it the head runs in row chunks. A training
+ * forward computes each chunk's losses and loss gradient and runs the head backward of every chunk
+ * but the last while its gradient is in the logits (into head_dw and the head input's gradient);
+ * the backward runs the last chunk's and adds head_dw. A forward without a loss gradient (an
+ * evaluation) computes the losses only, and a backward after it computes each chunk's logits
+ * again. */
 #define ZINF_LOGITS_BUDGET ((size_t)2 << 30)
-/* The rows of logits held at once for N rows of Vp columns of es bytes. */
+/* The rows of logits held at once for N rows of Vp columns of es bytes: as many as the budget
+ * holds, and no more than ZINF_HEAD_ROWS where that is set (for tests only: the chunked head at
+ * tiny shapes, whose logits never reach the budget). */
 int64_t zinf_model_head_rows(int64_t N, int Vp, size_t es);
+/* ZINF_HEAD_ROWS: *rows 0 where it is unset or empty, else its value; an error (the message
+ * naming it) for anything but an integer >= 1. */
+int zinf_head_rows_env(int64_t *rows);
 
 /* Build the unit layout of c's family (no parameter memory: the owner allocates params[u] and
  * grads[u]). be may be NULL for a model that is only a layout (estimate, ckpt tools). */

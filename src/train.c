@@ -255,7 +255,8 @@ static int env_check(void)
     }
     double w;
     if (lock_wait(&w)) return zinf_err("ZINF_OUT_LOCK_WAIT=%s: expected seconds >= 0", getenv("ZINF_OUT_LOCK_WAIT"));
-    return 0;
+    int64_t rows;
+    return zinf_head_rows_env(&rows);
 }
 
 static void said_removed(const char *path)
@@ -999,6 +1000,19 @@ static int setup(run *r)
                           (long long)zinf_data_num_sequences(r->val), r->T,
                           (long long)r->cfg.train_micro_batch_size_per_gpu);
     }
+    /* an evaluation asked for with nothing to evaluate on: none, as ms-swift turns its eval_strategy
+     * off without a validation set, and said, not silent (HF's Trainer refuses an eval_strategy
+     * without an eval_dataset) */
+    const zinf_flags *fl = &o->flags;
+    bool asked = fl->eval_steps_set || (fl->eval_strategy_set && r->cfg.eval_strategy != ZINF_IVAL_NO);
+    if (!rc && !val && asked) {
+        char what[96];
+        if (fl->eval_strategy_set && r->cfg.eval_strategy != ZINF_IVAL_NO)
+            snprintf(what, sizeof what, "--eval_strategy %s", fl->eval_strategy);
+        else snprintf(what, sizeof what, "--eval_steps %lld", (long long)fl->eval_steps);
+        zinf_warn("%s: no validation data (--val, --val_dataset or --split_dataset_ratio): the run evaluates nothing",
+                  what);
+    }
     ZINF_TRY(zinf_comm_agree(comm, rc));
 
     /* total optimizer steps: --max_steps, else epochs over the training sequences */
@@ -1193,6 +1207,12 @@ static int setup(run *r)
                   ? ", activation checkpointing (attention outputs kept)" : ", activation checkpointing");
     zinf_info("zinf: activations %.2f MiB, their gradients %.2f MiB per rank", (double)r->m.act_bytes / 1048576.0,
               (double)r->m.grad_bytes / 1048576.0);
+    int64_t rows = (int64_t)r->m.B * r->m.T;
+    if (r->m.head_rows < rows) /* the logits would pass ZINF_LOGITS_BUDGET (or ZINF_HEAD_ROWS) */
+        zinf_info("zinf: the head computes its logits in %lld chunks of at most %lld rows (%.2f GiB each); a training "
+                  "forward runs each chunk's backward but the last's", (long long)((rows + r->m.head_rows - 1) / r->m.head_rows),
+                  (long long)r->m.head_rows,
+                  (double)r->m.head_rows * r->m.c.padded_vocab * zinf_dtype_size(r->be.cdt) / 1073741824.0);
     zinf_zero_print_mem(r->z);
     /* where a large model's start-up goes (minutes for 32B on 4 GPUs): the states' allocation,
      * page-locking, NVMe files and random init, then the weights' or checkpoint's read */

@@ -132,6 +132,18 @@ run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --val "$TMP/rva
     --max_steps 2 --out "$TMP/ez" --eval_steps 0
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: --eval_steps 0: expected a positive integer (leave it out to evaluate every --logging_steps steps)" ] &&
     pass || fail "--eval_steps 0 with --val: exit $RC, output '$OUTPUT'"
+# an evaluation asked for without validation data: none (ms-swift turns its eval_strategy off
+# without a validation set), with a warning that names the flag, not silence
+nv="no validation data (--val, --val_dataset or --split_dataset_ratio): the run evaluates nothing"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/nv1" --eval_steps 2
+expect_ok "--eval_steps without --val"
+expect_has "--eval_steps without --val" "zinf: warning: --eval_steps 2: $nv"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/nv2" \
+    --eval_strategy epoch --eval_steps 3
+expect_ok "--eval_strategy epoch without --val"
+expect_has "--eval_strategy epoch without --val" "zinf: warning: --eval_strategy epoch: $nv"
+run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/nv3" --eval_strategy no
+[ "$RC" -eq 0 ] && ! printf '%s\n' "$OUTPUT" | grep -q "warning" && pass || fail "--eval_strategy no without --val: exit $RC, output '$OUTPUT'"
 
 # a flag given twice, or with its alias, is one line naming both spellings (no silent last-wins)
 run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --config a.json --deepspeed b.json
