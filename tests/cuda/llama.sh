@@ -2,7 +2,8 @@
 # The Llama family on the GPU against the CPU backend over 20 training steps (fp32 within 1e-4,
 # bf16 within 3e-2 relative): transformers' own tiny models (tests/golden/llama: llama3 RoPE with
 # GQA at head size 16, Qwen3's q/k norms at head size 128 on the fast path, Qwen2's biases)
-# imported from their sharded safetensors, and a head-size-64 Llama (the other fast path); packed
+# imported from their sharded safetensors (Llama's and Qwen3's also with the head in row chunks),
+# and a head-size-64 Llama (the other fast path); packed
 # chat rows at head sizes 64 and 128, and `zinf generate` on the GPU against the CPU.
 # Needs a GPU (exit 77 without one). Run by tests/cuda/run.sh.
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,6 +40,14 @@ for lm in llama3 qwen3 qwen2 l64; do
     trainL "L$lm.gpubf16" cuda '"bf16": {"enabled": true},' "$mdl" $init
     agree "L$lm.cpu" "L$lm.gpu32" 1e-4 "$lm: CUDA fp32 vs CPU"
     agree "L$lm.cpu" "L$lm.gpubf16" 3e-2 "$lm: CUDA bf16 vs CPU"
+    # the head in chunks (1,024 rows a micro-batch in 400, 400 and 224), whose training forward
+    # runs each chunk's backward but the last's, against the CPU with the head whole
+    [ "$lm" = llama3 ] || [ "$lm" = qwen3 ] || continue
+    ZINF_HEAD_ROWS=400 trainL "L$lm.gpu32c" cuda "" "$mdl" $init
+    expect_has "$lm: the head in chunks on the GPU" "the head computes its logits in 3 chunks of at most 400 rows"
+    agree "L$lm.cpu" "L$lm.gpu32c" 1e-4 "$lm: CUDA fp32, the head in 3 chunks, vs CPU"
+    ZINF_HEAD_ROWS=400 trainL "L$lm.gpubf16c" cuda '"bf16": {"enabled": true},' "$mdl" $init
+    agree "L$lm.cpu" "L$lm.gpubf16c" 3e-2 "$lm: CUDA bf16, the head in 3 chunks, vs CPU"
 done
 
 # lean forwards on the GPU: ZeRO-3 with the optimizer in host memory and 16 micro-batches a step,
