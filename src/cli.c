@@ -16,6 +16,7 @@
 #include "generate.h"
 #include "iobench.h"
 #include "launch.h"
+#include "log.h" /* zinf_warn */
 #include "model.h"
 #include "plot.h"
 #include "safetensors.h" /* zinf_st_parse_size */
@@ -285,6 +286,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     bool h = false;
     sft_flags sf;
     sft_flags_defaults(&sf);
+    bool mnt_set = false;
     const flag tab[] = {
         {"config", F_STR, &o.config_path, NULL, "DeepSpeed JSON config (// comments allowed); default: stage 0, values from the flags"},
         {"deepspeed", F_STR, &o.config_path, NULL, "alias of --config (the HF/ms-swift spelling); also ms-swift's built-in names zero0, zero1, zero2, zero2_offload, zero3, zero3_offload (bundled files)"},
@@ -308,7 +310,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
         {"device", F_STR, &o.device, NULL, "cpu or cuda (default cpu)"},
         {"eval_prompts", F_STR, &o.prompts, NULL, "after training, complete each 'prompt<TAB>answer' line greedily and report accuracy"},
-        {"max_new_tokens", F_INT, &o.max_new_tokens, NULL, "tokens generated per prompt at most (default 16)"},
+        {"max_new_tokens", F_INT, &o.max_new_tokens, &mnt_set, "with --eval_prompts: tokens generated per prompt at most (default 16)"},
         {"per_rank_logs", F_BOOL, &o.per_rank_logs, NULL, "every rank also writes <out>/logs/rank<R>.log"},
         {"gradient_checkpointing", F_BOOL, &o.gradient_checkpointing, &o.gradient_checkpointing_set, "recompute each block in the backward (the HF/ms-swift flag; the same as an activation_checkpointing block)"},
         {"swap_engine", F_STR, &o.swap_engine, NULL, "NVMe offload I/O: io_uring (O_DIRECT, default) or psync (pread/pwrite through the page cache, for file systems without O_DIRECT)"},
@@ -341,6 +343,27 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
                                               "go with --dataset"));
     if (o.save_total_limit < 0)
         return zinf_comm_agree(comm, zinf_err("train: --save_total_limit must be >= 0 (0: keep every checkpoint)"));
+    /* an empty value (an unset variable in a job script) is no value: a fresh start or a path of "" */
+    if (o.resume && !*o.resume)
+        return zinf_comm_agree(comm, zinf_err("train: --resume is empty: give auto, a checkpoint file or a directory "
+                                              "(leave the flag out for a fresh run)"));
+    if (o.init_from && !*o.init_from)
+        return zinf_comm_agree(comm, zinf_err("train: --init_from is empty: give a Hugging Face model directory"));
+    if (o.max_new_tokens < 1)
+        return zinf_comm_agree(comm, zinf_err("train: --max_new_tokens %lld: expected 1 or more",
+                                              (long long)o.max_new_tokens));
+    if (mnt_set && !o.prompts && comm->rank == 0)
+        zinf_warn("--max_new_tokens %lld has no effect: it sizes --eval_prompts' completions, and none was given",
+                  (long long)o.max_new_tokens);
+    /* ms-swift holds samples out only where no validation set is given */
+    if (sf.val_dataset && o.val)
+        return zinf_comm_agree(comm, zinf_err("train: --val_dataset with --val: two validation sets; give one of them"));
+    if (sf.split != 0 && o.val)
+        return zinf_comm_agree(comm, zinf_err("train: --split_dataset_ratio with --val: the held-out samples would "
+                                              "never be evaluated (--val's shards are); give one of them"));
+    if (sf.split != 0 && sf.val_dataset && comm->rank == 0)
+        zinf_warn("--split_dataset_ratio %g has no effect: --val_dataset is the validation set (as in ms-swift); every "
+                  "sample of --dataset trains", sf.split);
     if (fl->comm_timeout_set) comm->timeout_s = fl->comm_timeout; /* 0: no limit */
     return zinf_train_run(comm, &o);
 }

@@ -1324,6 +1324,15 @@ static int resolve(ctx *c, json_t *root)
         cwarn(c, "--lr_scheduler_type %s has no effect: the config's scheduler block (%s) is the schedule, as "
                  "in the HF Trainer", fl->lr_scheduler_type, SCHED_NAMES[g->sched.type]);
     }
+    /* a scheduler block's own warmup_num_steps wins; the HF Trainer fills only an "auto" one */
+    json_t *sp = json_is_object(sb) ? json_object_get(sb, "params") : NULL;
+    json_t *swn = json_is_object(sp) ? json_object_get(sp, "warmup_num_steps") : NULL;
+    if (sb && !json_is_null(sb) && warm && !is_auto(swn) && g->sched.warmup_num_steps >= 0)
+        cwarn(c, "--warmup_steps/--warmup_ratio have no effect: the config's scheduler block sets warmup_num_steps "
+                 "%lld (the HF Trainer fills only \"auto\" from them)", (long long)g->sched.warmup_num_steps);
+    if (fl && fl->min_lr_set && !(given && (!sb || json_is_null(sb)) && g->sched.type == ZINF_SCHED_HF_COSINE_MIN_LR))
+        cwarn(c, "--min_lr has no effect: only --lr_scheduler_type cosine_with_min_lr (without a scheduler block in the "
+                 "config) has a floor");
 
     /* communication_data_type: zinf reduces in fp32 at stages 0-1 (the fp32 accumulators are
      * all-reduced) and in the compute dtype at stages 2-3; another dtype would change the sums */
@@ -1379,6 +1388,15 @@ static int resolve(ctx *c, json_t *root)
     g->eval_strategy = f->eval_strategy_set ? ival_of(f->eval_strategy) : ZINF_IVAL_STEPS;
     g->save_strategy = f->save_strategy_set ? ival_of(f->save_strategy) : ZINF_IVAL_STEPS;
     if (g->save_strategy == ZINF_IVAL_NO) g->save_steps = 0; /* saves only when a signal stops the run */
+    /* an interval flag beside a strategy that is not "steps" has nothing to act on */
+    const struct { const char *steps, *strategy; bool set; int64_t v; int ival; } iv[] = {
+        {"--logging_steps", "--logging_strategy", f->logging_steps_set, f->logging_steps, g->logging_strategy},
+        {"--eval_steps", "--eval_strategy", f->eval_steps_set, f->eval_steps, g->eval_strategy},
+        {"--save_steps", "--save_strategy", f->save_steps_set, f->save_steps, g->save_strategy}};
+    for (size_t i = 0; i < sizeof iv / sizeof *iv; i++)
+        if (iv[i].set && iv[i].ival != ZINF_IVAL_STEPS)
+            cwarn(c, "%s %lld has no effect: %s %s", iv[i].steps, (long long)iv[i].v, iv[i].strategy,
+                  iv[i].ival == ZINF_IVAL_NO ? "no" : "epoch");
     return 0;
 }
 

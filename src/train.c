@@ -959,6 +959,11 @@ static int setup(run *r)
     if (o->swap_engine && strcmp(o->swap_engine, "io_uring") && strcmp(o->swap_engine, "psync"))
         return zinf_comm_agree(comm, zinf_err("--swap_engine %s: expected io_uring or psync", o->swap_engine));
     snprintf(r->cfg.swap_engine, sizeof r->cfg.swap_engine, "%s", o->swap_engine ? o->swap_engine : "io_uring");
+    if (o->swap_engine && r->cfg.offload_optimizer.device != ZINF_DEV_NVME && r->cfg.offload_param.device != ZINF_DEV_NVME)
+        zinf_warn("--swap_engine %s has no effect: the config offloads nothing to NVMe", o->swap_engine);
+    if (o->save_total_limit > 0 && r->cfg.save_steps == 0 && r->cfg.save_strategy != ZINF_IVAL_EPOCH)
+        zinf_warn("--save_total_limit %lld: this run saves no checkpoint but where a signal stops it (--save_steps 0 "
+                  "or --save_strategy no), so it has nothing to keep or remove", (long long)o->save_total_limit);
     rc = zinf_config_notices(&r->cfg, r->be.name, comm->rank == 0 ? stderr : NULL);
     r->ac = r->cfg.activation_checkpointing || (o->gradient_checkpointing_set && o->gradient_checkpointing);
     if (!rc && o->gradient_checkpointing_set && !o->gradient_checkpointing && r->cfg.activation_checkpointing)
@@ -1234,6 +1239,9 @@ static int setup(run *r)
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);
     if (ck[0] && r->start_step == r->cfg.max_steps)
         zinf_info("zinf: %s is at --max_steps %lld already: nothing to train", ck, (long long)r->cfg.max_steps);
+    else if (o->init_from && ck[0]) /* a requeued job's command line: the checkpoint's weights go on */
+        zinf_info("zinf: --init_from %s not read: the run resumed from %s, whose weights it continues", o->init_from,
+                  ck);
     else if (o->init_from) {
         const zinf_hf_load *l = &r->hf_load;
         zinf_info("zinf: initial weights from %s (Hugging Face %s safetensors; %.3f GB read in %.2f s, %.2f GB/s, %s; "

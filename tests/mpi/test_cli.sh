@@ -145,6 +145,67 @@ expect_has "--eval_strategy epoch without --val" "zinf: warning: --eval_strategy
 run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/nv3" --eval_strategy no
 [ "$RC" -eq 0 ] && ! printf '%s\n' "$OUTPUT" | grep -q "warning" && pass || fail "--eval_strategy no without --val: exit $RC, output '$OUTPUT'"
 
+# a flag or value that has nothing to act on is said, not taken in silence
+T1="--model $TMP/v300.json --data $TMP/rnd_train_*.bin --max_length 32"
+# warn_has WHAT TEXT ARGS...: the run succeeds and prints "zinf: warning: ...TEXT"
+warn_has() {
+    local what=$1 text=$2; shift 2
+    # shellcheck disable=SC2086 # $T1 is words
+    run train $T1 --max_steps 1 --out "$TMP/w.$(printf '%s' "$what" | tr -c 'a-z0-9' _)" "$@"
+    expect_ok "$what"
+    expect_has "$what" "$text"
+}
+warn_has "logging steps beside epoch" "warning: (built-in default config): --logging_steps 5 has no effect: --logging_strategy epoch" \
+    --logging_strategy epoch --logging_steps 5
+warn_has "save steps beside no" "--save_steps 10 has no effect: --save_strategy no" --save_strategy no --save_steps 10
+warn_has "eval steps beside epoch" "--eval_steps 4 has no effect: --eval_strategy epoch" --val "$TMP/rval_train_*.bin" \
+    --eval_strategy epoch --eval_steps 4
+warn_has "max_new_tokens without prompts" \
+    "zinf: warning: --max_new_tokens 5 has no effect: it sizes --eval_prompts' completions, and none was given" --max_new_tokens 5
+warn_has "min_lr with cosine" "--min_lr has no effect: only --lr_scheduler_type cosine_with_min_lr" \
+    --lr_scheduler_type cosine --min_lr 1e-6
+printf '{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}}\n' > "$TMP/wl.json"
+warn_has "warmup beside the block's" "$TMP/wl.json: --warmup_steps/--warmup_ratio have no effect: the config's scheduler block sets warmup_num_steps 10" \
+    --config "$TMP/wl.json" --warmup_steps 5
+printf '{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}}}\n' > "$TMP/wla.json"
+# shellcheck disable=SC2086
+run train $T1 --out "$TMP/wla" --config "$TMP/wla.json" --warmup_steps 5 --max_steps 6
+[ "$RC" -eq 0 ] && ! printf '%s\n' "$OUTPUT" | grep -q "warning" && pass || fail "warmup into an \"auto\" warmup_num_steps: exit $RC, output '$OUTPUT'"
+warn_has "swap engine without NVMe" "zinf: warning: --swap_engine psync has no effect: the config offloads nothing to NVMe" --swap_engine psync
+warn_has "retention without saves" "zinf: warning: --save_total_limit 2: this run saves no checkpoint" --save_steps 0 --save_total_limit 2
+# empty values, and a count of tokens below 1
+# shellcheck disable=SC2086
+run train $T1 --max_steps 1 --out "$TMP/e1" --resume ""
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --resume is empty: give auto, a checkpoint file or a directory (leave the flag out for a fresh run)" ] &&
+    pass || fail "--resume '': exit $RC, output '$OUTPUT'"
+# shellcheck disable=SC2086
+run train $T1 --max_steps 1 --out "$TMP/e2" --init_from ""
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --init_from is empty: give a Hugging Face model directory" ] &&
+    pass || fail "--init_from '': exit $RC, output '$OUTPUT'"
+# shellcheck disable=SC2086
+run train $T1 --max_steps 1 --out "$TMP/e3" --max_new_tokens 0
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --max_new_tokens 0: expected 1 or more" ] &&
+    pass || fail "--max_new_tokens 0: exit $RC, output '$OUTPUT'"
+# ms-swift's split holds samples out only without a validation set
+run train --model "$TMP/v300.json" --dataset "$TMP/none.jsonl" --split_dataset_ratio 0.2 --val "$TMP/rval_train_*.bin" --out "$TMP/e4"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --split_dataset_ratio with --val: the held-out samples would never be evaluated (--val's shards are); give one of them" ] &&
+    pass || fail "--split_dataset_ratio with --val: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --dataset "$TMP/none.jsonl" --val_dataset "$TMP/none.jsonl" --val "$TMP/rval_train_*.bin" --out "$TMP/e6"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --val_dataset with --val: two validation sets; give one of them" ] &&
+    pass || fail "--val_dataset with --val: exit $RC, output '$OUTPUT'"
+run train --model "$TMP/v300.json" --dataset "$TMP/none.jsonl" --split_dataset_ratio 0.2 --val_dataset "$TMP/none.jsonl" --out "$TMP/e5"
+expect_has "--split_dataset_ratio with --val_dataset" \
+    "zinf: warning: --split_dataset_ratio 0.2 has no effect: --val_dataset is the validation set (as in ms-swift); every sample of --dataset trains"
+# a resumed run's --init_from (a requeued job's command line) is not read, and the log says so
+# shellcheck disable=SC2086
+run train $T1 --max_steps 1 --out "$TMP/ri" --save_steps 1
+expect_ok "a checkpoint to resume"
+# shellcheck disable=SC2086
+run train $T1 --out "$TMP/ri" --max_steps 2 --resume auto --init_from "$TMP/nowhere"
+expect_ok "--init_from on a resumed run"
+expect_has "--init_from on a resumed run" "zinf: --init_from $TMP/nowhere not read: the run resumed from $TMP/ri/checkpoint-1.h5, whose weights it continues"
+case "$OUTPUT" in *"initial weights from"*) fail "--init_from on a resumed run: says it read them" ;; *) pass ;; esac
+
 # a flag given twice, or with its alias, is one line naming both spellings (no silent last-wins)
 run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --config a.json --deepspeed b.json
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --config and --deepspeed set the same thing (--config a.json, then --deepspeed b.json); give one of them" ] &&
