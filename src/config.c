@@ -1371,6 +1371,20 @@ static int resolve(ctx *c, json_t *root)
         cwarn(c, "flops_profiler.top_modules has no effect: zinf's detailed report lists every backend "
                  "operation of the profile step, most time first");
 
+    /* stage 3's keys in a config of a lower stage (a ZeRO-3 file with its stage lowered): DeepSpeed
+     * reads them only at stage 3, and so does zinf; said where one is not DeepSpeed's default (as
+     * `zinf config show` prints them at any stage) */
+    const struct { const char *name; int64_t v, def; } s3[] = {
+        {"stage3_prefetch_bucket_size", g->stage3_prefetch_bucket_size, 50000000},
+        {"stage3_param_persistence_threshold", g->stage3_param_persistence_threshold, 100000},
+        {"stage3_model_persistence_threshold", g->stage3_model_persistence_threshold, INT64_MAX},
+        {"stage3_max_live_parameters", g->stage3_max_live_parameters, 1000000000},
+        {"stage3_max_reuse_distance", g->stage3_max_reuse_distance, 1000000000}};
+    for (size_t i = 0; g->zero_stage < 3 && i < sizeof s3 / sizeof *s3; i++)
+        if (s3[i].v != s3[i].def)
+            cwarn(c, "zero_optimization.%s %lld has no effect at stage %d: it shapes stage 3's parameter gathering",
+                  s3[i].name, (long long)s3[i].v, g->zero_stage);
+
     ZINF_TRY(batch_rule(c));
 
     /* what the training loop takes from the flags */
@@ -1798,6 +1812,34 @@ int zinf_config_notices(zinf_config *cfg, const char *backend, FILE *out)
         if (c->ac_profile) note(cfg, out, true, "activation_checkpointing.profile: not implemented");
     }
     if (c->sparse_gradients) note(cfg, out, true, "sparse_gradients: not implemented; gradients are dense");
+    /* keys read and checked whose other values would change nothing here: said where a config
+     * asks for something other than what zinf does */
+    if (!c->contiguous_gradients)
+        note(cfg, out, true, "zero_optimization.contiguous_gradients false: no effect (each unit's gradient is one "
+             "buffer in zinf)");
+    if (c->elastic_checkpoint)
+        note(cfg, out, true, "zero_optimization.elastic_checkpoint: no effect (every zinf checkpoint loads at any "
+             "world size)");
+    if (c->ckpt_tag_validation != 1)
+        note(cfg, out, true, "checkpoint.tag_validation: no effect (zinf names a checkpoint by its step, the same on "
+             "every rank)");
+    if (c->comms_logger_verbose || c->comms_logger_debug || !c->comms_logger_prof_all)
+        note(cfg, out, true, "comms_logger.verbose, debug and prof_all: no effect (zinf's comms line gives rank 0's "
+             "collectives so far, by kind, at each logged step)");
+    if (c->offload_optimizer.buffer_count != 4)
+        note(cfg, out, true, "offload_optimizer.buffer_count %lld: no effect (zinf's swapper sizes its pool by the "
+             "pipeline)", (long long)c->offload_optimizer.buffer_count);
+    if (c->offload_param.buffer_size != 100000000)
+        note(cfg, out, true, "offload_param.buffer_size %lld: no effect in training (zinf reads whole parameter "
+             "shards); zinf estimate's DeepSpeed lines use it", (long long)c->offload_param.buffer_size);
+    if (c->offload_optimizer.fast_init)
+        note(cfg, out, true, "offload_optimizer.fast_init: no effect (zinf initializes the optimizer's shards "
+             "itself)");
+    if (c->offload_optimizer.device != ZINF_DEV_NVME &&
+        (c->offload_optimizer.pipeline_read || c->offload_optimizer.pipeline_write))
+        note(cfg, out, true, "offload_optimizer.pipeline_read/pipeline_write: no effect without device \"nvme\"");
+    if (c->offload_param.device != ZINF_DEV_NVME && c->offload_param.max_in_cpu != 1000000000)
+        note(cfg, out, true, "offload_param.max_in_cpu: no effect without device \"nvme\"");
     if (c->steps_per_print > 0 && c->steps_per_print != c->logging_steps)
         note(cfg, out, false, "steps_per_print %lld sets DeepSpeed's own progress print; zinf logs every "
              "--logging_steps (%lld) steps, as HF's Trainer does", (long long)c->steps_per_print,

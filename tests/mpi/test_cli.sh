@@ -206,6 +206,24 @@ expect_ok "--init_from on a resumed run"
 expect_has "--init_from on a resumed run" "zinf: --init_from $TMP/nowhere not read: the run resumed from $TMP/ri/checkpoint-1.h5, whose weights it continues"
 case "$OUTPUT" in *"initial weights from"*) fail "--init_from on a resumed run: says it read them" ;; *) pass ;; esac
 
+# DeepSpeed keys read and checked whose asked-for value would change nothing here: a warning each
+printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "contiguous_gradients": false,
+ "elastic_checkpoint": true, "stage3_max_live_parameters": 1e8, "stage3_prefetch_bucket_size": 50000000,
+ "offload_optimizer": {"device": "cpu", "pipeline_read": true, "fast_init": true}},
+ "checkpoint": {"tag_validation": "Fail"}, "comms_logger": {"enabled": true, "verbose": true}}\n' > "$TMP/inert.json"
+run config show "$TMP/inert.json"
+expect_ok "inert keys"
+expect_has "inert keys" \
+    "zinf: warning: $TMP/inert.json: zero_optimization.stage3_max_live_parameters 100000000 has no effect at stage 2: it shapes stage 3's parameter gathering" \
+    "zinf: warning: zero_optimization.contiguous_gradients false: no effect (each unit's gradient is one buffer in zinf)" \
+    "zinf: warning: zero_optimization.elastic_checkpoint: no effect (every zinf checkpoint loads at any world size)" \
+    "zinf: warning: checkpoint.tag_validation: no effect (zinf names a checkpoint by its step, the same on every rank)" \
+    "zinf: warning: comms_logger.verbose, debug and prof_all: no effect" \
+    "zinf: warning: offload_optimizer.fast_init: no effect (zinf initializes the optimizer's shards itself)" \
+    "zinf: warning: offload_optimizer.pipeline_read/pipeline_write: no effect without device \"nvme\"" '"warnings": 7'
+# at DeepSpeed's own default a stage-3 key at stage 2 says nothing (config show prints them all)
+case "$OUTPUT" in *stage3_prefetch_bucket_size*"no effect"*) fail "a stage-3 key at its default warned" ;; *) pass ;; esac
+
 # a flag given twice, or with its alias, is one line naming both spellings (no silent last-wins)
 run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --config a.json --deepspeed b.json
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --config and --deepspeed set the same thing (--config a.json, then --deepspeed b.json); give one of them" ] &&
