@@ -32,6 +32,13 @@ int zinf_model_cfg_from_json(zinf_model_cfg *c, json_t *root, const char *src)
     if (mt && !json_is_string(mt))
         return zinf_err("%s: model_type %s is not supported (zinf has %s)", src, "(not a string)",
                         zinf_family_types());
+    /* without model_type the file is GPT-2's (zinf's own model files from before it); one that
+     * spells the Llama family's sizes lacks it instead */
+    static const char *const hf_keys[] = {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"};
+    for (size_t i = 0; !mt && i < sizeof hf_keys / sizeof *hf_keys; i++)
+        if (json_object_get(root, hf_keys[i]))
+            return zinf_err("%s: no model_type, yet it gives %s: a file without model_type is read as GPT-2's; add "
+                            "\"model_type\" (zinf has %s)", src, hf_keys[i], zinf_family_types());
     const zinf_family *f = family_of(mt ? json_string_value(mt) : NULL, src);
     if (!f) return ZINF_EINVAL;
     snprintf(c->name, sizeof c->name, "%s", src);

@@ -49,16 +49,22 @@ static bool is(const zinf_model_cfg *c, const char *type) { return !strcmp(c->mo
 /* the fixed rules of each model_type, then the derived fields and their checks */
 static int finish(zinf_model_cfg *c, const char *src)
 {
-    if (c->n_layer < 1 || c->n_embd < 1 || c->n_head < 1 || c->n_kv_head < 1 || c->head_dim < 1 || c->d_ff < 1 ||
-        c->vocab_size < 2 || c->n_positions < 1)
-        return zinf_err("%s: the sizes must be positive (and vocab_size >= 2)", src);
+    /* each size by the key config.json gives it under */
+    const struct { const char *key; int v, least; } sz[] = {
+        {"num_hidden_layers", c->n_layer, 1},       {"hidden_size", c->n_embd, 1},
+        {"num_attention_heads", c->n_head, 1},      {"num_key_value_heads", c->n_kv_head, 1},
+        {"head_dim", c->head_dim, 1},               {"intermediate_size", c->d_ff, 1},
+        {"vocab_size", c->vocab_size, 2},           {"max_position_embeddings", c->n_positions, 1}};
+    for (size_t i = 0; i < sizeof sz / sizeof *sz; i++)
+        if (sz[i].v < sz[i].least)
+            return zinf_err("%s: %s %d: expected %d or more", src, sz[i].key, sz[i].v, sz[i].least);
     if (c->n_head % c->n_kv_head)
         return zinf_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", src, c->n_head,
                         c->n_kv_head);
     if (c->head_dim % 2)
         return zinf_err("%s: head_dim %d is odd: RoPE rotates pairs of channels", src, c->head_dim);
-    if (!(c->norm_eps > 0) || !(c->rope_theta > 0))
-        return zinf_err("%s: rms_norm_eps and rope_theta must be positive", src);
+    if (!(c->norm_eps > 0)) return zinf_err("%s: rms_norm_eps %g: expected a positive number", src, c->norm_eps);
+    if (!(c->rope_theta > 0)) return zinf_err("%s: rope_theta %g: expected a positive number", src, c->rope_theta);
     c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     c->bias = c->qkv_bias || c->o_bias || c->mlp_bias;
     if (c->init_std <= 0) c->init_std = 0.02;
@@ -163,6 +169,20 @@ static int read_rope(zinf_model_cfg *c, json_t *o, const char *src)
     if (p && json_object_get(p, "mrope_section") && !json_is_null(json_object_get(p, "mrope_section")))
         return zinf_err("%s: %s.mrope_section: multimodal RoPE is not implemented", src, where);
     if (!p) return 0;
+    /* both spellings (zinf's export and transformers 5 write them alike): they must say the same */
+    if (p == rp && rs && !json_is_null(rs)) {
+        json_t *ta = json_object_get(rp, "rope_type"), *tb = json_object_get(rs, "rope_type");
+        if (!ta) ta = json_object_get(rp, "type");
+        if (!tb) tb = json_object_get(rs, "type");
+        const char *a = json_is_string(ta) ? json_string_value(ta) : "default",
+                   *b = json_is_string(tb) ? json_string_value(tb) : "default";
+        json_t *fa = json_object_get(rp, "factor"), *fb = json_object_get(rs, "factor");
+        bool same_f = (!fa && !fb) || (json_is_number(fa) && json_is_number(fb) &&
+                                       json_number_value(fa) == json_number_value(fb));
+        if (strcmp(a, b) || !same_f)
+            return zinf_err("%s: rope_parameters (%s) and rope_scaling (%s) disagree: give one of them, or both "
+                            "alike", src, a, b);
+    }
     if (json_object_get(p, "rope_theta")) ZINF_TRY(get_num(p, "rope_theta", c->rope_theta, &c->rope_theta, src));
     json_t *t = json_object_get(p, "rope_type");
     if (!t) t = json_object_get(p, "type");
@@ -181,6 +201,11 @@ static int read_rope(zinf_model_cfg *c, json_t *o, const char *src)
         return zinf_err("%s: %s.rope_type \"%s\": zinf implements default, linear and llama3 RoPE (not yarn, dynamic "
                         "or longrope scaling)", src, where, ty);
     c->rope_type = ZINF_ROPE_LLAMA3;
+    /* transformers refuses llama3 scaling without any of its four keys; no default is guessed */
+    static const char *const l3[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+    for (size_t i = 0; i < sizeof l3 / sizeof *l3; i++)
+        if (!json_is_number(json_object_get(p, l3[i])))
+            return zinf_err("%s: %s: llama3 scaling lacks %s (a number)", src, where, l3[i]);
     ZINF_TRY(get_num(p, "low_freq_factor", 1.0, &c->rope_low_freq_factor, src));
     ZINF_TRY(get_num(p, "high_freq_factor", 4.0, &c->rope_high_freq_factor, src));
     ZINF_TRY(get_int(p, "original_max_position_embeddings", 8192, &c->rope_original_max, src));
@@ -215,6 +240,9 @@ static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
                         c->head_dim, c->n_embd / c->n_head);
     ZINF_TRY(get_num(o, "rms_norm_eps", 1e-6, &c->norm_eps, src));
     ZINF_TRY(get_num(o, "initializer_range", 0.02, &c->init_std, src));
+    if (!(c->init_std > 0))
+        return zinf_err("%s: initializer_range %g: expected a positive number (the initial weights' standard "
+                        "deviation)", src, c->init_std);
     ZINF_TRY(get_bool(o, "tie_word_embeddings", false, &c->tie_embeddings, src));
     ZINF_TRY(read_rope(c, o, src));
     double drop = 0;
@@ -254,6 +282,9 @@ static int shared_cfg_from_hf(zinf_model_cfg *c, json_t *o, const char *src)
     c->sliding_window = win;
     /* transformers 5's per-layer kinds: a sliding layer where zinf has no window would be one */
     json_t *lt = json_object_get(o, "layer_types");
+    if (lt && json_is_array(lt) && json_array_size(lt) != (size_t)c->n_layer)
+        return zinf_err("%s: layer_types has %zu entries for num_hidden_layers %d", src, json_array_size(lt),
+                        c->n_layer);
     if (lt && json_is_array(lt) && !win) {
         size_t i;
         json_t *e;

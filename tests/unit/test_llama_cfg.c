@@ -266,6 +266,40 @@ int main(void)
     expect_refused("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
                    "\"vocab_size\":300,\"max_position_embeddings\":64}", "lacks \"intermediate_size\"",
                    "a missing size");
+    /* each size and constant at an impossible value, and what transformers refuses or a user's
+     * hand-written file gets wrong: one line naming the key */
+    const char *base = "\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                       "\"vocab_size\":300,\"max_position_embeddings\":64";
+    const struct { const char *type, *extra, *want; } bad[] = {
+        {"llama", "\"num_key_value_heads\":0", "num_key_value_heads 0: expected 1 or more"},
+        {"llama", "\"head_dim\":0", "head_dim 0: expected 1 or more"},
+        {"llama", "\"rms_norm_eps\":0", "rms_norm_eps 0: expected a positive number"},
+        {"llama", "\"rope_theta\":-1", "rope_theta -1: expected a positive number"},
+        {"qwen2", "\"intermediate_size\":0", "intermediate_size 0: expected 1 or more"},
+        {"llama", "\"vocab_size\":1", "vocab_size 1: expected 2 or more"},
+        {"llama", "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}", "rope_scaling: llama3 scaling lacks low_freq_factor"},
+        {"llama", "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":10000},"
+                  "\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}",
+         "rope_parameters (default) and rope_scaling (linear) disagree"},
+        {"llama", "\"initializer_range\":-1", "initializer_range -1: expected a positive number"},
+        {"llama", "\"layer_types\":[\"full_attention\"]", "layer_types has 1 entries for num_hidden_layers 2"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        /* parse() loads without JSON_REJECT_DUPLICATES: the bad value, after the base's, wins */
+        char js[512];
+        snprintf(js, sizeof js, "{\"model_type\":\"%s\",%s,%s}", bad[i].type, base, bad[i].extra);
+        expect_refused(js, bad[i].want, bad[i].extra);
+    }
+    /* both spellings alike, as zinf's export and transformers 5 write them: read */
+    zinf_model_cfg both;
+    char js2[512];
+    snprintf(js2, sizeof js2, "{\"model_type\":\"llama\",%s,\"rope_parameters\":{\"rope_type\":\"linear\",\"factor\":2.0,"
+             "\"rope_theta\":10000},\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2.0}}", base);
+    CHECK(parse(&both, js2) == 0 && both.rope_type == ZINF_ROPE_LINEAR && both.rope_factor == 2.0,
+          "both spellings alike: %s", zinf_errmsg());
+    /* a Llama-family file without model_type is not read as GPT-2's */
+    expect_refused("{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                   "\"vocab_size\":300}", "no model_type, yet it gives hidden_size: a file without model_type is read as "
+                   "GPT-2's; add \"model_type\"", "no model_type");
     test_recompute_fit();
     return check_done("test_llama_cfg");
 }
