@@ -758,6 +758,43 @@ out:
 }
 
 /* ---------------------------------------------------------------- the run ------------------ */
+/* MemAvailable of /proc/meminfo in bytes, 0 where it cannot be read */
+static double mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024.0;
+}
+
+/* On the CPU backend every state and activation is host memory: a model or micro-batch the node
+ * cannot hold is one line now, with the figures, instead of the kernel's OOM killer after minutes
+ * of allocation (zinf estimate --precision fp32 gives the same states, per rank and node). */
+static int cpu_host_fit(run *r, const zinf_model_cfg *mc, zinf_comm *comm, zinf_recompute rp)
+{
+    double avail = mem_available();
+    if (!(avail > 0) || strcmp(r->be.name, "cpu")) return 0;
+    int local = comm->local_size > 0 ? comm->local_size : 1, nodes = comm->size / local > 0 ? comm->size / local : 1;
+    const zinf_config *c = &r->cfg;
+    zinf_mem_estimate e;
+    size_t a = 0, g = 0;
+    ZINF_TRY(zinf_estimate_prec(mc, ZINF_EST_FP32, (int)c->zero_stage, (int)c->offload_optimizer.device,
+                                (int)c->offload_param.device, nodes, local, 0, c, &e));
+    ZINF_TRY(zinf_model_act_bytes(mc, (int)c->train_micro_batch_size_per_gpu, r->T, 4, rp, &a, &g));
+    double each = e.gpu_bytes + (double)(a + g), need = local * each + e.cpu_bytes_per_node;
+    if (need <= avail) return 0;
+    return zinf_errc(ZINF_ENOMEM, "the CPU backend needs about %.1f GiB of host memory on this node for %d rank%s "
+                     "(%.1f GiB of states and buffers and %.1f GiB of activations a rank%s; zinf estimate --precision "
+                     "fp32 gives the states), and MemAvailable is %.1f GiB: train on GPUs (--device cuda), with fewer "
+                     "ranks a node, a smaller micro-batch or a smaller model",
+                     need / 1073741824.0, local, local > 1 ? "s" : "", e.gpu_bytes / 1073741824.0,
+                     (double)(a + g) / 1073741824.0,
+                     e.cpu_bytes_per_node > 0 ? ", and the offloaded states beside them" : "", avail / 1073741824.0);
+}
+
 /* The device memory free now, and the reserve that activations must leave: what ZeRO allocates
  * only while a step runs (buckets, gathered units, a unit's gradient: zinf estimate's figure),
  * cuDNN's attention workspace, and 5% of the GPU (at least 1 GiB) for the rest (GEMM scratch,
@@ -1029,6 +1066,7 @@ static int setup(run *r)
 
     zinf_recompute rp = !r->ac ? ZINF_RECOMPUTE_NONE
                         : o->ac_keep_attention ? ZINF_RECOMPUTE_KEEP_ATTN : ZINF_RECOMPUTE_FULL;
+    ZINF_TRY(zinf_comm_agree(comm, cpu_host_fit(r, &mc, comm, rp)));
     rc = zinf_model_init(&r->m, &mc, &r->be);
     /* the activations come after the ZeRO states, so that "auto" sees what memory is left */
     double tz = zinf_now();

@@ -224,6 +224,22 @@ expect_has "inert keys" \
 # at DeepSpeed's own default a stage-3 key at stage 2 says nothing (config show prints them all)
 case "$OUTPUT" in *stage3_prefetch_bucket_size*"no effect"*) fail "a stage-3 key at its default warned" ;; *) pass ;; esac
 
+# a model the node cannot hold on the CPU backend: one line with the figures, before anything is
+# allocated (it was the kernel's OOM killer after minutes). 64 layers of 4 x 32768^2 + 3 x 32768 x
+# 131072 parameters and an untied 300-token vocabulary: 1.0995e12 parameters, at ZeRO-3 over 2
+# ranks 8 fp32 bytes (parameter, gradient, Adam's m and v, 16 bytes, halved) each: 8192 GiB a rank
+# before the buffers
+printf '{"model_type": "llama", "hidden_size": 32768, "intermediate_size": 131072, "num_hidden_layers": 64,
+ "num_attention_heads": 256, "vocab_size": 300, "max_position_embeddings": 64}\n' > "$TMP/huge.json"
+mpi 2 train --model "$TMP/huge.json" --data "$TMP/rnd_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/huge" \
+    --deepspeed zero3
+expect_err "a model the node cannot hold" "zinf: error: the CPU backend needs about" "of host memory on this node for 2 ranks" \
+    "zinf estimate --precision fp32 gives the states), and MemAvailable is"
+[ "$(count_lines "the CPU backend needs about")" -eq 1 ] && pass || fail "the host memory line said $(count_lines "the CPU backend needs about") times"
+st=$(printf '%s\n' "$OUTPUT" | sed -n 's/.*for 2 ranks (\([0-9.]*\) GiB of states and buffers.*/\1/p' | head -1)
+awk -v s="${st:-0}" 'BEGIN { exit !(s >= 8192 && s < 8192 * 1.05) }' && pass || fail "states a rank $st GiB, closed form 8192 (+ buffers)"
+[ ! -e "$TMP/huge/checkpoint-1.h5" ] && pass || fail "a checkpoint of the model that did not fit"
+
 # a flag given twice, or with its alias, is one line naming both spellings (no silent last-wins)
 run train --model "$TMP/v300.json" --data "$TMP/rnd_train_*.bin" --config a.json --deepspeed b.json
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --config and --deepspeed set the same thing (--config a.json, then --deepspeed b.json); give one of them" ] &&
