@@ -424,7 +424,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     double valf = 0;
     int64_t shard = 0, random_n = 0, vocab = 50257, max_length = 0;
     uint64_t seed = 1;
-    bool h = false, sft = false;
+    bool h = false, sft = false, vocab_set = false, seed_set = false;
     sft_flags sf;
     sft_flags_defaults(&sf);
     const flag tab[] = {
@@ -434,8 +434,8 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
         {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
         {"random", F_INT, &random_n, NULL, "instead of --input: N uniformly random tokens (benchmarks)"},
-        {"vocab", F_INT, &vocab, NULL, "vocabulary of --random tokens (default 50257)"},
-        {"seed", F_U64, &seed, NULL, "seed of --random tokens (default 1)"},
+        {"vocab", F_INT, &vocab, &vocab_set, "vocabulary of --random tokens (default 50257)"},
+        {"seed", F_U64, &seed, &seed_set, "seed of --random tokens (default 1)"},
         {"sft", F_BOOL, &sft, NULL, "--input is a chat dataset: render it with a template into SFT shards"},
         {"max_length", F_INT, &max_length, NULL, "tokens per sample at most (default 0: no limit)"},
         FLAGS_SFT(&sf),
@@ -457,6 +457,12 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         return 0;
     }
     if (!prefix) return zinf_err("data: --out is required");
+    /* each mode's flags, and no other's: a flag another mode takes would be ignored */
+    if (!random_n && (vocab_set || seed_set))
+        return zinf_err("data: --vocab and --seed go with --random (a text's tokens are its bytes or its tokenizer's "
+                        "ids; --sft's sampling seed is --data_seed)");
+    if (random_n && (valf != 0 || shard != 0))
+        return zinf_err("data: --random writes one training shard: --val_fraction and --shard_tokens go with --input");
     if (sft) {
         if (!input) return zinf_err("data: --sft needs --input DATA.jsonl");
         if (!sf.tokenizer) return zinf_err("data: --sft needs --tokenizer");

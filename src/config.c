@@ -1389,6 +1389,9 @@ static int resolve(ctx *c, json_t *root)
 
     /* what the training loop takes from the flags */
     g->max_steps = f->max_steps_set ? f->max_steps : -1;
+    if (f->max_steps_set && f->max_steps <= 0)
+        cwarn(c, "--max_steps %lld is not a positive number: the run's length comes from --num_train_epochs (%g), as "
+                 "in the HF Trainer", (long long)f->max_steps, f->num_train_epochs);
     g->num_train_epochs = f->num_train_epochs;
     g->seq_len = f->max_length;
     /* HF's TrainingArguments: logging_steps 500, eval_steps None = logging_steps, save_steps 500;

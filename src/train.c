@@ -1059,6 +1059,12 @@ static int setup(run *r)
 
     /* total optimizer steps: --max_steps, else epochs over the training sequences */
     int64_t nseq = zinf_data_num_sequences(r->train), total = r->cfg.max_steps;
+    /* the data is one stream that wraps: a step's batch larger than the data repeats sequences in it */
+    if (nseq < r->cfg.train_batch_size)
+        zinf_warn("%s: %lld sequence%s of %d tokens, fewer than one step's batch of %lld (micro %lld x accumulation "
+                  "%lld x world %d): each step repeats sequences", data, (long long)nseq, nseq == 1 ? "" : "s", r->T,
+                  (long long)r->cfg.train_batch_size, (long long)r->cfg.train_micro_batch_size_per_gpu,
+                  (long long)r->cfg.gradient_accumulation_steps, comm->size);
     if (total <= 0) total = (int64_t)ceil(r->cfg.num_train_epochs * (double)nseq / (double)r->cfg.train_batch_size);
     if (total < 1) total = 1;
     ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&r->cfg, total, &flags)));

@@ -81,6 +81,19 @@ run data --random 100 --input "$TMP/t.txt" --out "$TMP/x"
 expect_err "data: --random with --input" "exclude each other"
 run data --random 100 --vocab 1 --out "$TMP/x"
 expect_err "data: --vocab 1" "--vocab must be at least 2"
+# each mode's flags and no other's: another mode's flag would be ignored
+for a in "--input $TMP/t.txt --seed 5" "--input $TMP/t.txt --vocab 300"; do
+    # shellcheck disable=SC2086 # $a is words
+    run data $a --out "$TMP/x"
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: data: --vocab and --seed go with --random (a text's tokens are its bytes or its tokenizer's ids; --sft's sampling seed is --data_seed)" ] &&
+        pass || fail "data $a: exit $RC, output '$OUTPUT'"
+done
+for a in "--val_fraction 0.5" "--shard_tokens 10"; do
+    # shellcheck disable=SC2086
+    run data --random 100 --vocab 256 --out "$TMP/x" $a
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: data: --random writes one training shard: --val_fraction and --shard_tokens go with --input" ] &&
+        pass || fail "data --random $a: exit $RC, output '$OUTPUT'"
+done
 run data --random 1 --out "$TMP/x"
 expect_err "data: --random 1" "at least 2 tokens"
 # one rule per value, whichever way it arrives: a flag is held to the rule of the config key it
@@ -172,6 +185,16 @@ printf '{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupLR", 
 run train $T1 --out "$TMP/wla" --config "$TMP/wla.json" --warmup_steps 5 --max_steps 6
 [ "$RC" -eq 0 ] && ! printf '%s\n' "$OUTPUT" | grep -q "warning" && pass || fail "warmup into an \"auto\" warmup_num_steps: exit $RC, output '$OUTPUT'"
 warn_has "swap engine without NVMe" "zinf: warning: --swap_engine psync has no effect: the config offloads nothing to NVMe" --swap_engine psync
+# shellcheck disable=SC2086
+run train $T1 --out "$TMP/ms0" --max_steps 0 --num_train_epochs 0.01
+expect_ok "max_steps 0"
+expect_has "max_steps 0" "--max_steps 0 is not a positive number: the run's length comes from --num_train_epochs (0.01), as in the HF Trainer"
+run data --random 200 --vocab 300 --seed 5 --out "$TMP/small"
+run train --model "$TMP/v300.json" --data "$TMP/small_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/small" \
+    --per_device_train_batch_size 16
+expect_ok "a batch larger than the data"
+expect_has "a batch larger than the data" \
+    "zinf: warning: $TMP/small_train_*.bin: 6 sequences of 32 tokens, fewer than one step's batch of 16 (micro 16 x accumulation 1 x world 1): each step repeats sequences"
 warn_has "retention without saves" "zinf: warning: --save_total_limit 2: this run saves no checkpoint" --save_steps 0 --save_total_limit 2
 # empty values, and a count of tokens below 1
 # shellcheck disable=SC2086
