@@ -300,6 +300,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         FLAGS_SFT(&sf),
         {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
         {"resume", F_STR, &o.resume, NULL, "continue from a checkpoint: auto (the newest in --out, else a fresh start), a file or a directory"},
+        {"resume_from_checkpoint", F_STR, &o.resume, NULL, "alias of --resume (the HF/ms-swift spelling)"},
         {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only this run's newest N checkpoints (default 0: all); another run's are never removed"},
         {"overwrite_output_dir", F_BOOL, &o.overwrite_output_dir, NULL, "start a fresh run in an --out that holds another run's checkpoints (they stay; `latest` then names this run's)"},
         {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
@@ -637,7 +638,7 @@ static int cmd_generate(int argc, char **argv, int first, bool *help)
 {
     zinf_gen_opts o;
     zinf_gen_opts_defaults(&o);
-    bool h = false;
+    bool h = false, gen_set[4] = {false, false, false, false};
     const flag tab[] = {
         {"model", F_STR, &o.model, NULL, "a Hugging Face model directory (config.json, safetensors, tokenizer.json)"},
         {"checkpoint", F_STR, &o.checkpoint, NULL, "instead of --model: a zinf checkpoint (file, or run directory and its latest)"},
@@ -646,10 +647,10 @@ static int cmd_generate(int argc, char **argv, int first, bool *help)
         {"system", F_STR, &o.system, NULL, "the system message (default: the template's)"},
         {"template", F_STR, &o.template_name, NULL, "chat template (default: detected from the model directory)"},
         {"raw", F_BOOL, &o.raw, NULL, "feed the prompt text as it is, without a template"},
-        {"max_new_tokens", F_INT, &o.max_new_tokens, NULL, "tokens generated at most (default 128)"},
-        {"temperature", F_DBL, &o.temperature, NULL, "sampling temperature (default 0: greedy)"},
-        {"top_p", F_DBL, &o.top_p, NULL, "nucleus sampling: the most likely tokens up to this probability (default 1)"},
-        {"seed", F_U64, &o.seed, NULL, "the sampler's seed (default 0)"},
+        {"max_new_tokens", F_INT, &o.max_new_tokens, &gen_set[0], "tokens generated at most (default 128)"},
+        {"temperature", F_DBL, &o.temperature, &gen_set[1], "sampling temperature (default 0: greedy)"},
+        {"top_p", F_DBL, &o.top_p, &gen_set[2], "nucleus sampling: the most likely tokens up to this probability (default 1)"},
+        {"seed", F_U64, &o.seed, &gen_set[3], "the sampler's seed, with --temperature above 0 (default 0)"},
         {"device", F_STR, &o.device, NULL, "cpu (default) or cuda"},
         {"prompt_ids", F_STR, &o.prompt_ids, NULL, "testing: the prompt as token ids 1,2,3 (no template); the reply printed as ids"},
         {"show_prompt", F_BOOL, &o.show_prompt, NULL, "print the prompt text the template makes, and stop"},
@@ -669,6 +670,14 @@ static int cmd_generate(int argc, char **argv, int first, bool *help)
         print_flags(stdout, tab);
         return 0;
     }
+    /* flags with nothing to act on: the prompt alone is printed, or greedy decoding draws nothing */
+    static const char *const gen_names[] = {"--max_new_tokens", "--temperature", "--top_p", "--seed"};
+    for (int i = 0; o.show_prompt && i < 4; i++)
+        if (gen_set[i])
+            return zinf_err("generate: %s: --show_prompt prints the prompt and stops, generating nothing", gen_names[i]);
+    if (gen_set[3] && o.temperature == 0)
+        return zinf_err("generate: --seed %llu seeds the sampler, and --temperature 0 is greedy: give a temperature "
+                        "above 0", (unsigned long long)o.seed);
     return zinf_generate(&o, stdout);
 }
 

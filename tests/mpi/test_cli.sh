@@ -228,6 +228,11 @@ run train $T1 --out "$TMP/ri" --max_steps 2 --resume auto --init_from "$TMP/nowh
 expect_ok "--init_from on a resumed run"
 expect_has "--init_from on a resumed run" "zinf: --init_from $TMP/nowhere not read: the run resumed from $TMP/ri/checkpoint-1.h5, whose weights it continues"
 case "$OUTPUT" in *"initial weights from"*) fail "--init_from on a resumed run: says it read them" ;; *) pass ;; esac
+# the HF Trainer's and ms-swift's name for --resume
+# shellcheck disable=SC2086
+run train $T1 --out "$TMP/ri" --max_steps 3 --resume_from_checkpoint auto
+expect_ok "--resume_from_checkpoint"
+expect_has "--resume_from_checkpoint" "zinf: resumed from $TMP/ri/checkpoint-2.h5 after step 2"
 
 # DeepSpeed keys read and checked whose asked-for value would change nothing here: a warning each
 printf '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "contiguous_gradients": false,

@@ -81,6 +81,10 @@ run generate --model "$TMP/hf" --prompt_ids 1,2,9999
 expect_err "an id past the vocabulary" "token 9999 (at 2) is outside the model's vocabulary (size 640)"
 run generate --model "$TMP/hf" --template chatml --prompt hi --top_p 0.5
 expect_err "top_p without a temperature" "--top_p 0.5 samples"
+run generate --model "$TMP/hf" --template chatml --prompt "Hello" --seed 7
+expect_err "a seed without a temperature" "generate: --seed 7 seeds the sampler, and --temperature 0 is greedy: give a temperature above 0"
+run generate --model "$TMP/hf" --template chatml --prompt "Hello" --show_prompt --temperature 0.7
+expect_err "sampling beside --show_prompt" "generate: --temperature: --show_prompt prints the prompt and stops, generating nothing"
 
 # --- Python references ---------------------------------------------------------------------------
 py_setup
