@@ -45,6 +45,20 @@ __global__ void rms_fwd_k(T *out, float *rstd, const T *x, const T *w, int64_t R
     if (lane == 0) rstd[row] = r;
 }
 
+/* One pack of VEC columns of a row's input gradient, added to gr: dx += (dout w - xhat mgn) rstd,
+ * xhat = x rstd, mgn = mean(dout w xhat) over the row; both backward kernels' arithmetic, in one
+ * order */
+template <typename T, int VEC>
+__device__ __forceinline__ void add_dx_pack(T *gr, const T *xr, const T *dr, const T *w, float r, float mgn)
+{
+    Pack<T, VEC> px = load_pack<T, VEC>(xr), pd = load_pack<T, VEC>(dr), pw = load_pack<T, VEC>(w),
+                 pg = load_pack<T, VEC>(gr);
+#pragma unroll
+    for (int k = 0; k < VEC; k++)
+        pg.v[k] = from_f<T>(to_f(pg.v[k]) + (to_f(pd.v[k]) * to_f(pw.v[k]) - (to_f(px.v[k]) * r) * mgn) * r);
+    store_pack<T, VEC>(gr, pg);
+}
+
 /* dx += (dout w - xhat mean(dout w xhat)) rstd, xhat = x rstd; one warp per row */
 template <typename T, int VEC>
 __global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const float *rstd, int64_t R, int64_t N,
@@ -64,15 +78,7 @@ __global__ void rms_bwd_dx_k(T *dx, const T *dout, const T *x, const T *w, const
     }
     const float mgn = warp_sum(s) / C;
     T *gr = dx + at;
-    for (int c = lane * VEC; c < C; c += 32 * VEC) {
-        Pack<T, VEC> px = load_pack<T, VEC>(xr + c), pd = load_pack<T, VEC>(dr + c), pw = load_pack<T, VEC>(w + c),
-                     pg = load_pack<T, VEC>(gr + c);
-#pragma unroll
-        for (int k = 0; k < VEC; k++)
-            pg.v[k] = from_f<T>(to_f(pg.v[k]) +
-                                (to_f(pd.v[k]) * to_f(pw.v[k]) - (to_f(px.v[k]) * r) * mgn) * r);
-        store_pack<T, VEC>(gr + c, pg);
-    }
+    for (int c = lane * VEC; c < C; c += 32 * VEC) add_dx_pack<T, VEC>(gr + c, xr + c, dr + c, w + c, r, mgn);
 }
 
 /* part[chunk][c] = sum over the chunk's group rows of dout * x * rstd; block 32 x 8, the chunks on
@@ -141,13 +147,7 @@ __global__ void __launch_bounds__(256) rms_bwd_fused_k(T *dx, float *part, const
 #pragma unroll
         for (int j = 0; j < NP; j++) {
             const int c = (j * 32 + lane) * VEC;
-            Pack<T, VEC> px = load_pack<T, VEC>(xr + c), pd = load_pack<T, VEC>(dr + c), pw = load_pack<T, VEC>(w + c),
-                         pg = load_pack<T, VEC>(gr + c);
-#pragma unroll
-            for (int k = 0; k < VEC; k++)
-                pg.v[k] = from_f<T>(to_f(pg.v[k]) +
-                                    (to_f(pd.v[k]) * to_f(pw.v[k]) - (to_f(px.v[k]) * r) * mgn) * r);
-            store_pack<T, VEC>(gr + c, pg);
+            add_dx_pack<T, VEC>(gr + c, xr + c, dr + c, w + c, r, mgn);
         }
     }
 #pragma unroll
