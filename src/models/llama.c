@@ -188,6 +188,27 @@ static int read_rope(zinf_model_cfg *c, json_t *o, const char *src)
     if (!t) t = json_object_get(p, "type");
     const char *ty = json_is_string(t) ? json_string_value(t) : t ? NULL : "default";
     if (!ty) return zinf_err("%s: %s.rope_type must be a string", src, where);
+    /* every key of the block is one zinf reads for its type: anything else would be dropped
+     * without a word (transformers warns of unrecognised keys and reads none of them either) */
+    static const char *const common[] = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section"};
+    static const char *const scaled[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings"};
+    const size_t nscaled = !strcmp(ty, "llama3") ? 4 : !strcmp(ty, "linear") ? 1 : 0;
+    const char *k;
+    json_t *kv;
+    json_object_foreach(p, k, kv) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof common / sizeof *common && !known; i++) known = !strcmp(k, common[i]);
+        for (size_t i = 0; i < nscaled && !known; i++) known = !strcmp(k, scaled[i]);
+        /* an unimplemented type's keys: the type's own line below names it */
+        if (!known && (!strcmp(ty, "default") || nscaled))
+            return zinf_err("%s: %s.%s: not a key of %s RoPE (zinf reads %s%s)", src, where, k, ty,
+                            nscaled == 4 ? "rope_type, rope_theta, factor, low_freq_factor, high_freq_factor and "
+                                           "original_max_position_embeddings"
+                            : nscaled    ? "rope_type, rope_theta and factor"
+                                         : "rope_type and rope_theta",
+                            "");
+    }
     if (!strcmp(ty, "default")) return 0;
     char key[64];
     snprintf(key, sizeof key, "%s.factor", where);

@@ -34,6 +34,11 @@ refused Qwen2.5-0.5B.v5.json "d['layer_types'][1] = 'sliding_attention'" "layer_
 refused Qwen2.5-0.5B.json "d['head_dim'] = 128" "head_dim 128: zinf's qwen2 heads are hidden_size / num_attention_heads = 64 wide"
 refused Qwen3-0.6B.v5.json "d['rope_parameters']['partial_rotary_factor'] = 0.5" "partial_rotary_factor 0.5"
 refused Llama-3.1-8B.json "d['rope_scaling']['rope_type'] = 'longrope'" "rope_scaling.rope_type \"longrope\""
+# a key the RoPE block's type does not read (transformers warns of it and reads it no more than zinf)
+refused Llama-3.1-8B.json "d['rope_scaling']['beta_fast'] = 32" "rope_scaling.beta_fast: not a key of llama3 RoPE"
+refused Qwen3-0.6B.v5.json "d['rope_parameters']['factor'] = 2.0" "rope_parameters.factor: not a key of default RoPE"
+refused Llama-3.1-8B.json "d['rope_scaling'] = {'type': 'linear', 'factor': 2.0, 'low_freq_factor': 1.0}" \
+    "rope_scaling.low_freq_factor: not a key of linear RoPE"
 # pretraining_tp 1, as Llama-2's files write it, is the whole projection
 edit "$A/Llama-3.1-8B.json" "$TMP/tp1.json" "d['pretraining_tp'] = 1"
 run estimate --model "$TMP/tp1.json" --stage 3
