@@ -187,13 +187,18 @@ struct zinf_backend {
 
     /* ---- fp32 vector work for the optimizer and gradient handling ---- */
     /* AdamW over n elements of fp32 master p with gradient g and states m, v; when p16 != NULL
-     * the updated parameter is also written there in the compute dtype. */
-    void (*adamw)(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v,
+     * the updated parameter is also written there in the compute dtype. gdt, the gradient's
+     * dtype, is ZINF_F32 or the compute dtype: a 16-bit gradient is read as its exact fp32 value,
+     * so the result has the same bits as the same gradient converted to fp32 first (zero.c reads
+     * a one-rank stage-0 step's 16-bit gradients so, with no fp32 copy). */
+    void (*adamw)(zinf_backend *be, float *p, void *p16, const void *g, zinf_dtype gdt, float *m, float *v,
                   int64_t n, const zinf_adamw_args *a);
-    /* the sum of squares of k arrays x[0..k) of n[i] elements: each array's sum in a fixed order,
-     * then the k sums added in order (deterministic; NaN/Inf propagate). One call, one wait for
-     * the device, however many arrays: zinf_sumsq1 is the one-array form. */
-    double (*sumsq)(zinf_backend *be, int k, const float *const *x, const int64_t *n);
+    /* the sum of squares of k arrays x[0..k) of n[i] elements of xdt (ZINF_F32 or the compute
+     * dtype, read as exact fp32 values): each array's sum in a fixed order that depends on n
+     * only, then the k sums added in order (deterministic, and the same bits for a 16-bit array
+     * as for its fp32 conversion; NaN/Inf propagate). One call, one wait for the device, however
+     * many arrays: zinf_sumsq1 is the one-array fp32 form. */
+    double (*sumsq)(zinf_backend *be, int k, const void *const *x, const int64_t *n, zinf_dtype xdt);
     void (*scale)(zinf_backend *be, float *x, int64_t n, float s);
     void (*axpy)(zinf_backend *be, float *y, const float *x, int64_t n, float a); /* y += a x */
     /* y (fp32) += a * x, x in the compute dtype: gradients into fp32 accumulators */
@@ -239,7 +244,8 @@ size_t zinf_attn_ws_bytes(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t
 /* The sum of squares of one array (be->sumsq with k = 1). */
 static inline double zinf_sumsq1(zinf_backend *be, const float *x, int64_t n)
 {
-    return be->sumsq(be, 1, &x, &n);
+    const void *xs = x;
+    return be->sumsq(be, 1, &xs, &n, ZINF_F32);
 }
 
 size_t zinf_dtype_size(zinf_dtype dt);

@@ -14,7 +14,8 @@
  * A known difference: with 16-bit compute, zinf's engine keeps no 16-bit gradient at rest but
  * fp32 gradient accumulators on the device, 4 bytes per element (of the rank's shard at stages
  * 2-3, of the whole unit at stages 0-1), so these mixed-precision rows count 2 bytes per
- * gradient element where the engine holds 4.
+ * gradient element where the engine holds 4; except at stage 0 on one rank with one micro-step a
+ * step, where the engine's step reads the 16-bit gradients themselves (zinf_zero_grads16).
  *
  * PLACES in the table: offload_param moves all the parameters to its device, offload_optimizer
  * moves its ratio of the optimizer states (a plain fraction), and with NVMe optimizer offload
@@ -242,7 +243,13 @@ int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name)
     return n;
 }
 
-int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world,
+/* the micro-steps a step: the config's, else DeepSpeed's default, 1 */
+static int64_t cfg_gas(const zinf_config *cfg)
+{
+    return cfg && cfg->gradient_accumulation_steps > 0 ? cfg->gradient_accumulation_steps : 1;
+}
+
+int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world, int64_t gas,
                               int64_t bytes_out[ZINF_EST_NKINDS])
 {
     for (int k = 0; k < ZINF_EST_NKINDS; k++) bytes_out[k] = 0;
@@ -254,6 +261,7 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
     ZINF_TRY(layout(m, &mm));
     const int64_t e = precision == ZINF_EST_FP32 ? 4 : 2; /* bytes of the compute dtype */
     const int64_t W = world;
+    const bool f32 = precision == ZINF_EST_FP32, g16 = zinf_zero_grads16(stage, f32, world, gas);
     for (int u = 0; u < mm.nunits; u++) {
         const int64_t n = mm.units[u].numel;
         const int64_t pn = stage == 0 ? n : (n + W - 1) / W * W; /* zero.c's padding */
@@ -263,10 +271,10 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
         if (precision == ZINF_EST_MIXED) { /* the paper: 16-bit gradients */
             if (stage < 2) bytes_out[ZINF_EST_GRAD] += e * pn;
             else bytes_out[ZINF_EST_GRAD_ACC] += e * p;
-        } else { /* the engine: its fp32 gradient accumulators, by zero.c's own rule */
+        } else { /* the engine: its gradient store, by zero.c's own rule */
             zinf_mem_kind gk;
-            int64_t na = zinf_zero_grad_acc(stage, precision == ZINF_EST_FP32, pn, p, &gk);
-            bytes_out[gk == ZINF_MEM_GRAD ? ZINF_EST_GRAD : ZINF_EST_GRAD_ACC] += 4 * na;
+            int64_t gb = zinf_zero_grad_bytes(stage, f32, g16, (size_t)e, pn, p, &gk);
+            bytes_out[gk == ZINF_MEM_GRAD ? ZINF_EST_GRAD : ZINF_EST_GRAD_ACC] += gb;
         }
         if (precision != ZINF_EST_FP32) bytes_out[ZINF_EST_MASTER] += 4 * p;
         bytes_out[ZINF_EST_ADAM] += 8 * p;
@@ -278,16 +286,16 @@ int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage,
 int zinf_estimate_rank_states_fp32(const zinf_model_cfg *m, int stage, int world,
                                    int64_t bytes_out[ZINF_EST_NKINDS])
 {
-    return zinf_estimate_rank_states(m, ZINF_EST_FP32, stage, world, bytes_out);
+    return zinf_estimate_rank_states(m, ZINF_EST_FP32, stage, world, 1, bytes_out);
 }
 
 /* The engine's model states (fp32, or 16-bit compute) and their placement: the exact per-unit
  * bytes of zero.c */
 static int states_exact(const zinf_model_cfg *m, int precision, int stage, int off_opt, int off_param,
-                        double ratio, int nodes, int gpus_per_node, zinf_mem_estimate *out)
+                        double ratio, int nodes, int gpus_per_node, int64_t gas, zinf_mem_estimate *out)
 {
     int64_t b[ZINF_EST_NKINDS];
-    ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, nodes * gpus_per_node, b));
+    ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, nodes * gpus_per_node, gas, b));
     out->stage = stage;
     out->offload_optimizer = off_opt;
     out->offload_param = off_param;
@@ -323,7 +331,7 @@ static int states_exact(const zinf_model_cfg *m, int precision, int stage, int o
  * stages 0-1 in 16-bit, where the engine adds them into fp32 accumulators; fp32 at stages 0-1
  * accumulates in place); at stage 3 the gathered units in flight. *pers gets the stage-3
  * persistent units (whole on every GPU from the start). */
-static int step_buffers(const zinf_model_cfg *m, int stage, bool fp32, double N, double L, double psi, double rbs,
+static int step_buffers(const zinf_model_cfg *m, int stage, bool fp32, bool g16, double N, double L, double psi, double rbs,
                         double abs_, double prefetch, double max_live, double persist, const zinf_config *cfg,
                         double *step, double *pers)
 {
@@ -346,8 +354,9 @@ static int step_buffers(const zinf_model_cfg *m, int stage, bool fp32, double N,
     }
     zinf_model_free(&mm);
     if (glive < 0) return (int)glive;
-    /* the units' full gradients, in the compute dtype; the caller's largest layer, when bigger */
-    if (stage >= 2 || !fp32) *step += dmax((double)glive, L);
+    /* the units' full gradients, in the compute dtype; the caller's largest layer, when bigger
+     * (not where the 16-bit gradients are the model states' own, zinf_zero_grads16) */
+    if (stage >= 2 || (!fp32 && !g16)) *step += dmax((double)glive, L);
     if (stage != 3) return 0;
     /* the caller's largest layer, when it names a gathered unit bigger than ours, wins */
     if (gath_max > 0 && L > persist) gath_max = dmax(gath_max, dmin(L, gath_total));
@@ -378,7 +387,8 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
         ratio = cfg->offload_optimizer.ratio;
     if (precision != ZINF_EST_MIXED) {
         ZINF_TRY(check_combo(stage, off_opt, off_param, nodes, gpus_per_node));
-        ZINF_TRY(states_exact(m, precision, stage, off_opt, off_param, ratio, nodes, gpus_per_node, out));
+        ZINF_TRY(states_exact(m, precision, stage, off_opt, off_param, ratio, nodes, gpus_per_node, cfg_gas(cfg),
+                              out));
     } else {
         ZINF_TRY(zinf_estimate_states(psi, stage, off_opt, off_param, ratio, nodes, gpus_per_node,
                                       out));
@@ -420,7 +430,10 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
 
     double gbuf = 0, hbuf = 0; /* per GPU: device buffers, host buffers */
     double step_bufs = 0, pers = 0;
-    ZINF_TRY(step_buffers(m, stage, fp32, N, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs, &pers));
+    /* the engine's 16-bit gradients kept whole (not the paper's accounting, which has no buffer) */
+    const bool g16 = precision == ZINF_EST_ENGINE16 && zinf_zero_grads16(stage, false, (int)N, cfg_gas(cfg));
+    ZINF_TRY(step_buffers(m, stage, fp32, g16, N, L, psi, rbs, abs_, prefetch, max_live, persist, cfg, &step_bufs,
+                          &pers));
     gbuf += esz * step_bufs; /* the buckets, the gradients in flight, at stage 3 the gathered units */
     gbuf += esz * pers;      /* stage 3: persistent units, whole on every GPU */
     const double shard = stage == 0 ? psi : psi / N;
@@ -667,12 +680,13 @@ static int rank_places(const zinf_model_cfg *m, int precision, int stage, int wo
     }
     zinf_model_free(&mm);
     zinf_zero_places(cfg, stage, precision == ZINF_EST_FP32, n, p, pl);
+    const bool f32 = precision == ZINF_EST_FP32, g16 = zinf_zero_grads16(stage, f32, world, cfg_gas(cfg));
     for (int k = 0; k < ZINF_AT_N; k++) at[k] = 0;
     for (int u = 0; u < n; u++) {
         at[stage == 3 ? pl[u].par : ZINF_AT_DEVICE] += e * (stage == 3 ? p[u] : pn[u]); /* parameters */
-        at[ZINF_AT_DEVICE] += precision == ZINF_EST_MIXED /* gradients: the paper's 16-bit, or the engine's fp32 accumulators */
+        at[ZINF_AT_DEVICE] += precision == ZINF_EST_MIXED /* gradients: the paper's 16-bit, or the engine's store */
                                   ? e * (stage < 2 ? pn[u] : p[u])
-                                  : 4 * zinf_zero_grad_acc(stage, precision == ZINF_EST_FP32, pn[u], p[u], NULL);
+                                  : zinf_zero_grad_bytes(stage, f32, g16, (size_t)e, pn[u], p[u], NULL);
         if (precision == ZINF_EST_MIXED || !pl[u].master_alias) at[pl[u].opt] += 4 * p[u]; /* master */
         at[pl[u].opt] += 8 * p[u];                                                    /* Adam m, v */
     }
@@ -684,7 +698,7 @@ int zinf_estimate_print_bytes(FILE *out, const zinf_model_cfg *m, int precision,
                               int world, int prefix_stage, const zinf_config *cfg)
 {
     int64_t b[ZINF_EST_NKINDS];
-    ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, world, b));
+    ZINF_TRY(zinf_estimate_rank_states(m, precision, stage, world, cfg_gas(cfg), b));
     static const char *const names[ZINF_EST_NKINDS] = {"param",  "param_shard", "grad", "grad_acc",
                                                        "master", "adam",        "comm"};
     int64_t total = 0;

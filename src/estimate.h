@@ -101,10 +101,12 @@ int64_t zinf_estimate_largest_unit(const zinf_model_cfg *m, const char **name);
 int zinf_estimate_rank_states_fp32(const zinf_model_cfg *m, int stage, int world,
                                    int64_t bytes_out[ZINF_EST_NKINDS]);
 
-/* The same per-unit accounting for either precision: fp32 as above; mixed as the paper counts
+/* The same per-unit accounting for any precision: fp32 as above; mixed as the paper counts
  * (16-bit param 2pn / param_shard 2p, grad 2pn / grad_acc 2p, master 4p, adam 8p; at stage 0
- * master 4n and adam 8n), i.e. the paper's formula plus the padding. */
-int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world,
+ * master 4n and adam 8n), i.e. the paper's formula plus the padding; the 16-bit engine's by
+ * zero.c's rules (zinf_zero_grad_bytes: fp32 accumulators grad_acc 4pn / 4p, except the 16-bit
+ * gradients themselves, grad 2n, at stage 0 on one rank with gas, the micro-steps a step, 1). */
+int zinf_estimate_rank_states(const zinf_model_cfg *m, int precision, int stage, int world, int64_t gas,
                               int64_t bytes_out[ZINF_EST_NKINDS]);
 
 /* zinf_estimate for either precision (zinf_estimate is precision ZINF_EST_MIXED). For fp32 the

@@ -154,9 +154,9 @@ W(gelu_bwd, 0, (zinf_backend *be, void *dx, const void *x, const void *dout, int
 W(add, 0, (zinf_backend *be, void *out, const void *a, const void *b, int64_t n), (be, out, a, b, n))
 W(xent, 0, (zinf_backend *be, float *losses, void *logits, const int32_t *tgt, int64_t N, int V, int Vp, float dloss),
   (be, losses, logits, tgt, N, V, Vp, dloss))
-W(adamw, 0, (zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v, int64_t n,
-             const zinf_adamw_args *a),
-  (be, p, p16, g, m, v, n, a))
+W(adamw, 0, (zinf_backend *be, float *p, void *p16, const void *g, zinf_dtype gdt, float *m, float *v,
+             int64_t n, const zinf_adamw_args *a),
+  (be, p, p16, g, gdt, m, v, n, a))
 W(scale, 0, (zinf_backend *be, float *x, int64_t n, float s), (be, x, n, s))
 W(axpy, 0, (zinf_backend *be, float *y, const float *x, int64_t n, float a), (be, y, x, n, a))
 W(acc_f32, 0, (zinf_backend *be, float *y, const void *x, int64_t n, float a), (be, y, x, n, a))
@@ -164,10 +164,10 @@ W(scale_to, 0, (zinf_backend *be, void *y, const void *x, int64_t n, float a), (
 W(to_f32, 0, (zinf_backend *be, float *dst, const void *src, int64_t n), (be, dst, src, n))
 W(from_f32, 0, (zinf_backend *be, void *dst, const float *src, int64_t n), (be, dst, src, n))
 
-static double w_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n)
+static double w_sumsq(zinf_backend *be, int k, const void *const *x, const int64_t *n, zinf_dtype xdt)
 {
     rec *r = begin(be, OP_sumsq, 0);
-    double s = ORIG.sumsq(be, k, x, n);
+    double s = ORIG.sumsq(be, k, x, n, xdt);
     end(be, r);
     return s;
 }

@@ -34,7 +34,8 @@ typedef struct zunit {
     void *full;             /* full parameters (pn); stage 3: only while gathered */
     zstate pshard;          /* stage 3: this rank's parameter shard (p), compute dtype */
     void *gfull;            /* full compute-dtype gradient (pn); transient unless it is the
-                               fp32 accumulator itself (stages 0-1 with fp32 compute) */
+                               fp32 accumulator itself (stages 0-1 with fp32 compute) or the
+                               16-bit gradient the step reads (g16) */
     float *gacc;            /* fp32 gradient accumulator: the shard (p) at stages 2-3, the whole
                                unit (pn) at stages 0-1 with 16-bit compute */
     bool gacc_stale;        /* stages 0-1: gacc holds the last step's sum; the step's first
@@ -73,6 +74,7 @@ struct zinf_zero {
     size_t es;              /* bytes per element of the compute dtype */
     bool f32;               /* compute dtype is fp32: masters alias parameters, gradients
                                accumulate in place */
+    bool g16;               /* zinf_zero_grads16: the step reads the 16-bit gradients themselves */
     zunit *u;
     zinf_unit_hooks hooks;
     /* reductions in flight */
@@ -155,7 +157,7 @@ struct zinf_zero {
     double wait0;
     float pre, post;        /* stages 0-1: gradient averaging factors around the fp32 all-reduce */
     float rs_pre, rs_post;  /* stages 2-3: around the compute-dtype reduce-scatter */
-    const float **norm_x;   /* zinf_zero_reduce: each unit's gradient (or shard) for sumsq */
+    const void **norm_x;    /* zinf_zero_reduce: each unit's gradient (or shard) for sumsq */
     int64_t *norm_n;
 };
 
@@ -689,7 +691,7 @@ static int hook_grad_ready(void *ctx, int u)
             rc = progress_n(z, n);
         }
     } else {
-        if (!z->f32) accumulate_unit(z, u);
+        if (!z->f32 && !z->g16) accumulate_unit(z, u);
         if (z->last_micro && z->cfg->overlap_comm) rc = allreduce_unit(z, u);
     }
     z->t.reduce += zinf_now() - t0;
@@ -859,10 +861,16 @@ static int check_node_space(zinf_zero *z, const zinf_swap_opts *so, int nso)
  * offload_optimizer moves master, m and v (at stage 3 `ratio` of the shard's elements, whole
  * units in order); offload_param moves the stage-3 parameter shard, NVMe only beyond the first
  * max_in_cpu elements, which stay in host memory (DeepSpeed's meaning). */
-int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_kind *kind)
+bool zinf_zero_grads16(int stage, bool f32, int world, int64_t gas)
 {
-    if (kind) *kind = stage < 2 && f32 ? ZINF_MEM_GRAD : ZINF_MEM_GRAD_ACC;
-    return stage < 2 ? pn : p;
+    return !f32 && stage == 0 && world == 1 && gas == 1;
+}
+
+int64_t zinf_zero_grad_bytes(int stage, bool f32, bool g16, size_t es, int64_t pn, int64_t p, zinf_mem_kind *kind)
+{
+    if (kind) *kind = (stage < 2 && f32) || g16 ? ZINF_MEM_GRAD : ZINF_MEM_GRAD_ACC;
+    if (g16) return (int64_t)es * pn;
+    return 4 * (stage < 2 ? pn : p);
 }
 
 int64_t zinf_zero_reduce_elems(int stage, int W, int64_t reduce_bucket, int64_t psi)
@@ -1055,6 +1063,7 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->es = zinf_dtype_size(be->cdt);
     z->caching = strcmp(be->name, "cpu") != 0;
     z->f32 = be->cdt == ZINF_F32;
+    z->g16 = zinf_zero_grads16(z->stage, z->f32, z->W, cfg->gradient_accumulation_steps);
     z->current = -1;
     z->hooks = (zinf_unit_hooks){z, hook_acquire, hook_release, hook_grad_ready};
     /* DeepSpeed's averaging: prescale divides by W before the reduction; otherwise
@@ -1158,13 +1167,13 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
             if (rc) break;
         }
         zinf_mem_kind gk;
-        int64_t na = zinf_zero_grad_acc(z->stage, z->f32, x->pn, x->p, &gk);
+        int64_t gb = zinf_zero_grad_bytes(z->stage, z->f32, z->g16, z->es, x->pn, x->p, &gk);
         if (gk == ZINF_MEM_GRAD) {
-            x->gfull = zalloc(z, ZINF_MEM_GRAD, na * 4); /* the accumulator, kept */
+            x->gfull = zalloc(z, ZINF_MEM_GRAD, gb); /* the gradient itself, kept */
             if (!x->gfull) { rc = NOMEM(z, "gradients", u); break; }
             m->grads[u] = x->gfull;
         } else {
-            x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, na * 4);
+            x->gacc = zalloc(z, ZINF_MEM_GRAD_ACC, gb);
             if (!x->gacc) { rc = NOMEM(z, "the gradient accumulator", u); break; }
         }
         rc = state_alloc(z, &x->m, ZINF_MEM_ADAM, x->opt_at, x->p * 4, oo->pin_memory, z->swap_opt, "Adam m", u);
@@ -1212,7 +1221,7 @@ void zinf_zero_free(zinf_zero *z)
         if (x->state == G_READING) zinf_swap_wait(x->pshard.sw, x->rreq);
         zfree(z, ZINF_MEM_PARAM, x->full, x->pn * (int64_t)z->es);
         zfree(z, ZINF_MEM_GRAD, x->gfull, x->pn * (int64_t)z->es);
-        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, zinf_zero_grad_acc(z->stage, z->f32, x->pn, x->p, NULL) * 4);
+        zfree(z, ZINF_MEM_GRAD_ACC, x->gacc, zinf_zero_grad_bytes(z->stage, z->f32, z->g16, z->es, x->pn, x->p, NULL));
         if (!x->master_alias) state_free(z, &x->master, ZINF_MEM_MASTER);
         state_free(z, &x->pshard, ZINF_MEM_PARAM_SHARD);
         state_free(z, &x->m, ZINF_MEM_ADAM);
@@ -1264,7 +1273,7 @@ int zinf_zero_begin_step(zinf_zero *z)
     z->wait0 = z->comm->wait_s;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * 4, NULL));
+        if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * z->es, NULL));
         if (x->gacc && z->stage < 2) x->gacc_stale = true; /* see accumulate_unit */
         else if (x->gacc && x->upd_wait) x->gacc_zero = true; /* its update still reads it: update_gate */
         else if (x->gacc) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
@@ -1313,11 +1322,14 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
     ZINF_TRY(progress(z, true));
     ZINF_TRY(zinf_comm_drain(z->comm)); /* device collectives of the step, with the timeout */
     /* the squared norm of every unit's gradient in one backend call: one wait for the device */
-    const float **xs = z->norm_x;
+    const void **xs = z->norm_x;
     int64_t *ns = z->norm_n;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        if (z->stage < 2) {
+        if (z->g16) { /* stage 0 on one rank: the gradient as the backward left it */
+            xs[u] = x->gfull;
+            ns[u] = x->n;
+        } else if (z->stage < 2) {
             float *acc = acc01(z, x);
             if (z->post != 1.0f) z->be->scale(z->be, acc, x->pn, z->post);
             /* stage 0 holds the whole gradient on every rank; stage 1 counts its own shard */
@@ -1328,7 +1340,7 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
             ns[u] = x->p;
         }
     }
-    double s = z->be->sumsq(z->be, z->nunits, xs, ns);
+    double s = z->be->sumsq(z->be, z->nunits, xs, ns, z->g16 ? z->be->cdt : ZINF_F32);
     if (z->stage >= 1) ZINF_TRY(zinf_comm_allreduce_sum_f64(z->comm, &s, 1));
     *norm = sqrt(s);
     z->t.reduce += zinf_now() - t0;
@@ -1383,6 +1395,7 @@ typedef struct hset { float *b[3]; zinf_swap_req *rd[3], *wr[3]; zinf_swap *sw[3
 
 static zstate *opt_state(zunit *x, int i) { return i == 0 ? &x->master : i == 1 ? &x->m : &x->v; }
 
+/* The fp32 gradient of this rank's shard (the host step's tiles: never g16, which is stage 0) */
 static float *grad_src(zinf_zero *z, zunit *x)
 {
     return z->stage >= 2 ? x->gacc : acc01(z, x) + x->off;
@@ -1804,7 +1817,10 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
         zunit *x = &z->u[u];
         if (x->opt_at != ZINF_AT_DEVICE) continue; /* host_step's */
         const zinf_unit *un = &z->m->units[u];
-        const float *g = grad_src(z, x);
+        /* the shard's gradient: fp32, or the 16-bit one itself (g16: stage 0, so off is 0) */
+        const char *g = z->g16 ? (const char *)x->gfull : (const char *)grad_src(z, x);
+        const zinf_dtype gdt = z->g16 ? z->be->cdt : ZINF_F32;
+        const size_t gsz = zinf_dtype_size(gdt);
         char *pstore = z->stage == 3 ? (char *)x->pshard.p : (char *)x->full + (size_t)x->off * z->es;
         /* a parameter shard the device cannot write (host memory of a device backend, NVMe): the
          * updated parameters go through device staging and are copied out after the unit */
@@ -1824,7 +1840,7 @@ int zinf_zero_step(zinf_zero *z, const zinf_adamw_args *a0, double weight_decay)
             if (a_ >= b_) continue;
             int64_t k = a_ - x->off;
             z->be->adamw(z->be, (float *)x->master.p + k, x->master_alias ? NULL : pstore + (size_t)k * z->es,
-                         g + k, (float *)x->m.p + k, (float *)x->v.p + k, b_ - a_, &a);
+                         g + (size_t)k * gsz, gdt, (float *)x->m.p + k, (float *)x->v.p + k, b_ - a_, &a);
         }
         if (stage) {
             size_t bytes = (size_t)x->p * z->es;

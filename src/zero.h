@@ -82,12 +82,20 @@ typedef struct zinf_unit_place { zinf_at opt, par; bool master_alias; } zinf_uni
 void zinf_zero_places(const zinf_config *cfg, int stage, bool f32, int n, const int64_t *p,
                       zinf_unit_place *out);
 
-/* The fp32 gradient accumulator a rank keeps of a unit whose padded size is pn and shard p: its
- * elements (the whole unit at stages 0-1, the shard at stages 2-3; 4 bytes each) and its kind,
- * ZINF_MEM_GRAD where it is an fp32 run's gradient itself (stages 0-1), else ZINF_MEM_GRAD_ACC
- * (16-bit compute keeps it beside its 16-bit gradients). zinf_zero_init allocates it by this
- * rule and zinf estimate counts it by the same. */
-int64_t zinf_zero_grad_acc(int stage, bool f32, int64_t pn, int64_t p, zinf_mem_kind *kind);
+/* Whether a run's step reads its 16-bit gradients as the backward left them, with no fp32
+ * accumulator: 16-bit compute (f32 false) at stage 0 on one rank (world 1) with one micro-step a
+ * step (gas 1). Nothing is summed or averaged into them, so the norm and AdamW read each as its
+ * exact fp32 value and the step has the same bits as through an fp32 copy, without the copy's
+ * conversion pass and its 4 bytes a parameter. */
+bool zinf_zero_grads16(int stage, bool f32, int world, int64_t gas);
+
+/* The gradient store a rank keeps through a step of a unit whose padded size is pn and shard p:
+ * its bytes and kind. ZINF_MEM_GRAD where it is the gradient itself: an fp32 run's at stages 0-1
+ * (4 pn), or the 16-bit gradient of zinf_zero_grads16 (es pn, es the compute dtype's bytes);
+ * else the fp32 accumulator, ZINF_MEM_GRAD_ACC, beside transient 16-bit gradients (4 pn at stages
+ * 0-1, 4 p at stages 2-3). zinf_zero_init allocates by this rule and zinf estimate counts by the
+ * same. */
+int64_t zinf_zero_grad_bytes(int stage, bool f32, bool g16, size_t es, int64_t pn, int64_t p, zinf_mem_kind *kind);
 
 /* The compute-dtype elements a rank's gradient reduction holds while a step runs, for a model of
  * psi parameters: a bucket of reduce_bucket_size elements (never more than psi) and, at stages

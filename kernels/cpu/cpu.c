@@ -579,11 +579,13 @@ static void cpu_xent(zinf_backend *be, float *losses, void *logits_, const int32
 
 /* ---------------------------------------------------------------- optimizer and vectors */
 
-/* the compute dtype is fp32 here, so p16 (when given) is an fp32 copy */
-static void cpu_adamw(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v,
+/* the compute dtype is fp32 here, so p16 (when given) is an fp32 copy, and the gradient is fp32
+ * whichever of the two gdt names */
+static void cpu_adamw(zinf_backend *be, float *p, void *p16, const void *g, zinf_dtype gdt, float *m, float *v,
                       int64_t n, const zinf_adamw_args *a)
 {
-    zinf_cpu_adamw(p, p16, ZINF_F32, g, m, v, n, a);
+    (void)gdt;
+    zinf_cpu_adamw(p, p16, ZINF_F32, (const float *)g, m, v, n, a);
 }
 
 /* A fixed number of chunks, each summed in double, then the chunk sums added in order: the result
@@ -603,10 +605,12 @@ static double cpu_sumsq1(const float *x, int64_t n)
     for (int k = 0; k < SUMSQ_CHUNKS; k++) s += part[k];
     return s;
 }
-static double cpu_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n)
+/* xdt: fp32, the compute dtype here, either way */
+static double cpu_sumsq(zinf_backend *be, int k, const void *const *x, const int64_t *n, zinf_dtype xdt)
 {
+    (void)xdt;
     double s = 0;
-    for (int i = 0; i < k; i++) s += cpu_sumsq1(x[i], n[i]);
+    for (int i = 0; i < k; i++) s += cpu_sumsq1((const float *)x[i], n[i]);
     return s;
 }
 

@@ -154,9 +154,9 @@ void cu_gelu_bwd(zinf_backend *be, void *dx, const void *x, const void *dout, in
 void cu_add(zinf_backend *be, void *out, const void *a, const void *b, int64_t n);
 void cu_xent(zinf_backend *be, float *losses, void *logits, const int32_t *tgt, int64_t N, int V,
              int Vp, float dloss);
-void cu_adamw(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v, int64_t n,
+void cu_adamw(zinf_backend *be, float *p, void *p16, const void *g, zinf_dtype gdt, float *m, float *v, int64_t n,
               const zinf_adamw_args *a);
-double cu_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n);
+double cu_sumsq(zinf_backend *be, int k, const void *const *x, const int64_t *n, zinf_dtype xdt);
 void cu_scale(zinf_backend *be, float *x, int64_t n, float s);
 void cu_axpy(zinf_backend *be, float *y, const float *x, int64_t n, float a);
 void cu_acc_f32(zinf_backend *be, float *y, const void *x, int64_t n, float a);

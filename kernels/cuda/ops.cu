@@ -816,15 +816,16 @@ __device__ __forceinline__ void adamw_one(float &pi, float &mi, float &vi, float
     pi -= a.lr * (mi / a.bias_correction1) / (sqrtf(vi / a.bias_correction2) + a.eps);
 }
 
-/* Elements [first, n), one per thread per iteration: unaligned arrays and the vector loop's tail */
-template <typename T>
-__global__ void adamw_k(float *p, T *p16, const float *g, float *m, float *v, int64_t first, int64_t n,
+/* Elements [first, n), one per thread per iteration: unaligned arrays and the vector loop's tail.
+ * G, the gradient's type: float, or the compute dtype T read as its exact fp32 value. */
+template <typename T, typename G>
+__global__ void adamw_k(float *p, T *p16, const G *g, float *m, float *v, int64_t first, int64_t n,
                         zinf_adamw_args a)
 {
     for (int64_t i = first + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float pi = p[i], mi = m[i], vi = v[i];
-        adamw_one(pi, mi, vi, g[i], a);
+        adamw_one(pi, mi, vi, to_f(g[i]), a);
         m[i] = mi;
         v[i] = vi;
         p[i] = pi;
@@ -832,19 +833,29 @@ __global__ void adamw_k(float *p, T *p16, const float *g, float *m, float *v, in
     }
 }
 
+/* four gradient elements from 16 bytes (fp32) or 8 (16-bit) */
+__device__ __forceinline__ float4 load4(const float *g, int64_t i) { return ((const float4 *)g)[i]; }
+template <typename H> __device__ __forceinline__ float4 load4(const H *g, int64_t i)
+{
+    uint2 r = ((const uint2 *)g)[i];
+    H h[4];
+    memcpy(h, &r, sizeof r);
+    return make_float4(to_f(h[0]), to_f(h[1]), to_f(h[2]), to_f(h[3]));
+}
+
 /* Four elements per thread per iteration in 16-byte loads and stores (the same arithmetic per
- * element as adamw_k): AdamW moves 30 bytes per parameter and is bound by them */
-template <typename T>
-__global__ void adamw4_k(float4 *p, T *p16, const float4 *g, float4 *m, float4 *v, int64_t n4,
-                         zinf_adamw_args a)
+ * element as adamw_k): AdamW moves 30 bytes per parameter (28 with a 16-bit gradient) and is
+ * bound by them */
+template <typename T, typename G>
+__global__ void adamw4_k(float4 *p, T *p16, const G *g, float4 *m, float4 *v, int64_t n4, zinf_adamw_args a)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float4 P = p[i], G = g[i], M = m[i], V = v[i];
-        adamw_one(P.x, M.x, V.x, G.x, a);
-        adamw_one(P.y, M.y, V.y, G.y, a);
-        adamw_one(P.z, M.z, V.z, G.z, a);
-        adamw_one(P.w, M.w, V.w, G.w, a);
+        float4 P = p[i], G4 = load4(g, i), M = m[i], V = v[i];
+        adamw_one(P.x, M.x, V.x, G4.x, a);
+        adamw_one(P.y, M.y, V.y, G4.y, a);
+        adamw_one(P.z, M.z, V.z, G4.z, a);
+        adamw_one(P.w, M.w, V.w, G4.w, a);
         m[i] = M;
         v[i] = V;
         p[i] = P;
@@ -855,32 +866,48 @@ __global__ void adamw4_k(float4 *p, T *p16, const float4 *g, float4 *m, float4 *
     }
 }
 
-void cu_adamw(zinf_backend *be, float *p, void *p16, const float *g, float *m, float *v, int64_t n,
+template <typename T, typename G>
+static void adamw_launch(CudaImpl *im, float *p, void *p16, const G *g, float *m, float *v, int64_t n,
+                         const zinf_adamw_args *a)
+{
+    bool vec = aligned16(p) && aligned16(m) && aligned16(v) && ((uintptr_t)g % (4 * sizeof(G))) == 0;
+    int64_t n4 = vec ? n / 4 : 0;
+    if (n4 > 0)
+        adamw4_k<T, G><<<ew_grid(im, n4), EW_THREADS, 0, im->stream>>>((float4 *)p, (T *)p16, g, (float4 *)m,
+                                                                       (float4 *)v, n4, *a);
+    if (4 * n4 < n)
+        adamw_k<T, G><<<ew_grid(im, n - 4 * n4), EW_THREADS, 0, im->stream>>>(p, (T *)p16, g, m, v, 4 * n4, n, *a);
+}
+
+void cu_adamw(zinf_backend *be, float *p, void *p16, const void *g, zinf_dtype gdt, float *m, float *v, int64_t n,
               const zinf_adamw_args *a)
 {
     CudaImpl *im = impl_of(be);
     if (n <= 0) return;
-    bool vec = aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v);
-    int64_t n4 = vec ? n / 4 : 0;
+    if (gdt != ZINF_F32 && gdt != im->cdt) {
+        zinf_cuda_fail(im, "adamw", ZINF_CUDA_EINVAL, "adamw: a gradient of dtype %d in a backend computing in %d",
+                       (int)gdt, (int)im->cdt);
+        return;
+    }
     ZINF_DISPATCH_CDT(im->cdt, {
-        if (n4 > 0)
-            adamw4_k<T><<<ew_grid(im, n4), EW_THREADS, 0, im->stream>>>(
-                (float4 *)p, (T *)p16, (const float4 *)g, (float4 *)m, (float4 *)v, n4, *a);
-        if (4 * n4 < n)
-            adamw_k<T><<<ew_grid(im, n - 4 * n4), EW_THREADS, 0, im->stream>>>(p, (T *)p16, g, m, v, 4 * n4, n, *a);
+        if (gdt == ZINF_F32)
+            adamw_launch<T, float>(im, p, p16, (const float *)g, m, v, n, a);
+        else
+            adamw_launch<T, T>(im, p, p16, (const T *)g, m, v, n, a);
     });
     zinf_cuda_check_launch(im, "adamw");
 }
 
 #define SUMSQ_BLOCKS 256 /* fixed, so the summation order depends on n only */
 
-__global__ void sumsq_part_k(double *part, const float *x, int64_t n)
+template <typename X>
+__global__ void sumsq_part_k(double *part, const X *x, int64_t n)
 {
     __shared__ double sm[EW_THREADS / 32];
     double s = 0.0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)SUMSQ_BLOCKS * EW_THREADS) {
-        double v = x[i];
+        double v = to_f(x[i]);
         s += v * v;
     }
 #pragma unroll
@@ -906,15 +933,27 @@ __global__ void sumsq_final_k(double *out, const double *part, int k)
     *out = t;
 }
 
-double cu_sumsq(zinf_backend *be, int k, const float *const *x, const int64_t *n)
+double cu_sumsq(zinf_backend *be, int k, const void *const *x, const int64_t *n, zinf_dtype xdt)
 {
     CudaImpl *im = impl_of(be);
     if (k <= 0) return 0.0;
+    if (xdt != ZINF_F32 && xdt != im->cdt) {
+        zinf_cuda_fail(im, "sumsq", ZINF_CUDA_EINVAL, "sumsq: arrays of dtype %d in a backend computing in %d",
+                       (int)xdt, (int)im->cdt);
+        return NAN;
+    }
     double *part = (double *)zinf_cuda_scratch(im, ((size_t)k * SUMSQ_BLOCKS + 1) * sizeof(double), "sumsq");
     if (!part) return NAN;
-    for (int j = 0; j < k; j++)
-        sumsq_part_k<<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(part + (size_t)j * SUMSQ_BLOCKS, x[j],
-                                                                  n[j] > 0 ? n[j] : 0);
+    for (int j = 0; j < k; j++) {
+        double *pj = part + (size_t)j * SUMSQ_BLOCKS;
+        int64_t nj = n[j] > 0 ? n[j] : 0;
+        if (xdt == ZINF_F32)
+            sumsq_part_k<float><<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(pj, (const float *)x[j], nj);
+        else
+            ZINF_DISPATCH_CDT(im->cdt, {
+                sumsq_part_k<T><<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(pj, (const T *)x[j], nj);
+            });
+    }
     double *total = part + (size_t)k * SUMSQ_BLOCKS;
     sumsq_final_k<<<1, 1, 0, im->stream>>>(total, part, k);
     zinf_cuda_check_launch(im, "sumsq");

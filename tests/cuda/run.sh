@@ -44,6 +44,7 @@ agree() { # agree A B RTOL WHAT
 train1 cpu cpu "" 0 1
 train1 gpu32 cuda "" 0 1
 train1 gpubf16 cuda '"bf16": {"enabled": true},' 0 1
+H_BF16=$(hash_of)
 agree cpu gpu32 1e-4 "CUDA fp32 vs CPU"
 agree cpu gpubf16 3e-2 "CUDA bf16 vs CPU"
 
@@ -82,6 +83,14 @@ expect_has "zinf_recompute_blocks auto" "activation checkpointing (auto):" "for 
 for st in 1 2 3; do
     train1 "s${st}g1" cuda '"bf16": {"enabled": true},' $st 1
     agree gpubf16 "s${st}g1" 2e-3 "stage $st, 1 GPU vs stage 0"
+    # stage 0 on one GPU with one micro-step a step reads its bf16 gradients themselves for the
+    # norm and AdamW (zinf_zero_grads16); stage 1 on one GPU converts them into fp32
+    # accumulators first, exactly: the same losses, norms and parameters, bit for bit
+    if [ "$st" = 1 ]; then
+        [ -n "$H_BF16" ] && [ "$(hash_of)" = "$H_BF16" ] && cmp -s "$TMP/gpubf16.loss" "$TMP/s1g1.loss" &&
+            cmp -s "$TMP/gpubf16.norm" "$TMP/s1g1.norm" && pass ||
+            fail "stage 0 reading its bf16 gradients differs from stage 1's fp32 accumulators (hashes $H_BF16, $(hash_of))"
+    fi
 done
 if [ "$ngpu" -ge 2 ]; then
     for st in 0 1 2 3; do

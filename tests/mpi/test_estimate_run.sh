@@ -50,9 +50,13 @@ for st in 0 1 2 3; do
         # 16-bit compute (--bf16, --fp16), as zero.c allocates it, from the elements this fp32 run
         # measured: 16-bit parameters (half the fp32 bytes), no 16-bit gradient at rest, fp32
         # gradient accumulators of the same elements as the fp32 gradients, an fp32 master of the
-        # shard (half of Adam m + v) and Adam m + v: 2 + 4 + 12 bytes per element
+        # shard (half of Adam m + v) and Adam m + v: 2 + 4 + 12 bytes per element; except at stage
+        # 0 on one rank with one micro-step a step (no --config: DeepSpeed's default), whose step
+        # reads the 16-bit gradients themselves: 2 + 2 + 12
         g() { metric "$TMP/$name.mem" "mem_$1"; }
-        want16="param=$(($(g param) / 2)) param_shard=$(($(g param_shard) / 2)) grad=0 grad_acc=$(($(g grad) + $(g grad_acc))) master=$(($(g adam) / 2)) adam=$(g adam) comm=0"
+        if [ "$st" -eq 0 ] && [ "$np" -eq 1 ]; then grads16="grad=$(($(g grad) / 2)) grad_acc=0"
+        else grads16="grad=0 grad_acc=$(($(g grad) + $(g grad_acc)))"; fi
+        want16="param=$(($(g param) / 2)) param_shard=$(($(g param_shard) / 2)) $grads16 master=$(($(g adam) / 2)) adam=$(g adam) comm=0"
         for dt in bf16 fp16; do
             run estimate --model test-mini --$dt --nodes 1 --gpus-per-node "$np" --stage "$st" --print-bytes
             case "$OUTPUT" in
@@ -75,6 +79,22 @@ for st in 0 1 2 3; do
         if [ -n "$buffers" ] && [ -n "$peak" ] && [ "$peak" -le $((total + buffers)) ]; then pass
         else fail "stage $st world $np: the run held $peak bytes at once, past the estimate's $total of states and ${buffers:-?} of buffers"; fi
     done
+done
+
+# a bf16 config at stage 0 on one rank: its micro-steps a step decide whether the step reads the
+# 16-bit gradients themselves (one: grad 2n, as the run above measured 4n in fp32) or sums them
+# into fp32 accumulators (two: grad_acc 4n)
+G32=$(metric "$TMP/s0w1.mem" mem_grad)
+for mb in 12 6; do
+    printf '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": %d, "bf16": {"enabled": true},
+ "zero_optimization": {"stage": 0}}\n' "$mb" > "$TMP/gas$mb.json"
+    run estimate --model test-mini --config "$TMP/gas$mb.json" --print-bytes
+    expect_ok "estimate, bf16 stage 0, micro-batch $mb of 12"
+    if [ "$mb" -eq 12 ]; then want="grad=$((G32 / 2)) grad_acc=0"; else want="grad=0 grad_acc=$G32"; fi
+    case "$OUTPUT" in
+        *" $want "*) pass ;;
+        *) fail "bf16 stage 0, micro-batch $mb of 12: expected '$want': $OUTPUT" ;;
+    esac
 done
 
 # --precision mixed is the ZeRO paper's accounting: stage 0 world 1 is 2+2+12 bytes each

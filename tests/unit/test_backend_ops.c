@@ -1003,9 +1003,9 @@ static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode, int off)
     void *d16 = with_p16 ? (char *)d16a + (size_t)off * es(c) : NULL;
     for (int k = 0; k < 4; k++) /* the arrays' contents at the offset */
         c->gpu->copy(c->gpu, (float *[]){dp, dg, dm, dv}[k], (float *[]){p, g, m, v}[k], (size_t)n * 4, NULL);
-    c->gpu->adamw(c->gpu, dp, d16, dg, dm, dv, n, &a);
+    c->gpu->adamw(c->gpu, dp, d16, dg, ZINF_F32, dm, dv, n, &a);
     gsync(c, "adamw");
-    c->cpu->adamw(c->cpu, p, NULL, g, m, v, n, &a);
+    c->cpu->adamw(c->cpu, p, NULL, g, ZINF_F32, m, v, n, &a);
     float *hp = downf(c, dp, n), *hm = downf(c, dm, n), *hv = downf(c, dv, n);
     compare(c, "adamw", "p", hp, p, n, 1e-6);
     compare(c, "adamw", "m", hm, m, n, 1e-6);
@@ -1022,6 +1022,55 @@ static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode, int off)
     }
     free(hp), free(hm), free(hv), free(p), free(g), free(m), free(v);
     dfree(c, dp - off), dfree(c, dg - off), dfree(c, dm - off), dfree(c, dv - off);
+}
+
+/* A gradient in the compute dtype (zero.c's one-rank stage-0 step reads it so): AdamW and the sum
+ * of squares over it give the same bits as over its exact fp32 conversion, aligned (the vector
+ * loop, 8-byte loads) and off by one element (the one-element path). */
+static void test_grad16(ctx *c, int64_t n, int off)
+{
+    if (c->dt == ZINF_F32) return;
+    char nm[64];
+    snprintf(nm, sizeof nm, "n%lld off=%d", (long long)n, off);
+    zinf_adamw_args a = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                         .bias_correction1 = 1 - 0.9f * 0.9f, .bias_correction2 = 1 - 0.95f * 0.95f,
+                         .grad_scale = 0.25f, .adam_w_mode = 1};
+    float *g = hrand(c->dt, n + off, -2, 2); /* values the compute dtype holds exactly */
+    float *st[3] = {hrand(ZINF_F32, n, -1, 1), hrand(ZINF_F32, n, -0.1f, 0.1f), hrand(ZINF_F32, n, 0, 0.01f)};
+    char *g16a = up(c, g, n + off);
+    const void *g16 = g16a + (size_t)off * es(c);
+    float *g32 = upf(c, g + off, n);
+    void *raw[2][4];
+    for (int k = 0; k < 2; k++) { /* k 0: fp32 gradient; 1: the 16-bit one */
+        float *d[3];
+        for (int j = 0; j < 3; j++) d[j] = upf(c, st[j], n);
+        void *p16 = dalloc(c, (size_t)n * es(c));
+        c->gpu->adamw(c->gpu, d[0], p16, k ? g16 : (const void *)g32, k ? c->dt : ZINF_F32, d[1], d[2], n, &a);
+        gsync(c, "adamw");
+        for (int j = 0; j < 3; j++) raw[k][j] = down_raw(c, d[j], (size_t)n * 4), dfree(c, d[j]);
+        raw[k][3] = down_raw(c, p16, (size_t)n * es(c)), dfree(c, p16);
+    }
+    int same = 1;
+    for (int j = 0; j < 4; j++) same &= memcmp(raw[0][j], raw[1][j], (size_t)n * (j < 3 ? 4 : es(c))) == 0;
+    printf("%-4s %-14s %-5s %-22s 16-bit gradient: p, m, v, p16 %s the fp32 gradient's\n", same ? "ok" : "FAIL",
+           "adamw", c->dn, nm, same ? "have the bits of" : "DIFFER from");
+    CHECK(same, "adamw [%s %s]: a 16-bit gradient gives other bits than its fp32 value", c->dn, nm);
+    const void *x16 = g16, *x32 = g32;
+    double s16 = c->gpu->sumsq(c->gpu, 1, &x16, &n, c->dt), s32 = c->gpu->sumsq(c->gpu, 1, &x32, &n, ZINF_F32);
+    /* two arrays in one call, the second of 16-bit length 0 */
+    const void *xs[2] = {g16, g16};
+    const int64_t ns[2] = {n, 0};
+    double s2 = c->gpu->sumsq(c->gpu, 2, xs, ns, c->dt);
+    double ref = 0;
+    for (int64_t i = 0; i < n; i++) ref += (double)g[off + i] * g[off + i];
+    int ok = memcmp(&s16, &s32, 8) == 0 && memcmp(&s16, &s2, 8) == 0 && fabs(s16 - ref) <= 1e-12 * ref;
+    printf("%-4s %-14s %-5s %-22s 16-bit: %.17g, fp32: %.17g, want %.17g\n", ok ? "ok" : "FAIL", "sumsq", c->dn, nm,
+           s16, s32, ref);
+    CHECK(ok, "sumsq [%s %s]: 16-bit %.17g, fp32 %.17g, host %.17g", c->dn, nm, s16, s32, ref);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++) free(raw[k][j]);
+    for (int j = 0; j < 3; j++) free(st[j]);
+    free(g), dfree(c, g16a), dfree(c, g32);
 }
 
 static void test_vectors(ctx *c, int64_t n)
@@ -1126,7 +1175,7 @@ static void b_xent_b(bstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok,
 static void b_adamw(bstate *s)
 {
     zinf_adamw_args a = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.0f, 1};
-    s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
+    s->g->adamw(s->g, s->master, s->p16, s->gmaster, ZINF_F32, s->mom, s->var, s->nparams, &a);
 }
 static void b_sumsq(bstate *s) { (void)zinf_sumsq1(s->g, s->gmaster, s->nparams); }
 
@@ -1362,7 +1411,7 @@ static void l_sumsq(lstate *s) { (void)zinf_sumsq1(s->g, s->gmaster, s->nparams)
 static void l_adamw(lstate *s)
 {
     zinf_adamw_args a = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.0f, 1};
-    s->g->adamw(s->g, s->master, s->p16, s->gmaster, s->mom, s->var, s->nparams, &a);
+    s->g->adamw(s->g, s->master, s->p16, s->gmaster, ZINF_F32, s->mom, s->var, s->nparams, &a);
 }
 
 typedef struct { lstate *s; lbench_fn f; } lcall;
@@ -1636,6 +1685,8 @@ static void run_all(ctx *c, int big)
     test_adamw(c, 1000003, 1, 1, 0);
     test_adamw(c, 1001, 0, 0, 0);
     test_adamw(c, 4099, 1, 1, 1);
+    test_grad16(c, 1000003, 0);
+    test_grad16(c, 4099, 1);
     test_vectors(c, 10000019);
     test_vectors(c, 77);
 }

@@ -512,7 +512,7 @@ static void test_backend(bufs *b)
     memcpy(b->p, b->p0, (size_t)n * 4), memcpy(b->pr, b->p0, (size_t)n * 4);
     memcpy(b->m, b->m0, (size_t)n * 4), memcpy(b->mr, b->m0, (size_t)n * 4);
     memcpy(b->v, b->v0, (size_t)n * 4), memcpy(b->vr, b->v0, (size_t)n * 4);
-    be.adamw(&be, b->p, b->p16, b->g0, b->m, b->v, n, &a);
+    be.adamw(&be, b->p, b->p16, b->g0, ZINF_F32, b->m, b->v, n, &a);
     ref_adamw(b->pr, b->p16r, ZINF_F32, b->g0, b->mr, b->vr, n, &a);
     int64_t first = 0;
     CHECK(diff32(b->p, b->pr, n, 0, &first) == 0 && diff32(b->m, b->mr, n, 0, &first) == 0 &&

@@ -371,10 +371,22 @@ static void check_fp32(void)
                   (long long)ideal);
             /* mixed: the paper's 2 + 2 + 12 with the same padding */
             int64_t x[ZINF_EST_NKINDS];
-            CHECK(zinf_estimate_rank_states(&m, ZINF_EST_MIXED, st, (int)W, x) == 0, "mixed");
+            CHECK(zinf_estimate_rank_states(&m, ZINF_EST_MIXED, st, (int)W, 1, x) == 0, "mixed");
             CHECK(x[0] == want[0] / 2 && x[1] == want[1] / 2 && x[2] == want[2] / 2 &&
                       x[3] == want[3] / 2 && x[4] == shard && x[5] == 2 * shard && x[6] == 0,
                   "mixed stage %d world %d", st, (int)W);
+            /* the 16-bit engine: 16-bit parameters, fp32 accumulators of fp32's shape (grad_acc
+             * where fp32 has grad), except at stage 0 on one rank with one micro-step a step,
+             * where the step reads the 16-bit gradients themselves (2n, grad) */
+            for (int64_t gas = 1; gas <= 2; gas++) {
+                CHECK(zinf_estimate_rank_states(&m, ZINF_EST_ENGINE16, st, (int)W, gas, x) == 0, "engine16");
+                const bool g16 = st == 0 && W == 1 && gas == 1;
+                const int64_t acc = want[2] + want[3];
+                CHECK(x[0] == want[0] / 2 && x[1] == want[1] / 2 && x[2] == (g16 ? acc / 2 : 0) &&
+                          x[3] == (g16 ? 0 : acc) && x[4] == shard && x[5] == 2 * shard && x[6] == 0,
+                      "engine16 stage %d world %d gas %lld: grad %lld grad_acc %lld", st, (int)W, (long long)gas,
+                      (long long)x[2], (long long)x[3]);
+            }
 
             /* the table's states are these bytes, all on the GPU without offload */
             zinf_mem_estimate e;
@@ -412,7 +424,7 @@ static void check_fp32(void)
     int64_t b[ZINF_EST_NKINDS];
     CHECK(zinf_estimate_rank_states_fp32(&m, 4, 2, b) == ZINF_EINVAL, "stage 4 accepted");
     CHECK(zinf_estimate_rank_states_fp32(&m, 1, 0, b) == ZINF_EINVAL, "world 0 accepted");
-    CHECK(zinf_estimate_rank_states(&m, 7, 1, 1, b) == ZINF_EINVAL, "precision 7 accepted");
+    CHECK(zinf_estimate_rank_states(&m, 7, 1, 1, 1, b) == ZINF_EINVAL, "precision 7 accepted");
 
     /* the table in fp32 mode for one stage: one row */
     FILE *f = tmpfile();

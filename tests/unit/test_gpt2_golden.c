@@ -156,7 +156,7 @@ int main(void)
                 const zinf_tensor_view *tv = &m.units[u].t[t];
                 int64_t o = ((float *)m.params[u] - P) + tv->offset;
                 a.weight_decay = tv->decay ? wd : 0.0f;
-                be.adamw(&be, P + o, NULL, G + o, M + o, Vv + o, tv->numel, &a);
+                be.adamw(&be, P + o, NULL, G + o, ZINF_F32, M + o, Vv + o, tv->numel, &a);
             }
     }
     /* Adam normalises each update, so an element whose gradient is ~0 moves by up to lr on noise

@@ -203,7 +203,7 @@ static void one(const char *gdir, const char *name)
                 const zinf_tensor_view *tv = &m.units[u].t[t];
                 int64_t o = ((float *)m.params[u] - P) + tv->offset;
                 a.weight_decay = tv->decay ? hp[4] : 0.0f;
-                be.adamw(&be, P + o, NULL, G + o, M + o, Vv + o, tv->numel, &a);
+                be.adamw(&be, P + o, NULL, G + o, ZINF_F32, M + o, Vv + o, tv->numel, &a);
             }
     }
     /* the padded vocabulary rows are not HF's: compare the rest */

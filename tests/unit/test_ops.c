@@ -853,7 +853,7 @@ static void test_adamw(void)
             float *g = randv(n, 2);
             a.bias_correction1 = 1.0f - powf(a.beta1, (float)t);
             a.bias_correction2 = 1.0f - powf(a.beta2, (float)t);
-            be.adamw(&be, p, p16, g, m, v, n, &a);
+            be.adamw(&be, p, p16, g, ZINF_F32, m, v, n, &a);
             /* torch.optim.Adam / AdamW, scalar, double */
             double b1 = a.beta1, b2 = a.beta2, lr = a.lr, wd = a.weight_decay;
             for (int i = 0; i < n; i++) {
@@ -873,7 +873,7 @@ static void test_adamw(void)
         check_bits("adamw p16 == p", p16, p, n * sizeof(float));
         /* p16 NULL is allowed */
         float *g = randv(n, 1);
-        be.adamw(&be, p, NULL, g, m, v, n, &a);
+        be.adamw(&be, p, NULL, g, ZINF_F32, m, v, n, &a);
         CHECK(memcmp(p16, p, n * sizeof(float)) != 0, "adamw with p16 NULL still updates p");
         free(p), free(m), free(v), free(p16), free(g);
     }
