@@ -102,7 +102,7 @@ int zinf_train_resolve_config(zinf_comm *comm, const char *config_path, const ch
 }
 
 /* ---------------------------------------------------------------- state -------------------- */
-typedef struct fault { int rank, kind; int64_t step; } fault; /* ZINF_FAULT; kind 0: none */
+typedef struct fault { int rank, kind; int64_t step, micro; } fault; /* ZINF_FAULT; kind 0: none */
 
 typedef struct run {
     zinf_comm *comm;
@@ -150,6 +150,7 @@ typedef struct run {
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
     char resumed[4096];      /* the checkpoint this run resumes from, "" for a fresh start */
     zinf_hf_load hf_load;    /* what --init_from read */
+    int64_t saved_step;      /* the step this run last saved a checkpoint at (-1: none) */
 } run;
 
 /* SIGUSR1 or SIGTERM (Slurm's warning before the time limit, preemption): finish the step, save
@@ -204,28 +205,41 @@ static int stop_before_first_step(run *r, bool loaded)
 /* ZINF_FAULT="rank=R,step=S,kind=fail|hang|kill": make one rank fail, stall or die at the start
  * of step S (1-based), to test that the job ends with that rank's message, or with a collective
  * timeout, instead of hanging. S = 0 acts during the setup, just before the ranks join the device
- * communicator (NCCL), to test that joining has the timeout too. Parsed once, early. */
+ * communicator (NCCL), to test that joining has the timeout too. "kind=term,micro=M" (M >= 1):
+ * rank R sends itself SIGTERM once micro-batch M of step S is done, to test a stop in the middle
+ * of a step. Parsed once, early. */
 static int fault_parse(fault *f)
 {
     f->rank = -1;
     f->kind = 0;
     f->step = -1;
+    f->micro = 0;
     const char *fe = getenv("ZINF_FAULT");
     if (!fe || !*fe) return 0;
     char kind[16] = "";
-    long long fs = -1;
-    if (sscanf(fe, "rank=%d,step=%lld,kind=%15s", &f->rank, &fs, kind) != 3)
-        return zinf_err("ZINF_FAULT=%s: expected rank=R,step=S,kind=fail|hang|kill", fe);
+    long long fs = -1, fm = 0;
+    int n = sscanf(fe, "rank=%d,step=%lld,kind=%15[a-z],micro=%lld", &f->rank, &fs, kind, &fm);
+    if (n < 3) return zinf_err("ZINF_FAULT=%s: expected rank=R,step=S,kind=fail|hang|kill or kind=term,micro=M", fe);
     f->step = fs;
-    f->kind = !strcmp(kind, "fail") ? 1 : !strcmp(kind, "hang") ? 2 : !strcmp(kind, "kill") ? 3 : 0;
-    if (!f->kind) return zinf_err("ZINF_FAULT: kind %s is not fail, hang or kill", kind);
+    f->micro = fm;
+    f->kind = !strcmp(kind, "fail") ? 1 : !strcmp(kind, "hang") ? 2 : !strcmp(kind, "kill") ? 3
+            : !strcmp(kind, "term") ? 4 : 0;
+    if (!f->kind) return zinf_err("ZINF_FAULT: kind %s is not fail, hang, kill or term", kind);
+    if ((f->kind == 4) != (n == 4) || (f->kind == 4 && fm < 1))
+        return zinf_err("ZINF_FAULT=%s: kind term takes micro=M (M >= 1), the others none", fe);
     return 0;
+}
+
+/* After micro-batch k (0-based) of step S on this rank: ZINF_FAULT's kind=term signal */
+static void fault_micro(const fault *f, int rank, int64_t step, int64_t k)
+{
+    if (f->kind == 4 && rank == f->rank && step == f->step && k + 1 == f->micro) raise(SIGTERM);
 }
 
 /* At step S (0: the setup) on this rank: the injected failure, or no return (hang, kill). */
 static int fault_at(const fault *f, int rank, int64_t step)
 {
-    if (!f->kind || rank != f->rank || step != f->step) return 0;
+    if (!f->kind || f->kind == 4 || rank != f->rank || step != f->step) return 0;
     if (f->kind == 1) {
         if (step == 0) return zinf_err("injected failure before joining the device communicator (ZINF_FAULT)");
         return zinf_err("injected failure at step %lld (ZINF_FAULT)", (long long)step);
@@ -421,7 +435,15 @@ static int finish_logs(run *r)
     return rc;
 }
 
-typedef struct step_result { double loss, norm, lr; bool skipped; step_times t; } step_result;
+/* abandoned: a stop signal (sig) was agreed on after micro-batch `after` of the step's gas: the
+ * step stopped there, with nothing updated */
+typedef struct step_result {
+    double loss, norm, lr;
+    bool skipped, abandoned;
+    int sig;
+    int64_t after;
+    step_times t;
+} step_result;
 
 /* The AdamW arguments of the next update (Adam's step count r->opt_steps + 1), with the gradient
  * scale coef / loss scale. */
@@ -509,6 +531,21 @@ static int train_step(run *r, int64_t step, step_result *out)
         zinf_batch b = tail ? bs[k] : batch_of(r, 0);
         ZINF_TRY(pass_of(r, tail ? ZINF_PASS_TAIL : ZINF_PASS_TRAIN, &mk, &b, 1, &loss, k == gas - 1, dls, &out->t));
         loss_sum += r->nk ? loss * wk : loss;
+        /* A stop signal between micro-batches (on any rank: they agree) abandons the step: with many
+         * micro-batches a step can outlast Slurm's KillWait between SIGTERM and SIGKILL. Nothing
+         * has been updated (the update of the step starts with its last micro-batch), so the
+         * parameters and optimizer states are the last step's end, what a save then holds; the
+         * gradients summed so far are dropped, and a resumed run redoes the whole step. */
+        if (k < gas - 1) {
+            fault_micro(&r->fault, rank, step + 1, k);
+            ZINF_TRY(stop_agreed(r, &out->sig));
+            if (out->sig) {
+                ZINF_TRY(zinf_zero_abandon_step(r->z));
+                out->abandoned = true;
+                out->after = k + 1;
+                return 0;
+            }
+        }
     }
     double scaled_norm;
     ZINF_TRY(zinf_zero_reduce(r->z, &scaled_norm));
@@ -1457,6 +1494,63 @@ static void log_step(run *r, const step_result *s, int64_t done, double val_loss
     }
 }
 
+/* The checkpoint of the state after `done` steps (and, with
+ * stage3_gather_16bit_weights_on_model_save, its HF directory); r->saved_step = done */
+static int save_checkpoint(run *r, int64_t done)
+{
+    const zinf_config *c = &r->cfg;
+    zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
+                           .train_batch_size = c->train_batch_size, .max_length = r->T,
+                           .consumed_samples = r->data_start + (done - r->start_step) * c->train_batch_size,
+                           .run_id = r->run_id, .ls = r->ls};
+    double ts = zinf_now();
+    int rc = zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit);
+    if (rc) {
+        r->agreed = true; /* every rank has it, printed once */
+        return rc;
+    }
+    r->saved_step = done;
+    zinf_progress_add(&r->prog, ZINF_PROG_SAVE, zinf_now() - ts);
+    zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
+    /* DeepSpeed's stage3_gather_16bit_weights_on_model_save (zinf: at any stage): the weights
+     * in the compute dtype as well, as the Hugging Face directory ms-swift users get from
+     * DeepSpeed (config.json, safetensors), read from the file just written: no rank holds
+     * the whole model */
+    if (c->stage3_gather_16bit_weights_on_model_save) {
+        char ck[4200], wd[4200];
+        snprintf(ck, sizeof ck, "%s/checkpoint-%lld.h5", r->o->out, (long long)done);
+        snprintf(wd, sizeof wd, "%s/checkpoint-%lld.weights", r->o->out, (long long)done);
+        zinf_export_opts x = {.fmt = ZINF_EXPORT_HF, .dt = r->be.cdt};
+        int erc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, &x, stdout, r->comm->timeout_s) : 0;
+        ZINF_TRY(zinf_comm_agree(r->comm, erc));
+    }
+    return 0;
+}
+
+/* A stop signal agreed on in the middle of step done + 1 (train_step abandoned it after micro-batch
+ * `after`): the state is the end of step `done`, saved unless this run did no step (the checkpoint
+ * it started from holds it), a save at that step's end holds it already, or --no_signal_save. */
+static int stop_mid_step(run *r, int64_t done, const step_result *s)
+{
+    char what[160];
+    snprintf(what, sizeof what, "stopped by signal %d during step %lld, after micro-batch %lld of %lld: the step is "
+             "abandoned", s->sig, (long long)done + 1, (long long)s->after,
+             (long long)r->cfg.gradient_accumulation_steps);
+    if (done == r->start_step)
+        zinf_info("%s; no checkpoint written (no step done%s%s); requeue with --resume auto", what,
+                  r->resumed[0] ? " since " : "", r->resumed);
+    else if (r->saved_step == done)
+        zinf_info("%s; checkpoint-%lld.h5, saved at that step's end, holds the state: requeue with --resume auto",
+                  what, (long long)done);
+    else if (r->o->no_signal_save)
+        zinf_info("%s; no checkpoint written (--no_signal_save): a requeue continues from the last one", what);
+    else {
+        ZINF_TRY(save_checkpoint(r, done));
+        zinf_info("%s; with a checkpoint of step %lld: requeue with --resume auto", what, (long long)done);
+    }
+    return ZINF_TRAIN_STOPPED;
+}
+
 static int loop(run *r)
 {
     const zinf_config *c = &r->cfg;
@@ -1487,6 +1581,7 @@ static int loop(run *r)
         if (!rc && prof) nops = zinf_prof_totals(&r->be, ops, ZINF_PROF_OPS);
         zinf_prof_detach(&r->be);
         if (rc) return rc;
+        if (s.abandoned) return stop_mid_step(r, step, &s);
         window_t += dt;
         window_steps++;
         zinf_progress_add(&r->prog, ZINF_PROG_STEP, dt);
@@ -1526,30 +1621,7 @@ static int loop(run *r)
                         (c->save_strategy == ZINF_IVAL_STEPS && c->save_steps > 0 && (done % c->save_steps == 0 || done == total)) ||
                         (c->save_strategy == ZINF_IVAL_EPOCH && (epoch_end || done == total));
         if (save_now) {
-            zinf_ckpt_meta meta = {.step = done, .opt_steps = r->opt_steps, .seed = r->o->seed,
-                                   .train_batch_size = c->train_batch_size, .max_length = r->T,
-                                   .consumed_samples = r->data_start + (done - r->start_step) * c->train_batch_size,
-                                   .run_id = r->run_id, .ls = r->ls};
-            double ts = zinf_now();
-            rc = zinf_ckpt_save(r->o->out, r->comm, &r->m, r->z, r->cfg_json, &meta, (int)r->o->save_total_limit);
-            if (rc) {
-                r->agreed = true; /* every rank has it, printed once */
-                return rc;
-            }
-            zinf_progress_add(&r->prog, ZINF_PROG_SAVE, zinf_now() - ts);
-            zinf_info("saved %s/checkpoint-%lld.h5 in %.2f s", r->o->out, (long long)done, zinf_now() - ts);
-            /* DeepSpeed's stage3_gather_16bit_weights_on_model_save (zinf: at any stage): the weights
-             * in the compute dtype as well, as the Hugging Face directory ms-swift users get from
-             * DeepSpeed (config.json, safetensors), read from the file just written: no rank holds
-             * the whole model */
-            if (c->stage3_gather_16bit_weights_on_model_save) {
-                char ck[4200], wd[4200];
-                snprintf(ck, sizeof ck, "%s/checkpoint-%lld.h5", r->o->out, (long long)done);
-                snprintf(wd, sizeof wd, "%s/checkpoint-%lld.weights", r->o->out, (long long)done);
-                zinf_export_opts x = {.fmt = ZINF_EXPORT_HF, .dt = r->be.cdt};
-                int rc = r->comm->rank == 0 ? zinf_ckpt_export(ck, wd, &x, stdout, r->comm->timeout_s) : 0;
-                ZINF_TRY(zinf_comm_agree(r->comm, rc));
-            }
+            ZINF_TRY(save_checkpoint(r, done));
             /* a signal that came during the save: the checkpoint just written holds this step's
              * state, so the run stops here rather than after one more step and a second save */
             if (!sig) ZINF_TRY(stop_agreed(r, &sig));
@@ -1665,6 +1737,7 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     run r;
     memset(&r, 0, sizeof r);
     r.lock_fd = -1;
+    r.saved_step = -1;
     r.comm = comm;
     r.o = o;
     r.t_start = zinf_now();

@@ -1294,6 +1294,12 @@ int zinf_zero_begin_pass(zinf_zero *z, int kind, int last_micro)
     return 0;
 }
 
+int zinf_zero_abandon_step(zinf_zero *z)
+{
+    ZINF_TRY(progress(z, true));     /* the reductions in flight end */
+    return zinf_comm_drain(z->comm); /* and the passes' device collectives run */
+}
+
 bool zinf_zero_update_running(const zinf_zero *z) { return z->ov.async; }
 
 bool zinf_zero_update_may_run_on(const zinf_zero *z) { return z->ov.into_next; }

@@ -114,6 +114,11 @@ const zinf_unit_hooks *zinf_zero_hooks(zinf_zero *z);
 
 /* Start of an optimizer step: zero gradient accumulators. */
 int zinf_zero_begin_step(zinf_zero *z);
+/* A step stopped between micro-batches (a stop signal): the reductions and device collectives in
+ * flight complete, and the gradients summed so far stay where they are, unused (the next
+ * zinf_zero_begin_step would discard them). Nothing is updated: the parameters and optimizer
+ * states are the last step's, and a checkpoint written next holds them. */
+int zinf_zero_abandon_step(zinf_zero *z);
 /* Before a pass: which of the model's unit uses it makes (stage 3 plan): the forward's; the
  * forward's and the backward's (a training micro-step); the forward's before the head's (the
  * forwards of several micro-batches at once, zinf_model_forward_layers); the head's and the

@@ -7,7 +7,10 @@
 #     one rank of two): 75 without a save, `latest` still names the checkpoint it resumed from,
 #     and the next run goes on from there to the losses and parameters of an uninterrupted run;
 #  3. during a periodic save (on one rank of two): 75 right after that save, no step after it and
-#     no second save; resuming gives the uninterrupted run's losses and parameters.
+#     no second save; resuming gives the uninterrupted run's losses and parameters;
+#  4. between the micro-batches of a step (gradient accumulation): 75 without finishing the step,
+#     the state of the step before it saved (unless saved already, or no step was done), and
+#     resuming gives the uninterrupted run's losses and parameters.
 # The moments are chosen by watching the ranks in /proc (the signals they catch, the files they
 # have open, the shards they have mapped) and holding a rank with SIGSTOP while its signal is
 # sent, so that the signal lands where it should however fast or slow the machine is.
@@ -178,15 +181,81 @@ expect_has "SIGUSR1 during the load" "zinf: resumed from $TMP/ld/checkpoint-2.h5
 # the requeued run goes on from checkpoint-2.h5 to the uninterrupted run's numbers
 goes_on ld "after the signal during the load"
 
+# saved2 OUT WHAT: the run stopped after two steps, with checkpoint-2.h5 its one checkpoint, named
+# by latest, and steps 1 and 2 logged
+saved2() {
+    [ "$(step_lines)" = 2 ] && [ "$(ckpts "$1")" = "checkpoint-2.h5 " ] && [ "$(cat "$TMP/$1/latest")" = checkpoint-2.h5 ] &&
+        [ "$(steps "$1")" = "1 2 " ] && pass ||
+        fail "$2: $(ckpts "$1"), latest $(cat "$TMP/$1/latest"), steps $(steps "$1")"
+}
+
 # --- 3. during a periodic save, on rank 1 only: stop right after it ----------------------------
 bg 2 sv 1000 --save_steps 2
 signal_in_file sv 1 TERM "$TMP/sv/checkpoint-2.h5" # the .tmp being written
 status "SIGTERM to rank 1 during the save of step 2" 75
 expect_has "SIGTERM during the save" "saved $TMP/sv/checkpoint-2.h5" \
     "stopped by signal 15 after step 2, with a checkpoint: requeue with --resume auto"
-[ "$(step_lines)" = 2 ] && [ "$(ckpts sv)" = "checkpoint-2.h5 " ] && [ "$(cat "$TMP/sv/latest")" = checkpoint-2.h5 ] &&
-    [ "$(steps sv)" = "1 2 " ] && pass ||
-    fail "SIGTERM during the save of step 2: $(ckpts sv), latest $(cat "$TMP/sv/latest"), steps $(steps sv)"
+saved2 sv "SIGTERM during the save of step 2"
 goes_on sv "after the signal during the save"
+
+# --- 4. between the micro-batches of a step: the step is abandoned --------------------------------
+# gradient accumulation 4 (16 sequences a step, 2 per micro-batch on 2 ranks), ZeRO-3 with the
+# optimizer in host memory, whose update runs on into the next step's forwards: the stop comes
+# after micro-batch M of step S (ZINF_FAULT kind=term sends SIGTERM to one rank there), the step
+# is dropped with nothing updated, and the state of the step before it is what a checkpoint holds
+printf '{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_clipping": 1.0,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}\n' > "$TMP/ga.json"
+mstep() { # mstep OUT STEPS FAULT [flags]: two ranks, gradient accumulation 4; output in $OUTPUT
+    local out=$1 steps=$2 f=$3; shift 3
+    OUTPUT=$(ZINF_FAULT=$f "$MPIRUN" --oversubscribe -np 2 "$ZINF" train --model test-mini --data "$D" \
+        --max_length 32 --max_steps "$steps" --logging_steps 1 --config "$TMP/ga.json" --seed 5 --out "$TMP/$out" "$@" 2>&1)
+    RC=$?
+}
+mstep gref 4 "" --save_steps 0
+expect_ok "4 uninterrupted steps of 4 micro-batches"
+GREF_HASH=$(hash_of)
+GREF_LOSSES=$(losses gref)
+# goes_on_g OUT CKPT WHAT: resumed from CKPT to step 4, the uninterrupted run's losses and bits
+goes_on_g() {
+    mstep "$1" 4 "" --save_steps 0 --resume auto
+    expect_has "resumed $3" "zinf: resumed from $TMP/$1/$2"
+    [ "$(losses "$1")" = "$GREF_LOSSES" ] && [ "$(hash_of)" = "$GREF_HASH" ] && [ -n "$GREF_HASH" ] && pass ||
+        fail "$3: losses $(losses "$1") (want $GREF_LOSSES), hash $(hash_of) (want $GREF_HASH)"
+}
+# after micro-batch 2 of step 3, on rank 1: the end of step 2 is saved
+mstep mid 4 "rank=1,step=3,kind=term,micro=2" --save_steps 0
+status "SIGTERM after micro-batch 2 of step 3" 75
+expect_has "SIGTERM after micro-batch 2 of step 3" "saved $TMP/mid/checkpoint-2.h5" \
+    "stopped by signal 15 during step 3, after micro-batch 2 of 4: the step is abandoned; with a checkpoint of step 2: requeue with --resume auto"
+saved2 mid "SIGTERM in step 3"
+goes_on_g mid checkpoint-2.h5 "after a stop in the middle of step 3"
+# after micro-batch 3 of step 3, on rank 0, where step 2's end was saved already: no second save
+mstep mid2 4 "rank=0,step=3,kind=term,micro=3" --save_steps 2
+status "SIGTERM after micro-batch 3 of step 3, step 2 saved" 75
+expect_has "SIGTERM in step 3, step 2 saved" \
+    "stopped by signal 15 during step 3, after micro-batch 3 of 4: the step is abandoned; checkpoint-2.h5, saved at that step's end, holds the state: requeue with --resume auto"
+[ "$(count_lines "saved $TMP/mid2/checkpoint")" = 1 ] && [ "$(ckpts mid2)" = "checkpoint-2.h5 " ] && pass ||
+    fail "SIGTERM in step 3 with step 2 saved: $(ckpts mid2), $(count_lines "saved $TMP/mid2/checkpoint") saves"
+goes_on_g mid2 checkpoint-2.h5 "after a stop in step 3 with step 2 saved"
+# in the run's first step: nothing done, nothing saved
+mstep mid3 4 "rank=1,step=1,kind=term,micro=1" --save_steps 1
+status "SIGTERM after micro-batch 1 of step 1" 75
+expect_has "SIGTERM in step 1" \
+    "stopped by signal 15 during step 1, after micro-batch 1 of 4: the step is abandoned; no checkpoint written (no step done); requeue with --resume auto"
+[ "$(step_lines)" = 0 ] && [ -z "$(ckpts mid3)" ] && [ ! -e "$TMP/mid3/latest" ] && pass ||
+    fail "SIGTERM in step 1: a step ran or a checkpoint was written: $(ckpts mid3)"
+# --no_signal_save: stopped, and the last periodic checkpoint stays the last
+mstep mid4 4 "rank=1,step=4,kind=term,micro=1" --save_steps 2 --no_signal_save
+status "SIGTERM in step 4, --no_signal_save" 75
+expect_has "SIGTERM in step 4, --no_signal_save" \
+    "stopped by signal 15 during step 4, after micro-batch 1 of 4: the step is abandoned; no checkpoint written (--no_signal_save): a requeue continues from the last one"
+[ "$(ckpts mid4)" = "checkpoint-2.h5 " ] && [ "$(steps mid4)" = "1 2 3 " ] && pass ||
+    fail "SIGTERM in step 4, --no_signal_save: $(ckpts mid4), steps $(steps mid4)"
+# the injection itself: kind term needs its micro-batch, the others take none
+mstep bad 1 "rank=1,step=1,kind=term"
+expect_err "ZINF_FAULT kind=term without micro" "kind term takes micro=M (M >= 1), the others none"
+mstep bad 1 "rank=1,step=1,kind=fail,micro=2"
+expect_err "ZINF_FAULT kind=fail with micro" "kind term takes micro=M (M >= 1), the others none"
 
 finish
