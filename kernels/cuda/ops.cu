@@ -806,14 +806,18 @@ void cu_xent(zinf_backend *be, float *losses, void *logits, const int32_t *tgt, 
 
 /* ===================================================================== optimizer, vectors */
 
+/* cpu/adamw.h's arithmetic, each operation rounded on its own (the _rn intrinsics: the compiler
+ * fuses no multiply-add, whatever the code around it), so every instantiation gives the CPU's
+ * bits, and a 16-bit gradient those of its fp32 value */
 __device__ __forceinline__ void adamw_one(float &pi, float &mi, float &vi, float g, const zinf_adamw_args &a)
 {
-    float gi = g * a.grad_scale;
-    if (!a.adam_w_mode) gi += a.weight_decay * pi; /* Adam: L2 penalty in the gradient */
-    mi = a.beta1 * mi + (1.0f - a.beta1) * gi;
-    vi = a.beta2 * vi + (1.0f - a.beta2) * gi * gi;
-    if (a.adam_w_mode) pi *= 1.0f - a.lr * a.weight_decay; /* decoupled decay, first */
-    pi -= a.lr * (mi / a.bias_correction1) / (sqrtf(vi / a.bias_correction2) + a.eps);
+    float gi = __fmul_rn(g, a.grad_scale);
+    if (!a.adam_w_mode) gi = __fadd_rn(gi, __fmul_rn(a.weight_decay, pi)); /* Adam: L2 penalty in the gradient */
+    mi = __fadd_rn(__fmul_rn(a.beta1, mi), __fmul_rn(__fsub_rn(1.0f, a.beta1), gi));
+    vi = __fadd_rn(__fmul_rn(a.beta2, vi), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, a.beta2), gi), gi));
+    if (a.adam_w_mode) pi = __fmul_rn(pi, __fsub_rn(1.0f, __fmul_rn(a.lr, a.weight_decay))); /* decoupled, first */
+    pi = __fsub_rn(pi, __fdiv_rn(__fmul_rn(a.lr, __fdiv_rn(mi, a.bias_correction1)),
+                                 __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, a.bias_correction2)), a.eps)));
 }
 
 /* Elements [first, n), one per thread per iteration: unaligned arrays and the vector loop's tail.
@@ -859,9 +863,10 @@ __global__ void adamw4_k(float4 *p, T *p16, const G *g, float4 *m, float4 *v, in
         m[i] = M;
         v[i] = V;
         p[i] = P;
-        if (p16) {
-            T *o = p16 + 4 * i;
-            o[0] = from_f<T>(P.x), o[1] = from_f<T>(P.y), o[2] = from_f<T>(P.z), o[3] = from_f<T>(P.w);
+        if (p16) { /* the four in one 8-byte (16-bit) or 16-byte (fp32) store */
+            Pack<T, 4> o;
+            o.v[0] = from_f<T>(P.x), o.v[1] = from_f<T>(P.y), o.v[2] = from_f<T>(P.z), o.v[3] = from_f<T>(P.w);
+            store_pack<T, 4>(p16 + 4 * i, o);
         }
     }
 }
@@ -870,7 +875,8 @@ template <typename T, typename G>
 static void adamw_launch(CudaImpl *im, float *p, void *p16, const G *g, float *m, float *v, int64_t n,
                          const zinf_adamw_args *a)
 {
-    bool vec = aligned16(p) && aligned16(m) && aligned16(v) && ((uintptr_t)g % (4 * sizeof(G))) == 0;
+    bool vec = aligned16(p) && aligned16(m) && aligned16(v) && ((uintptr_t)g % (4 * sizeof(G))) == 0 &&
+               ((uintptr_t)p16 % (4 * sizeof(T))) == 0;
     int64_t n4 = vec ? n / 4 : 0;
     if (n4 > 0)
         adamw4_k<T, G><<<ew_grid(im, n4), EW_THREADS, 0, im->stream>>>((float4 *)p, (T *)p16, g, (float4 *)m,
@@ -900,16 +906,39 @@ void cu_adamw(zinf_backend *be, float *p, void *p16, const void *g, zinf_dtype g
 
 #define SUMSQ_BLOCKS 256 /* fixed, so the summation order depends on n only */
 
+/* Thread t of the grid takes the chunks of 8 elements t, t + G, t + 2G, ... (G the grid's threads),
+ * each element of a chunk in order: whole chunks of an aligned array in 16- or 32-byte loads, two
+ * at a time, the rest one element at a time, the same order either way, so the sum depends on n
+ * alone (and a 16-bit array sums to the bits of its fp32 conversion). */
+#define SUMSQ_CHUNK 8
+template <typename X> __device__ __forceinline__ void sumsq_add(double &s, const Pack<X, SUMSQ_CHUNK> &p)
+{
+#pragma unroll
+    for (int k = 0; k < SUMSQ_CHUNK; k++) {
+        double v = to_f(p.v[k]);
+        s += v * v;
+    }
+}
 template <typename X>
-__global__ void sumsq_part_k(double *part, const X *x, int64_t n)
+__global__ void sumsq_part_k(double *part, const X *x, int64_t n, bool vec)
 {
     __shared__ double sm[EW_THREADS / 32];
     double s = 0.0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)SUMSQ_BLOCKS * EW_THREADS) {
-        double v = to_f(x[i]);
-        s += v * v;
+    const int64_t G = (int64_t)SUMSQ_BLOCKS * EW_THREADS, full = vec ? n / SUMSQ_CHUNK : 0,
+                  chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+    int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; q + G < full; q += 2 * G) { /* two loads in flight, added in order */
+        Pack<X, SUMSQ_CHUNK> a = load_pack<X, SUMSQ_CHUNK>(x + q * SUMSQ_CHUNK),
+                             b = load_pack<X, SUMSQ_CHUNK>(x + (q + G) * SUMSQ_CHUNK);
+        sumsq_add(s, a);
+        sumsq_add(s, b);
     }
+    for (; q < full; q += G) sumsq_add(s, load_pack<X, SUMSQ_CHUNK>(x + q * SUMSQ_CHUNK));
+    for (; q < chunks; q += G)
+        for (int64_t i = q * SUMSQ_CHUNK; i < n && i < (q + 1) * SUMSQ_CHUNK; i++) {
+            double v = to_f(x[i]);
+            s += v * v;
+        }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = s;
@@ -948,10 +977,12 @@ double cu_sumsq(zinf_backend *be, int k, const void *const *x, const int64_t *n,
         double *pj = part + (size_t)j * SUMSQ_BLOCKS;
         int64_t nj = n[j] > 0 ? n[j] : 0;
         if (xdt == ZINF_F32)
-            sumsq_part_k<float><<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(pj, (const float *)x[j], nj);
+            sumsq_part_k<float><<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(pj, (const float *)x[j], nj,
+                                                                             ((uintptr_t)x[j] & 31u) == 0);
         else
             ZINF_DISPATCH_CDT(im->cdt, {
-                sumsq_part_k<T><<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(pj, (const T *)x[j], nj);
+                sumsq_part_k<T><<<SUMSQ_BLOCKS, EW_THREADS, 0, im->stream>>>(
+                    pj, (const T *)x[j], nj, ((uintptr_t)x[j] % (SUMSQ_CHUNK * sizeof(T))) == 0);
             });
     }
     double *total = part + (size_t)k * SUMSQ_BLOCKS;

@@ -45,6 +45,8 @@ __global__ void rms_fwd_k(T *out, float *rstd, const T *x, const T *w, int64_t R
     if (lane == 0) rstd[row] = r;
 }
 
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 /* One pack of VEC columns of a row's input gradient, added to gr: dx += (dout w - xhat mgn) rstd,
  * xhat = x rstd, mgn = mean(dout w xhat) over the row; both backward kernels' arithmetic, in one
  * order */
@@ -131,6 +133,17 @@ __global__ void __launch_bounds__(256) rms_bwd_fused_k(T *dx, float *part, const
         const T *xr = x + at, *dr = dout + at;
         const float r = rstd[row];
         float s = 0.0f;
+        /* hints only: this row's dx, read after the row's sum, and the warp's next row's inputs
+         * start on their way to L2 now, instead of one round trip after another */
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int c = (j * 32 + lane) * VEC;
+            if (dx) prefetch_l2(dx + at + c);
+            if (row + 8 < r1) {
+                const int64_t nx = grow(row + 8, N, C, ld) + c;
+                prefetch_l2(x + nx), prefetch_l2(dout + nx);
+            }
+        }
 #pragma unroll
         for (int j = 0; j < NP; j++) {
             const int c = (j * 32 + lane) * VEC;

@@ -1010,6 +1010,11 @@ static void test_adamw(ctx *c, int64_t n, int with_p16, int wmode, int off)
     compare(c, "adamw", "p", hp, p, n, 1e-6);
     compare(c, "adamw", "m", hm, m, n, 1e-6);
     compare(c, "adamw", "v", hv, v, n, 1e-6);
+    /* each operation rounded alone on both sides (no fused multiply-add): the CPU's bits */
+    int bits = !memcmp(hp, p, (size_t)n * 4) && !memcmp(hm, m, (size_t)n * 4) && !memcmp(hv, v, (size_t)n * 4);
+    printf("%-4s %-14s %-5s %-22s p, m, v %s the CPU's\n", bits ? "ok" : "FAIL", "adamw", c->dn, nm,
+           bits ? "have the bits of" : "DIFFER from");
+    CHECK(bits, "adamw [%s %s]: p, m or v differ from the CPU's bits", c->dn, nm);
     if (with_p16) { /* p16 = the GPU's own fp32 result, rounded to nearest: bit-exact */
         float *h16 = down(c, d16, n);
         int64_t bad = 0;
