@@ -353,7 +353,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     if (o.max_new_tokens < 1)
         return zinf_comm_agree(comm, zinf_err("train: --max_new_tokens %lld: expected 1 or more",
                                               (long long)o.max_new_tokens));
-    if (mnt_set && !o.prompts && comm->rank == 0)
+    if (mnt_set && !o.prompts)
         zinf_warn("--max_new_tokens %lld has no effect: it sizes --eval_prompts' completions, and none was given",
                   (long long)o.max_new_tokens);
     /* ms-swift holds samples out only where no validation set is given */
@@ -362,7 +362,7 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
     if (sf.split != 0 && o.val)
         return zinf_comm_agree(comm, zinf_err("train: --split_dataset_ratio with --val: the held-out samples would "
                                               "never be evaluated (--val's shards are); give one of them"));
-    if (sf.split != 0 && sf.val_dataset && comm->rank == 0)
+    if (sf.split != 0 && sf.val_dataset)
         zinf_warn("--split_dataset_ratio %g has no effect: --val_dataset is the validation set (as in ms-swift); every "
                   "sample of --dataset trains", sf.split);
     if (fl->comm_timeout_set) comm->timeout_s = fl->comm_timeout; /* 0: no limit */
