@@ -67,6 +67,22 @@ static const char *str_of(json_t *o, const char *const *keys, const char **which
 }
 
 /* A key's value when it is a string; a present value of another type is an error. */
+/* what a JSON value that should have been a string is, for an error line */
+static const char *json_kind(const json_t *v)
+{
+    if (!v) return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    default: return "not text";
+    }
+}
+
 static int get_str(const rowctx *r, json_t *o, const char *const *keys, const char **out)
 {
     *out = NULL;
@@ -147,7 +163,7 @@ static int read_messages(const rowctx *r, json_t *arr, const char *key, zinf_cha
         if (!cv) cv = json_object_get(e, "value");
         if (!json_is_string(cv))
             return zinf_err("%s:%lld: message %zu (%s): the content is %s, not a string", r->file, (long long)r->line,
-                            k + 1, role_name[role], !cv ? "missing" : json_is_array(cv) ? "a list" : "not a string");
+                            k + 1, role_name[role], json_kind(cv));
         ZINF_TRY(push_msg(c, role, json_string_value(cv), json_string_length(cv)));
         c->m[c->n - 1].src = (int)k + 1;
     }
@@ -318,7 +334,10 @@ static int read_file_rows(const char *path, zinf_chat_set *s)
     ZINF_TRY(zinf_read_file("--input", path, &buf, &len));
     int rc = 0;
     int64_t lineno = 0;
-    for (size_t at = 0; at < len && !rc;) {
+    /* a UTF-8 byte order mark before the first line, as some editors write it (Hugging Face's
+     * datasets reads past it too) */
+    size_t at0 = len >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    for (size_t at = at0; at < len && !rc;) {
         const char *line = buf + at;
         const char *nl = memchr(line, '\n', len - at);
         size_t n = nl ? (size_t)(nl - line) : len - at;
@@ -331,11 +350,22 @@ static int read_file_rows(const char *path, zinf_chat_set *s)
                           (long long)lineno, (size_t)(line - buf) + bad, bad, (unsigned char)line[bad]);
             break;
         }
+        const char *nul = memchr(line, 0, n);
+        if (nul) {
+            rc = zinf_err("%s:%lld: a NUL byte at byte %zu of the file (byte %zu of the line): not JSON text", path,
+                          (long long)lineno, (size_t)(nul - buf), (size_t)(nul - line));
+            break;
+        }
         size_t k = 0;
         while (k < n && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r')) k++;
         if (k == n) continue; /* a blank line */
         json_error_t je;
         json_t *o = json_loadb(line, n, 0, &je);
+        if (!o && strstr(je.text, "\\u0000")) { /* valid JSON, but a C string cannot hold it */
+            rc = zinf_err("%s:%lld: a string holds \\u0000 (NUL) at column %d, which zinf's text handling does not "
+                          "take", path, (long long)lineno, je.column);
+            break;
+        }
         if (!o) {
             rc = zinf_err("%s:%lld: malformed JSON at column %d: %s", path, (long long)lineno, je.column, je.text);
             break;
@@ -1013,6 +1043,27 @@ int zinf_chat_prompt(const zinf_template *t, const zinf_chat *c, const zinf_chat
     return rc;
 }
 
+int zinf_template_check(const zinf_template *t, const zinf_tok *tok, const char *tok_name)
+{
+    const char *parts[] = {t->prefix, t->system_prefix, t->prompt, t->chat_sep, t->suffix};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        for (const char *p = parts[i] ? strstr(parts[i], "<|") : NULL; p; p = strstr(p + 2, "<|")) {
+            const char *e = strstr(p + 2, "|>");
+            if (!e) break;
+            size_t n = (size_t)(e + 2 - p);
+            zinf_ids v = {0};
+            int rc = zinf_tok_encode(tok, p, n, ZINF_TOK_SPECIAL, &v);
+            size_t got = v.n;
+            zinf_ids_free(&v);
+            ZINF_TRY(rc);
+            if (got != 1)
+                return zinf_err("--template %s: %s has no token %.*s, which the template writes: it would be "
+                                "written as %zu tokens of text; give the template of the tokenizer's model", t->name,
+                                tok_name, (int)n, p, got);
+        }
+    return 0;
+}
+
 int zinf_template_end_id(const zinf_template *t, const zinf_tok *tok, int32_t *id)
 {
     zinf_ids v = {0};
@@ -1112,6 +1163,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
         free(none);
     } else if (!rc) rc = zinf_chat_select(tr.n, tr.want, o->split_ratio, o->seed, &ti, &nt, &vi, &nv);
     if (!rc) rc = zinf_tok_load(o->tokenizer, &tok);
+    if (!rc) rc = zinf_template_check(t, tok, o->tokenizer);
     /* one date for the whole run (ms-swift fixes it when the template is made) */
     char date[64];
     zinf_chat_opts co = o->chat;
@@ -1123,6 +1175,18 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
     if (!rc && train.nsamples == 0)
         rc = zinf_err("%s: no training sample is left after filtering (%lld without an assistant turn, %lld longer "
                       "than --max_length %lld deleted)", tr.path, (long long)tr.no_assistant, (long long)drop_t,
+                      (long long)o->max_length);
+    /* samples are kept whatever their replies lost to --truncation_strategy left or right; a set
+     * with no trained token at all has nothing to learn (every step's loss would be a mean over no
+     * token) */
+    if (!rc && trained(&train) == 0)
+        rc = zinf_err("%s: no token of the %lld training samples is trained: --max_length %lld with "
+                      "--truncation_strategy %s cut off every reply", tr.path, (long long)train.nsamples,
+                      (long long)o->max_length, how);
+    /* a validation set that filtering emptied would be evaluated as none, without a word */
+    if (!rc && o->val_input && val.nsamples == 0)
+        rc = zinf_err("%s: no validation sample is left after filtering (%lld without an assistant turn, %lld longer "
+                      "than --max_length %lld deleted)", va.path, (long long)va.no_assistant, (long long)drop_v,
                       (long long)o->max_length);
     if (!rc) rc = zinf_sft_write_shards(o->prefix, &train, val.nsamples ? &val : NULL, zinf_tok_vocab_size(tok));
     if (!rc && out) {

@@ -76,6 +76,10 @@ const char *zinf_template_names(void);
  * tokenizer_config.json's chat_template (no Jinja is run). */
 int zinf_template_detect(const char *model_dir, const zinf_template **out);
 
+/* Every control token the template writes (<|...|>) is one token of tok (tok_name names it in the
+ * error): a template of another model family's tokenizer would write its control tokens as text. */
+int zinf_template_check(const zinf_template *t, const zinf_tok *tok, const char *tok_name);
+
 typedef struct zinf_chat_opts {
     const char *system; /* --system: replaces the template's default system (NULL: keep) */
     const char *date;   /* llama3_2's "Today Date": "26 Jul 2024"; NULL: today (UTC) or

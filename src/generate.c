@@ -225,6 +225,7 @@ typedef struct gen {
     bool k_open;
     float *stage, *dlogits, *logits, *prob;
     int32_t *order, *tok;
+    int vdraw; /* ids drawn from [0, vdraw): the model's vocabulary, or the tokenizer's where smaller */
 } gen;
 
 static void gen_free(gen *g)
@@ -249,7 +250,7 @@ static void gen_free(gen *g)
 static int decode(gen *g, const zinf_gen_opts *o, const stops *st, const int32_t *ids, int n, zinf_ids *out)
 {
     zinf_model *m = &g->m;
-    const int T = m->T, V = m->c.vocab_size, Vp = m->c.padded_vocab;
+    const int T = m->T, Vp = m->c.padded_vocab;
     memcpy(g->tok, ids, (size_t)n * sizeof *ids);
     uint64_t rng = o->seed;
     for (int64_t k = 0; k < o->max_new_tokens && n < T; k++) {
@@ -260,7 +261,7 @@ static int decode(gen *g, const zinf_gen_opts *o, const stops *st, const int32_t
         g->be.to_f32(&g->be, g->dlogits, m->logits, Vp);
         ZINF_TRY(g->be.copy(&g->be, g->logits, g->dlogits, (size_t)Vp * 4, NULL));
         ZINF_TRY(g->be.sync(&g->be));
-        int32_t next = zinf_gen_sample(g->logits, V, o->temperature, o->top_p, &rng, g->prob, g->order);
+        int32_t next = zinf_gen_sample(g->logits, g->vdraw, o->temperature, o->top_p, &rng, g->prob, g->order);
         if (is_stop(st, next)) break;
         if (out->n == out->cap) {
             size_t cap = out->cap ? 2 * out->cap : 64;
@@ -328,6 +329,7 @@ int zinf_generate(const zinf_gen_opts *o, FILE *out)
     int rc = 0;
     if (o->prompt) {
         rc = zinf_tok_load(tokpath, &tok);
+        if (!rc && t) rc = zinf_template_check(t, tok, tokpath);
         if (!rc) rc = zinf_tok_encode(tok, text, strlen(text), ZINF_TOK_SPECIAL | (o->raw ? ZINF_TOK_ADD_SPECIAL : 0), &ids);
         if (!rc && t) {
             int32_t e;
@@ -386,6 +388,10 @@ int zinf_generate(const zinf_gen_opts *o, FILE *out)
         g.be.free(&g.be, ZINF_PLACE_DEVICE, g.stage);
         g.stage = NULL;
     }
+    /* a model's rows past its tokenizer's ids (Qwen's 151936 against 151669) decode to nothing:
+     * they are never drawn, so that a reply always decodes */
+    g.vdraw = mc.vocab_size;
+    if (tok && zinf_tok_vocab_size(tok) < g.vdraw) g.vdraw = zinf_tok_vocab_size(tok);
     if (!rc) rc = decode(&g, o, &st, ids.id, (int)ids.n, &reply);
     if (!rc && o->prompt_ids) {
         for (size_t i = 0; i < reply.n; i++) fprintf(out, "%s%d", i ? " " : "", reply.id[i]);

@@ -485,6 +485,18 @@ int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit
     return zinf_model_head(m, b, h, dloss_scale, mean_loss);
 }
 
+/* The loss of R rows of logits and, for a pass that trains (grad), their gradient in place. xent
+ * leaves the logits as they are where the loss gradient is 0 (evaluation's form), so a training
+ * pass whose loss weighs nothing (no trained token in the micro-batch, or a micro-batch of weight
+ * 0 in the step) zeroes them: its gradient is 0, not the logits. */
+static void head_loss(zinf_model *m, int64_t r0, int64_t R, float dloss, bool grad)
+{
+    zinf_backend *be = m->be;
+    const int V = m->c.vocab_size, Vp = m->c.padded_vocab;
+    be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, grad ? dloss : 0.0f);
+    if (grad && dloss == 0.0f) be->memset0(be, m->logits, (size_t)R * Vp * zinf_dtype_size(be->cdt), NULL);
+}
+
 int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                     float *mean_loss)
 {
@@ -495,7 +507,7 @@ int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h
     /* the head: all rows at once, or chunk by chunk; after a training forward the last chunk (the
      * only one when they are all at once) leaves its loss gradient in the logits, which the
      * backward takes first, recomputing only the chunks before it */
-    const int hu = m->f->head_unit(m), C = m->c.n_embd, V = m->c.vocab_size, Vp = m->c.padded_vocab;
+    const int hu = m->f->head_unit(m), C = m->c.n_embd, Vp = m->c.padded_vocab;
     const size_t es = zinf_dtype_size(be->cdt);
     const char *hin = m->f->head_in(m);
     ZINF_TRY(zinf_acquire(h, hu, 0));
@@ -518,7 +530,7 @@ int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         bool last = r0 + R == N;
         be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
-        if (targets) be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, last || early ? dloss : 0.0f);
+        if (targets) head_loss(m, r0, R, dloss, dloss_scale != 0.0f && (last || early));
         if (early && !last)
             be->matmul_bwd(be, din + (size_t)r0 * C * es, m->head_dw, NULL, m->logits, hin + (size_t)r0 * C * es, W, R,
                            C, Vp);
@@ -555,7 +567,7 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
 {
     zinf_backend *be = m->be;
     int64_t N = (int64_t)m->B * m->T;
-    const int hu = m->f->head_unit(m), C = m->c.n_embd, V = m->c.vocab_size, Vp = m->c.padded_vocab;
+    const int hu = m->f->head_unit(m), C = m->c.n_embd, Vp = m->c.padded_vocab;
     const size_t es = zinf_dtype_size(be->cdt);
     const char *hin = m->f->head_in(m);
     char *din = m->f->head_din(m);
@@ -572,7 +584,7 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
         if (!held && m->head_early) break;
         if (!held) {
             be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
-            be->xent(be, m->losses + r0, m->logits, m->targets + r0, R, V, Vp, dloss);
+            head_loss(m, r0, R, dloss, true);
         }
         be->matmul_bwd(be, din + (size_t)r0 * C * es, dW, NULL, m->logits, hin + (size_t)r0 * C * es, W, R, C, Vp);
     }

@@ -568,7 +568,16 @@ static int train_step(run *r, int64_t step, step_result *out)
         return agreed(r, zinf_errc(ZINF_EINVAL, "step %lld: the gradients overflow at the minimum fp16 loss "
                                    "scale %g (fp16.min_loss_scale); the run cannot continue", (long long)step + 1,
                                    r->ls.cur_scale));
-    if (overflow && r->ls.dynamic) {
+    if (r->nk && n_all == 0) {
+        /* no target of the global batch is trained: the loss, a mean over no token, has no value
+         * and its gradient is 0 (the HF Trainer divides by the zero count and steps on NaN); the
+         * step is skipped as an overflow is: no update, neither Adam's step count nor the
+         * scheduler advance */
+        out->skipped = true;
+        out->loss = NAN;
+        zinf_info("step %lld: no token of the step's batch is trained (every target masked, or cut off by "
+                  "--max_length): step skipped", (long long)step + 1);
+    } else if (overflow && r->ls.dynamic) {
         /* DeepSpeed: the step is skipped; neither Adam's step count nor the scheduler advance */
         out->skipped = true;
         zinf_loss_scaler_update(&r->ls, true);

@@ -61,6 +61,18 @@ bad "per-message loss" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\
 bad "tools" "{\"tools\": [], \"messages\": [$U, $A]}\n" "bad.jsonl:1:" "\"tools\" is not supported"
 bad "content not a string" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": [1]}]}\n" \
     "bad.jsonl:1:" "content is a list, not a string"
+bad "content null" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": null}]}\n" \
+    "bad.jsonl:1: message 2 (assistant): the content is null, not a string"
+bad "content a number" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": 5}]}\n" \
+    "bad.jsonl:1: message 2 (assistant): the content is a number, not a string"
+bad "content missing" "{\"messages\": [$U, {\"role\": \"assistant\"}]}\n" \
+    "bad.jsonl:1: message 2 (assistant): the content is missing, not a string"
+bad "an escaped NUL" "{\"messages\": [$U, {\"role\": \"assistant\", \"content\": \"a\\\\u0000b\"}]}\n" \
+    "bad.jsonl:1: a string holds \\u0000 (NUL) at column" "which zinf's text handling does not take"
+# a UTF-8 byte order mark before the first line is read past (the error is the second line's)
+bad "a BOM" "\\0357\\0273\\0277{\"messages\": [$U, $A]}\n[1]\n" "bad.jsonl:2: a JSON array where a line holds an object"
+bad "a NUL byte" "{\"messages\": [$U, $A]}\n{\"messages\": [$U, $A]}\0\n" \
+    "bad.jsonl:2: a NUL byte at byte" "not JSON text"
 bad "no layout" "{\"foo\": 1}\n" "bad.jsonl:1:" "no layout matches"
 bad "not an object" "[1, 2]\n" "bad.jsonl:1:" "a JSON array where a line holds an object"
 bad "empty after filtering" "{\"query\": \"q\"}\n{\"messages\": [$U]}\n" "the dataset is empty after filtering" \

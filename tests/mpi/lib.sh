@@ -65,7 +65,12 @@ make_text() {
 # tokenizer.json, no weights) for chat runs
 tiny_chat_model() {
     mkdir -p "$1"
-    cp "${top_srcdir:-.}/tests/tok/tiny.json" "$1/tokenizer.json"
+    # tiny.json with ChatML's two control tokens as special tokens (ids 633, 634 of the model's 640),
+    # as a Qwen tokenizer has them: the chatml template refuses a tokenizer without them
+    sed 's/^ "added_tokens": \[$/ "added_tokens": [\
+  {"id": 633, "content": "<|im_start|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},\
+  {"id": 634, "content": "<|im_end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},/' \
+        "${top_srcdir:-.}/tests/tok/tiny.json" > "$1/tokenizer.json"
     cat > "$1/config.json" <<'JSON'
 {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 640, "max_position_embeddings": 256,

@@ -83,4 +83,44 @@ run train --model "$M" --data "$TMP/x_*.bin" --template chatml --out "$TMP/o6"
 expect_err "--template without --dataset" "go with --dataset"
 run train --model "$M" --data "$TMP/x_*.bin" --dataset "$TMP/data.jsonl" --out "$TMP/o7"
 expect_err "--data and --dataset" "--data and --dataset exclude each other"
+
+# A micro-batch, a rank's share or a whole step with no trained token (L's reply cut off by
+# --max_length 40 with --truncation_strategy right; S, 34 tokens, trains its 10): its gradient is
+# 0, not the logits taken for one, and a step with none is skipped (no update, no Adam step). So
+# one step on [S, L] with accumulation 2, or on two ranks, and three steps on [L, S, L] end with the
+# parameters of one step on [S] alone, bit for bit.
+LONG='{"messages": [{"role": "user", "content": "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"}, {"role": "assistant", "content": "yes"}]}'
+SHORT='{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"}]}'
+printf '%s\n' "$SHORT" > "$TMP/s.jsonl"
+printf '%s\n' "$LONG" > "$TMP/l.jsonl"
+printf '%s\n%s\n' "$SHORT" "$LONG" > "$TMP/sl.jsonl"
+printf '%s\n%s\n%s\n' "$LONG" "$SHORT" "$LONG" > "$TMP/lsl.jsonl"
+TZ0="--model $M --template chatml --max_length 40 --truncation_strategy right --logging_steps 1 --seed 3 --per_device_train_batch_size 1"
+# shellcheck disable=SC2086 # $TZ0 is words
+mpi 1 train $TZ0 --dataset "$TMP/s.jsonl" --out "$TMP/z1" --max_steps 1
+expect_ok "one step on [S]"
+H1=$(hash_of)
+# shellcheck disable=SC2086
+mpi 1 train $TZ0 --dataset "$TMP/sl.jsonl" --out "$TMP/z2" --max_steps 1 --gradient_accumulation_steps 2
+[ -n "$H1" ] && [ "$(hash_of)" = "$H1" ] && [ "$(metric "$TMP/z2/metrics.jsonl" loss)" = "$(metric "$TMP/z1/metrics.jsonl" loss)" ] &&
+    pass || fail "[S, L] with accumulation 2: hash $(hash_of), loss $(metric "$TMP/z2/metrics.jsonl" loss); [S] alone: $H1, $(metric "$TMP/z1/metrics.jsonl" loss)"
+# shellcheck disable=SC2086
+mpi 2 train $TZ0 --dataset "$TMP/sl.jsonl" --out "$TMP/z3" --max_steps 1
+[ "$(hash_of)" = "$H1" ] && pass || fail "[S, L] on two ranks: hash $(hash_of), [S] alone $H1"
+# shellcheck disable=SC2086
+mpi 1 train $TZ0 --dataset "$TMP/lsl.jsonl" --out "$TMP/z4" --max_steps 3
+expect_ok "three steps on [L, S, L]"
+[ "$(hash_of)" = "$H1" ] && [ "$(count_lines "no token of the step's batch is trained")" = 2 ] &&
+    [ "$(metric "$TMP/z4/metrics.jsonl" skipped | tr '\n' ' ')" = "$(metric "$TMP/z4/metrics.jsonl" loss | sed 's/^null$/true/; s/^[0-9].*/false/' | tr '\n' ' ')" ] &&
+    pass || fail "[L, S, L]: hash $(hash_of) (want $H1), $(count_lines "no token of the step's batch is trained") skipped steps said, skipped $(metric "$TMP/z4/metrics.jsonl" skipped | tr '\n' ' ')"
+# a training set whose every reply is cut off, and a validation set that filtering empties: refused
+run data --sft --input "$TMP/l.jsonl" --tokenizer "$M" --template chatml --max_length 40 --truncation_strategy right --out "$TMP/z5"
+expect_err "every reply cut off" "$TMP/l.jsonl: no token of the 1 training samples is trained: --max_length 40 with --truncation_strategy right cut off every reply"
+run data --sft --input "$TMP/s.jsonl" --val_dataset "$TMP/l.jsonl" --tokenizer "$M" --template chatml --max_length 40 --out "$TMP/z6"
+expect_err "a validation set emptied" "$TMP/l.jsonl: no validation sample is left after filtering (0 without an assistant turn, 1 longer than --max_length 40 deleted)"
+[ -z "$(ls "$TMP" | grep -E '^z[56]_')" ] && pass || fail "a refused set left shards: $(ls "$TMP" | grep -E '^z[56]_')"
+# a template whose control tokens the tokenizer lacks (llama3's with a ChatML tokenizer) would write
+# them as text: refused
+run data --sft --input "$TMP/s.jsonl" --tokenizer "$M" --template llama3 --max_length 40 --out "$TMP/z7"
+expect_err "llama3's template with a ChatML tokenizer" "--template llama3: $M has no token <|begin_of_text|>, which the template writes"
 finish

@@ -143,4 +143,23 @@ if fetch_jinja "$JDIR"; then
 else
     echo "jinja2 or trl's templates cannot be fetched here: the Jinja comparison is skipped"
 fi
+
+# a template whose control tokens the tokenizer lacks: refused, as zinf data --sft refuses it
+run generate --checkpoint "$TMP/run" --tokenizer "$M" --template llama3 --prompt "$Q"
+expect_err "llama3's template with a ChatML tokenizer" "--template llama3: $M has no token <|begin_of_text|>, which the template writes"
+# a model with more rows than its tokenizer has ids (Qwen's 151936 over 151669): the rows past the
+# tokenizer are never drawn, so a reply always decodes. At a temperature of 1e30 every id is about
+# as likely: 200 uniform draws over 2000 rows would all fall in the tokenizer's 635 ids with a
+# probability of about 1e-100
+mkdir -p "$TMP/wide"
+cp "$M/tokenizer.json" "$TMP/wide/"
+sed 's/"vocab_size": 640/"vocab_size": 2000/' "$M/config.json" > "$TMP/wide/config.json"
+run data --random 20000 --vocab 630 --out "$TMP/wr"
+mpi 1 train --model "$TMP/wide" --data "$TMP/wr_train_*.bin" --max_length 32 --max_steps 1 --out "$TMP/wrun"
+expect_ok "one step of a model wider than its tokenizer"
+for seed in 1 2 3; do
+    run generate --checkpoint "$TMP/wrun" --tokenizer "$TMP/wide" --template chatml --prompt hi --temperature 1e30 \
+        --seed $seed --max_new_tokens 200
+    expect_ok "uniform draws over 2000 rows, a tokenizer of 635 ids, seed $seed"
+done
 finish
