@@ -45,6 +45,14 @@ int zinf_open_regular(const char *what, const char *path, int *fd, struct stat *
     return 0;
 }
 
+int zinf_refuse_irregular(const char *what, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    return zinf_errc(S_ISDIR(st.st_mode) ? -EISDIR : ZINF_EINVAL, "%s%s%s: is %s, not a regular file", what ? what : "",
+                     what ? " " : "", path, zinf_file_kind(st.st_mode));
+}
+
 int zinf_read_file(const char *what, const char *path, char **buf, size_t *len)
 {
     const char *w = what ? what : "", *sp = what ? " " : "";

@@ -18,6 +18,10 @@ int zinf_open_regular(const char *what, const char *path, int *fd, struct stat *
 /* Create directory path and the ones above it that are missing (mode 0755); an error names the
  * directory that could not be made, or path when it is something other than a directory. */
 int zinf_mkdir_p(const char *path);
+/* 0 where path is a regular file or does not exist (the caller's own open then says so); else
+ * "WHAT PATH: is a FIFO, not a regular file" (what may be NULL), without opening it: for inputs
+ * that a library opens by name (HDF5, jansson), where a FIFO would block the open for good. */
+int zinf_refuse_irregular(const char *what, const char *path);
 /* "a directory", "a FIFO", "a character device", ... for an st_mode */
 const char *zinf_file_kind(unsigned mode);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "file.h"
 #include "swap.h"
 
 #define MAX_HEADER 100000000ull /* the format's limit (safetensors' MAX_HEADER_SIZE) */
@@ -188,16 +189,14 @@ int zinf_st_open(zinf_st_file **out, const char *path)
     zinf_st_file *f = calloc(1, sizeof *f);
     if (!f) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     snprintf(f->path, sizeof f->path, "%s", path);
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        int e = errno;
-        free(f);
-        return zinf_errc(-e, "%s: %s", path, strerror(e));
-    }
+    /* a FIFO is refused at once instead of blocking the open */
     struct stat st;
-    int rc = fstat(f->fd, &st) ? zinf_errc(-errno, "%s: cannot stat: %s", path, strerror(errno)) : 0;
-    if (!rc && !S_ISREG(st.st_mode)) rc = zinf_err("%s: not a regular file", path);
-    if (!rc) f->size = (uint64_t)st.st_size, rc = parse_header(f);
+    int rc = zinf_open_regular(NULL, path, &f->fd, &st);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    f->size = (uint64_t)st.st_size, rc = parse_header(f);
     if (rc) {
         zinf_st_close(f);
         return rc;
@@ -340,10 +339,12 @@ int zinf_st_dir_open(zinf_st_dir **out, const char *dir)
     int rc = 0;
     if (!access(d->index, F_OK)) {
         json_error_t je;
-        json_t *o = json_load_file(d->index, JSON_REJECT_DUPLICATES, &je);
+        rc = zinf_refuse_irregular(NULL, d->index);
+        json_t *o = rc ? NULL : json_load_file(d->index, JSON_REJECT_DUPLICATES, &je);
         json_t *wm = json_object_get(o, "weight_map"), *v;
         const char *key;
-        if (!o) rc = zinf_err("%s:%d:%d: malformed JSON: %s", d->index, je.line, je.column, je.text);
+        if (rc) {
+        } else if (!o) rc = zinf_err("%s:%d:%d: malformed JSON: %s", d->index, je.line, je.column, je.text);
         else if (!json_is_object(wm)) rc = zinf_err("%s: no weight_map object", d->index);
         else {
             d->weight_map = json_incref(wm);

@@ -676,6 +676,7 @@ int zinf_template_detect(const char *dir, const zinf_template **out)
     char path[4200];
     json_error_t je;
     snprintf(path, sizeof path, "%s/config.json", dir);
+    ZINF_TRY(zinf_refuse_irregular(NULL, path));
     json_t *cfg = json_load_file(path, 0, &je);
     if (!cfg) return zinf_err("%s: %s; give --template NAME (%s)", path, je.text, zinf_template_names());
     const char *mt = json_string_value(json_object_get(cfg, "model_type"));
@@ -683,6 +684,7 @@ int zinf_template_detect(const char *dir, const zinf_template **out)
     snprintf(type, sizeof type, "%s", mt ? mt : "");
     json_decref(cfg);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    ZINF_TRY(zinf_refuse_irregular(NULL, path));
     json_t *tc = json_load_file(path, 0, &je);
     const char *ct = NULL;
     if (tc) {

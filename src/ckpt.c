@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "io/file.h"
 #include "h5attr.h"
 #include "log.h" /* zinf_now */
 
@@ -458,7 +459,7 @@ void zinf_ckpt_newest(const char *dir, char *path, size_t cap)
     path[0] = 0;
     char lf[4096], line[256] = "";
     snprintf(lf, sizeof lf, "%s/latest", dir);
-    FILE *fp = fopen(lf, "r");
+    FILE *fp = zinf_refuse_irregular(NULL, lf) ? NULL : fopen(lf, "r"); /* a FIFO would block */
     if (fp) {
         if (fgets(line, sizeof line, fp)) line[strcspn(line, "\n")] = 0;
         fclose(fp);

@@ -9,6 +9,7 @@
 
 #include "ckpt.h"
 #include "err.h"
+#include "io/file.h"
 #include "h5attr.h"
 #include "zinf-build.h" /* PACKAGE_VERSION */
 
@@ -205,6 +206,7 @@ int zinf_ckf_open(zinf_ckf *c, const char *path)
     c->f = -1;
     snprintf(c->path, sizeof c->path, "%s", path);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors become one message, not HDF5's stack dump */
+    ZINF_TRY(zinf_refuse_irregular(NULL, path)); /* HDF5's open of a FIFO would wait for a writer */
     hid_t fapl = fapl_new();
     if (H5Fis_hdf5(path) > 0) c->f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);

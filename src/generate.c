@@ -12,6 +12,7 @@
 #include "ckpt_file.h"
 #include "ckpt_tool.h"
 #include "err.h"
+#include "io/file.h"
 #include "hf.h"
 #include "model.h"
 #include "tok.h"
@@ -115,6 +116,7 @@ static int json_beside(const char *dir, const char *name, char *path, size_t cap
     struct stat st;
     *o = NULL;
     if (stat(path, &st)) return 0;
+    ZINF_TRY(zinf_refuse_irregular(NULL, path));
     json_error_t je;
     if (!(*o = json_load_file(path, 0, &je)))
         return zinf_err("%s:%d:%d: malformed JSON: %s", path, je.line, je.column, je.text);

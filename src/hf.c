@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "io/file.h"
 #include "family.h"
 #include "log.h"
 #include "safetensors.h"
@@ -177,6 +178,7 @@ static int check_config(const char *dir, const zinf_model_cfg *c)
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t je;
+    ZINF_TRY(zinf_refuse_irregular("--init_from", path));
     json_t *o = json_load_file(path, 0, &je);
     if (!o) {
         if (access(path, R_OK)) return zinf_errc(-errno, "--init_from %s: %s", path, strerror(errno));

@@ -10,6 +10,7 @@
 #include "tok.h"
 
 #include "err.h"
+#include "io/file.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
@@ -1243,9 +1244,10 @@ int zinf_tok_load(const char *path, zinf_tok **out)
     t->gen = atomic_fetch_add(&gen_counter, 1);
     t->cuttable = true;
     json_error_t je;
-    json_t *root = json_load_file(t->path, 0, &je);
-    int rc;
-    if (!root) {
+    int rc = zinf_refuse_irregular(NULL, t->path);
+    json_t *root = rc ? NULL : json_load_file(t->path, 0, &je);
+    if (rc) {
+    } else if (!root) {
         if (access(t->path, R_OK) != 0)
             rc = zinf_errc(-errno, "%s: cannot read the tokenizer: %s", t->path, strerror(errno));
         else

@@ -153,4 +153,25 @@ f.attrs['format_version'] = np.int64(1)"
 else
     echo "test_ckpt_guard.sh: h5py unavailable (no PyPI): the edited-file checks were not run"
 fi
+
+# A FIFO where a checkpoint, a safetensors file or a config.json is read: one line naming it, at
+# once (HDF5's and jansson's opens of a FIFO wait for a writer forever, and a stop signal could
+# not end that wait). `timeout` ends the check if it hangs.
+mkdir -p "$TMP/fifo"
+mkfifo "$TMP/fifo/checkpoint-3.h5"
+OUTPUT=$(timeout 60 "$ZINF" train --model test-mini --data "$D" --max_length 32 --out "$TMP/fo1" --resume "$TMP/fifo/checkpoint-3.h5" 2>&1); RC=$?
+expect_err "a FIFO to resume from" "$TMP/fifo/checkpoint-3.h5: is a FIFO, not a regular file"
+OUTPUT=$(timeout 60 "$ZINF" ckpt info "$TMP/fifo/checkpoint-3.h5" 2>&1); RC=$?
+expect_err "ckpt info of a FIFO" "$TMP/fifo/checkpoint-3.h5: is a FIFO, not a regular file"
+run train --model test-mini --data "$D" --max_length 32 --max_steps 1 --out "$TMP/fo2"
+run ckpt export "$TMP/fo2" --out "$TMP/fohf"
+expect_ok "an HF directory to break"
+for f in model.safetensors config.json; do
+    mv "$TMP/fohf/$f" "$TMP/fohf/$f.bak"
+    mkfifo "$TMP/fohf/$f"
+    OUTPUT=$(timeout 60 "$ZINF" train --model test-mini --data "$D" --max_length 32 --out "$TMP/fo3" --init_from "$TMP/fohf" 2>&1); RC=$?
+    expect_err "a FIFO as $f" "$TMP/fohf/$f: is a FIFO, not a regular file"
+    rm "$TMP/fohf/$f"
+    mv "$TMP/fohf/$f.bak" "$TMP/fohf/$f"
+done
 finish
