@@ -242,29 +242,39 @@ int zinf_ckpt_info(const char *spec, FILE *out)
 }
 
 /* ---------------------------------------------------------------- verify ------------------- */
-int zinf_ckpt_verify(const char *spec, FILE *out)
+/* Every dataset of the three state groups against its checksum, and no link beside the model's
+ * tensors: what verify checks, and what export checks before it writes anything (a corrupted
+ * checkpoint exports nothing). *count: the datasets. */
+static int verify_all(ck *c, int *count)
 {
-    ck c;
-    int rc = ck_open(&c, spec);
-    float *buf = rc ? NULL : block_buf(&c.m);
-    if (!rc && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
-    int n = 0;
+    float *buf = block_buf(&c->m);
+    if (!buf) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int rc = 0, n = 0;
     for (int k = 0; k < 3 && !rc; k++) {
-        for (int u = 0; u < c.m.nunits && !rc; u++)
-            for (int t = 0; t < c.m.units[u].ntensors && !rc; t++, n++) {
+        for (int u = 0; u < c->m.nunits && !rc; u++)
+            for (int t = 0; t < c->m.units[u].ntensors && !rc; t++, n++) {
                 hid_t d;
                 char name[128];
                 uint64_t want;
-                rc = open_tensor(&c, k, &c.m.units[u].t[t], &d, name, sizeof name, &want);
+                rc = open_tensor(c, k, &c->m.units[u].t[t], &d, name, sizeof name, &want);
                 if (rc) break;
-                rc = scan_rows(&c, d, name, &c.m.units[u].t[t], want, buf, NULL, NULL);
+                rc = scan_rows(c, d, name, &c->m.units[u].t[t], want, buf, NULL, NULL);
                 H5Dclose(d);
             }
     }
     /* every link of the state groups is one of the model's tensors */
-    if (!rc) rc = zinf_ckf_no_extra(&c.k, &c.m);
-    if (!rc) fprintf(out, "%s: %d datasets, checksums match\n", c.path, n);
+    if (!rc) rc = zinf_ckf_no_extra(&c->k, &c->m);
     free(buf);
+    if (count) *count = n;
+    return rc;
+}
+
+int zinf_ckpt_verify(const char *spec, FILE *out)
+{
+    ck c;
+    int n = 0, rc = ck_open(&c, spec);
+    if (!rc) rc = verify_all(&c, &n);
+    if (!rc) fprintf(out, "%s: %d datasets, checksums match\n", c.path, n);
     ck_close(&c);
     return rc;
 }
@@ -435,6 +445,17 @@ static int export_run(const char *spec, const char *dir, const zinf_export_opts 
 {
     ck c;
     int rc = ck_open(&c, spec);
+    if (!rc) rc = verify_all(&c, NULL);
+    /* the files are renamed into place one after the other once all are written: a name that a
+     * rename cannot take (a directory of that name) is refused before anything is written, so that
+     * no file is replaced by a failed export */
+    static const char *const finals[] = {"config.json", "generation_config.json", "model.safetensors",
+                                         "model.safetensors.index.json", "weights.h5"};
+    for (size_t i = 0; i < sizeof finals / sizeof *finals && !rc; i++) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s", dir, finals[i]);
+        rc = zinf_refuse_irregular("--out", p);
+    }
     if (!rc && (rc = zinf_mkdir_p(dir))) rc = zinf_err_prefix(rc, "--out %s", dir);
     float *buf = rc || x->fmt != ZINF_EXPORT_HDF5 ? NULL : block_buf(&c.m); /* hf.c has its own */
     if (!rc && x->fmt == ZINF_EXPORT_HDF5 && !buf) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");

@@ -120,6 +120,10 @@ f.close()" && pass || fail "h5py edit $1"
         out=$OUTPUT
         run ckpt verify "$TMP/ed/$1/checkpoint-9.h5"
         expect_err "verify of $1" "$TMP/ed/$1/checkpoint-9.h5: $2"
+        # and export, which writes nothing, not even its --out
+        run ckpt export "$TMP/ed/$1/checkpoint-9.h5" --out "$TMP/ed/$1/hf"
+        expect_err "export of $1" "$TMP/ed/$1/checkpoint-9.h5: $2"
+        [ ! -e "$TMP/ed/$1/hf" ] && pass || fail "the refused export of $1 left $(ls "$TMP/ed/$1/hf")"
         OUTPUT=$out
     }
     edit step7 "f.attrs['step'] = np.int64(7); f.attrs['opt_steps'] = np.int64(7)"
@@ -174,4 +178,12 @@ for f in model.safetensors config.json; do
     rm "$TMP/fohf/$f"
     mv "$TMP/fohf/$f.bak" "$TMP/fohf/$f"
 done
+# an export whose --out holds a directory where a file goes: refused before anything is written,
+# so the config.json already there is not replaced
+mkdir -p "$TMP/fodir/generation_config.json/x"
+echo OLD > "$TMP/fodir/config.json"
+run ckpt export "$TMP/fo2" --out "$TMP/fodir"
+expect_err "an export over a directory" "--out $TMP/fodir/generation_config.json: is a directory, not a regular file"
+[ "$(cat "$TMP/fodir/config.json")" = OLD ] && [ ! -e "$TMP/fodir/model.safetensors" ] && pass ||
+    fail "the refused export changed $TMP/fodir: $(ls "$TMP/fodir")"
 finish
