@@ -52,6 +52,16 @@ static int edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+/* An integer flag's text: decimal digits, with a sign, a point or an exponent for the configs'
+ * 1e3 style; strtoll and strtod alone also take leading blanks and hexadecimal (0x10, 0x1p4) */
+static bool decimal_text(const char *v, const char *extra)
+{
+    if (!*v) return false;
+    for (const char *p = v; *p; p++)
+        if (!(*p >= '0' && *p <= '9') && !strchr(extra, *p)) return false;
+    return true;
+}
+
 static int parse_value(const char *cmd, const flag *f, const char *v)
 {
     char *end = NULL;
@@ -59,6 +69,7 @@ static int parse_value(const char *cmd, const flag *f, const char *v)
     switch (f->type) {
     case F_STR: *(const char **)f->ptr = v; break;
     case F_INT: {
+        if (!decimal_text(v, "+-.eE")) return zinf_err("%s: --%s expects an integer, got '%s'", cmd, f->name, v);
         long long x = strtoll(v, &end, 10);
         if (errno || !*v || *end) {
             /* 1e3-style integers, as in the configs */
@@ -72,7 +83,7 @@ static int parse_value(const char *cmd, const flag *f, const char *v)
     }
     case F_U64: {
         unsigned long long x = strtoull(v, &end, 10);
-        if (errno || !*v || *end || *v == '-') return zinf_err("%s: --%s expects a non-negative integer, got '%s'", cmd, f->name, v);
+        if (errno || !decimal_text(v, "+") || *end) return zinf_err("%s: --%s expects a non-negative integer, got '%s'", cmd, f->name, v);
         *(uint64_t *)f->ptr = x;
         break;
     }

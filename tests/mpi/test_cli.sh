@@ -38,6 +38,13 @@ run train --learning_rte 1e-3 --data x
 expect_err "misspelt flag" "unknown flag --learning_rte" "did you mean --learning_rate"
 run train --max_steps ten --data x
 expect_err "non-integer flag" "--max_steps expects an integer, got 'ten'"
+# integers are decimal text alone (strtoll and strtod also take blanks and hexadecimal); 1e2 stays
+for v in 0x10 " 3" "3 " 0x1p4; do
+    run train --max_steps "$v" --data x
+    expect_err "--max_steps '$v'" "--max_steps expects an integer, got '$v'"
+done
+run generate --prompt_ids 1 --model test-mini --seed 0x10 --temperature 1
+expect_err "--seed 0x10" "--seed expects a non-negative integer, got '0x10'"
 run train --learning_rate fast --data x
 expect_err "non-number flag" "--learning_rate expects a number"
 run train --gradient_checkpointing=maybe --data x
