@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,26 @@ static int queue_unit(zinf_st_reader *rd, const zinf_model *m, int64_t lo, int64
     return 0;
 }
 
+/* Elements [lo, lo + len) of unit u, as read: a NaN or an infinity (a corrupted file: no
+ * training step could use it) is one line naming the tensor and the element, before training;
+ * dir, when not NULL, begins it */
+static int finite_part(const zinf_model *m, int u, int64_t lo, const float *b, int64_t len, const char *dir)
+{
+    for (int64_t k = 0; k < len; k++) {
+        if (isfinite(b[k])) continue;
+        const zinf_unit *un = &m->units[u];
+        int64_t at = lo + k;
+        for (int t = 0; t < un->ntensors; t++)
+            if (at >= un->t[t].offset && at < un->t[t].offset + un->t[t].numel)
+                return zinf_err("%s%stensor %s holds %s at element %lld: the weights are corrupted", dir ? dir : "",
+                                dir ? ": " : "", un->t[t].name, isnan(b[k]) ? "NaN" : b[k] > 0 ? "+Inf" : "-Inf",
+                                (long long)(at - un->t[t].offset));
+        return zinf_err("%s%sunit %s holds a value that is not finite at element %lld", dir ? dir : "", dir ? ": " : "",
+                        un->name, (long long)at);
+    }
+    return 0;
+}
+
 /* A directory's HF tensors for model m: its config checked, every tensor of zinf_hf_list found and
  * its dtype and shape checked (sf[i], st[i] for item i). src_close undoes it, also after a failure. */
 typedef struct hf_src {
@@ -330,6 +351,7 @@ int zinf_hf_import(const char *dir, zinf_comm *comm, const zinf_model *m, zinf_z
         zinf_zero_ckpt_range(z, u, false, &lo, &len);
         if (!rc && u + 1 < m->nunits) rc = zinf_st_reader_start(rd);
         float *b = buf[u % 2];
+        if (!rc) rc = finite_part(m, u, lo, b, len, NULL);
         if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_MASTER, b);
         memset(b, 0, (size_t)len * 4);
         if (!rc) rc = zinf_zero_ckpt_set(z, u, ZINF_CKPT_ADAM_M, b);
@@ -369,6 +391,7 @@ int zinf_hf_read_params(const char *dir, const zinf_model *m, int (*put)(void *c
         rc = queue_unit(rd, m, 0, m->units[u].numel, h.it, h.n, &i, h.sf, h.st, u, buf);
         if (!rc) rc = zinf_st_reader_run(rd);
         if (rc) rc = zinf_err_prefix(rc, "%s: unit %s", dir, m->units[u].name);
+        if (!rc) rc = finite_part(m, u, 0, buf, m->units[u].numel, dir);
         if (!rc) rc = put(ctx, u, buf);
     }
     zinf_st_reader_close(rd);

@@ -178,6 +178,28 @@ for f in model.safetensors config.json; do
     rm "$TMP/fohf/$f"
     mv "$TMP/fohf/$f.bak" "$TMP/fohf/$f"
 done
+# a NaN or an infinity in the weights (a corrupted file): one line naming the tensor and element, on
+# two ranks once, and from zinf generate too (it used to train until the first step's norm)
+mkdir -p "$TMP/fonan"
+cp "$TMP/fohf/config.json" "$TMP/fohf/generation_config.json" "$TMP/fonan/"
+if python3 - "$TMP/fohf/model.safetensors" "$TMP/fonan/model.safetensors" <<'PY'
+import json, struct, sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', d[:8])[0]
+a = json.loads(bytes(d[8:8 + n]))['transformer.ln_f.weight']['data_offsets'][0]
+for k, v in ((3, float('nan')), (5, float('inf'))):
+    d[8 + n + a + 4 * k:8 + n + a + 4 * k + 4] = struct.pack('<f', v)
+open(sys.argv[2], 'wb').write(d)
+PY
+then
+    mpi 2 train --model test-mini --data "$D" --max_length 32 --out "$TMP/fo4" --init_from "$TMP/fonan"
+    expect_err "NaN in the weights" "--init_from $TMP/fonan: unit lnf: tensor lnf.weight holds NaN at element 3: the weights are corrupted"
+    [ "$(count_lines "holds NaN")" = 1 ] && pass || fail "the NaN is said $(count_lines "holds NaN") times"
+    run generate --model "$TMP/fonan" --prompt_ids 1,2
+    expect_err "NaN in generate's weights" "$TMP/fonan: tensor lnf.weight holds NaN at element 3"
+else
+    fail "python3 could not write the NaN file"
+fi
 # an export whose --out holds a directory where a file goes: refused before anything is written,
 # so the config.json already there is not replaced
 mkdir -p "$TMP/fodir/generation_config.json/x"
