@@ -470,13 +470,21 @@ void zinf_ckpt_newest(const char *dir, char *path, size_t cap)
     /* no usable `latest`: the newest complete file (a .tmp never is one) */
     DIR *d = opendir(dir);
     if (!d) return;
+    /* the file itself, by its own name (checkpoint-0010.h5 is step 10 too); of two names of one
+     * step, the one zinf writes */
     long long best = -1;
+    char name[256] = "";
     for (struct dirent *e; (e = readdir(d));) {
         long long s = name_step(e->d_name);
-        if (s > best) best = s;
+        char canon[64];
+        snprintf(canon, sizeof canon, "checkpoint-%lld.h5", s);
+        if (s > best || (s == best && s >= 0 && !strcmp(e->d_name, canon))) {
+            best = s;
+            snprintf(name, sizeof name, "%s", e->d_name);
+        }
     }
     closedir(d);
-    if (best >= 0) snprintf(path, cap, "%s/checkpoint-%lld.h5", dir, best);
+    if (best >= 0) snprintf(path, cap, "%s/%s", dir, name);
 }
 
 int zinf_ckpt_resolve(const char *spec, const char *dir, char *path, size_t cap)

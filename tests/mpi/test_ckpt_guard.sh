@@ -158,6 +158,16 @@ else
     echo "test_ckpt_guard.sh: h5py unavailable (no PyPI): the edited-file checks were not run"
 fi
 
+# a checkpoint named with leading zeros (checkpoint-0009.h5, as a user's copy may be): --resume auto
+# and a directory --resume open the file by its own name, not by the name zinf would give step 9
+mkdir -p "$TMP/zp"
+cp "$TMP/ret/checkpoint-9.h5" "$TMP/zp/checkpoint-0009.h5"
+T 2 zp --max_steps 10 --save_steps 0 --learning_rate 1e-3 --resume auto
+expect_ok "resume from checkpoint-0009.h5"
+expect_has "resume from checkpoint-0009.h5" "zinf: resumed from $TMP/zp/checkpoint-0009.h5 after step 9"
+run ckpt info "$TMP/zp"
+expect_has "ckpt info of a directory of checkpoint-0009.h5" "checkpoint       $TMP/zp/checkpoint-0009.h5"
+
 # A FIFO where a checkpoint, a safetensors file or a config.json is read: one line naming it, at
 # once (HDF5's and jansson's opens of a FIFO wait for a writer forever, and a stop signal could
 # not end that wait). `timeout` ends the check if it hangs.
