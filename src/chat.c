@@ -66,7 +66,6 @@ static const char *str_of(json_t *o, const char *const *keys, const char **which
     return NULL;
 }
 
-/* A key's value when it is a string; a present value of another type is an error. */
 /* what a JSON value that should have been a string is, for an error line */
 static const char *json_kind(const json_t *v)
 {
@@ -83,6 +82,7 @@ static const char *json_kind(const json_t *v)
     }
 }
 
+/* A key's value when it is a string; a present value of another type is an error. */
 static int get_str(const rowctx *r, json_t *o, const char *const *keys, const char **out)
 {
     *out = NULL;

@@ -1294,11 +1294,14 @@ int zinf_zero_begin_pass(zinf_zero *z, int kind, int last_micro)
     return 0;
 }
 
-int zinf_zero_abandon_step(zinf_zero *z)
+/* The step's reductions in flight end, and its device collectives run (with the timeout) */
+static int reductions_done(zinf_zero *z)
 {
-    ZINF_TRY(progress(z, true));     /* the reductions in flight end */
-    return zinf_comm_drain(z->comm); /* and the passes' device collectives run */
+    ZINF_TRY(progress(z, true));
+    return zinf_comm_drain(z->comm);
 }
+
+int zinf_zero_abandon_step(zinf_zero *z) { return reductions_done(z); }
 
 bool zinf_zero_update_running(const zinf_zero *z) { return z->ov.async; }
 
@@ -1325,8 +1328,7 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
     double t0 = zinf_now();
     if (z->stage < 2 && !(z->cfg->overlap_comm))
         for (int u = 0; u < z->nunits; u++) ZINF_TRY(allreduce_unit(z, u));
-    ZINF_TRY(progress(z, true));
-    ZINF_TRY(zinf_comm_drain(z->comm)); /* device collectives of the step, with the timeout */
+    ZINF_TRY(reductions_done(z));
     /* the squared norm of every unit's gradient in one backend call: one wait for the device */
     const void **xs = z->norm_x;
     int64_t *ns = z->norm_n;
