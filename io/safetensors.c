@@ -149,6 +149,9 @@ static int parse_header(zinf_st_file *f)
     if (!rc) f->hdr = json_loadb(h, n, JSON_REJECT_DUPLICATES, &je);
     free(h);
     if (rc) return rc;
+    if (!f->hdr && json_error_code(&je) == json_error_numeric_overflow) /* jansson's "too big integer" */
+        return zinf_err("%s: the header holds a number past 2^63 (header byte %d), which no offset or shape in a "
+                        "file can be: a corrupted file", f->path, je.position);
     if (!f->hdr) return zinf_err("%s: the header is not JSON: %s (header byte %d)", f->path, je.text, je.position);
     if (!json_is_object(f->hdr)) return zinf_err("%s: the header is JSON but not an object", f->path);
     f->data_start = 8 + n;

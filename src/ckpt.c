@@ -400,10 +400,20 @@ uint64_t zinf_ckpt_new_run_id(void)
     return h ? h : 1;
 }
 
+#define LOCK_NAME ".zinf.lock"
+
+void zinf_ckpt_unmake_dir(const char *dir)
+{
+    char lp[4200];
+    snprintf(lp, sizeof lp, "%s/" LOCK_NAME, dir);
+    unlink(lp);
+    rmdir(dir); /* fails, as it should, when anything else is in it */
+}
+
 int zinf_ckpt_lock_dir(const char *dir, double wait_s, int *fdp, void (*removed)(const char *path))
 {
     char lp[4200];
-    snprintf(lp, sizeof lp, "%s/.zinf.lock", dir);
+    snprintf(lp, sizeof lp, "%s/" LOCK_NAME, dir);
     int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return zinf_errc(-errno, "--out %s: cannot create %s: %s", dir, lp, strerror(errno));
     double t0 = zinf_now();
@@ -554,7 +564,7 @@ int zinf_ckpt_load(const char *path, zinf_comm *comm, const zinf_model *m, zinf_
                 hid_t d;
                 rc = zinf_ckf_tensor(&c, k, tv, &d, &want[di]);
                 if (rc) break;
-                rc = zinf_ckf_read(&c, d, tv, ta - tv->offset, tb - tv->offset, bk + (ta - lo));
+                rc = zinf_ckf_read(&c, k, d, tv, ta - tv->offset, tb - tv->offset, bk + (ta - lo));
                 H5Dclose(d);
                 if (stop >= 0 && di + 1 == stop) raise(SIGSTOP);
                 if (!rc && di + 1 == eio)

@@ -34,7 +34,7 @@ static const attr_row rows[] = {
     ROW("opt_steps", 'i', opt_steps, 1, 0, BIG),
     ROW("seed", 'u', seed, 1, 0, 0),
     ROW("train_batch_size", 'i', train_batch_size, 1, 1, BIG),
-    ROW("max_length", 'i', max_length, 2, 0, 1 << 30),
+    ROW("max_length", 'i', max_length, 2, 1, 1 << 30),
     ROW("run_id", 'u', run_id, 2, 0, 0),
     ROW("consumed_samples", 'i', consumed_samples, 3, 0, BIG),
     ROW("loss_scale", 'd', loss_scale, 1, 0, 0),
@@ -99,10 +99,18 @@ static uint64_t meta_sum(const zinf_ckpt_attrs *a, const char *cfg)
     return mix_bytes(h, cfg ? cfg : "", cfg ? strlen(cfg) : 0);
 }
 
+/* what the model's readers name as the source of a missing or bad key: the stored config */
+static void config_src(char *out, size_t cap, const zinf_ckpt_attrs *a, const char *src)
+{
+    snprintf(out, cap, a->format >= 2 ? "%s: its model_config attribute" : "%s", src);
+}
+
 int zinf_ckpt_attrs_model(const zinf_ckpt_attrs *a, zinf_model_cfg *mc, const char *src)
 {
     bool named = a->format >= 2;
-    ZINF_TRY(zinf_model_cfg_from_identity(mc, named ? a->model_type : NULL, a->model_config, a->legacy, src));
+    char s2[4200];
+    config_src(s2, sizeof s2, a, src);
+    ZINF_TRY(zinf_model_cfg_from_identity(mc, named ? a->model_type : NULL, a->model_config, a->legacy, s2));
     snprintf(mc->name, sizeof mc->name, "checkpoint");
     return 0;
 }
@@ -225,12 +233,16 @@ int zinf_ckf_open(zinf_ckf *c, const char *path)
         hid_t mt = r->kind == 'i' ? H5T_NATIVE_INT64 : r->kind == 'u' ? H5T_NATIVE_UINT64 : H5T_NATIVE_DOUBLE;
         if (zinf_h5_get_num(c->f, r->name, mt, p))
             return zinf_errc(ZINF_EINVAL, "%s: attribute %s is missing", path, r->name);
+        /* HDF5 converts 2.5 to 2 when a float is read as an integer: an integer is stored as one */
+        if (zinf_h5_num_class(c->f, r->name) != (r->kind == 'd' ? H5T_FLOAT : H5T_INTEGER))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is not stored as %s (the file was edited or is "
+                                          "corrupted)", path, r->name, r->kind == 'd' ? "a float" : "an integer");
         if (r->kind == 'i' && (*(int64_t *)p < r->lo || *(int64_t *)p > r->hi))
             return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %lld, out of range (the file was edited or is "
                                           "corrupted)", path, r->name, (long long)*(int64_t *)p);
-        if (r->kind == 'd' && !(isfinite(*(double *)p) && *(double *)p > 0))
-            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %g, not a positive number (the file was edited or "
-                                          "is corrupted)", path, r->name, *(double *)p);
+        if (r->kind == 'd' && !zinf_loss_scale_ok(*(double *)p))
+            return zinf_errc(ZINF_EINVAL, "%s: attribute %s is %g, not a normal positive float (the file was edited "
+                                          "or is corrupted)", path, r->name, *(double *)p);
     }
     if (a->opt_steps > a->step)
         return zinf_errc(ZINF_EINVAL, "%s: attribute opt_steps %lld exceeds step %lld (the file was edited or is "
@@ -325,7 +337,19 @@ static int select_flat(hid_t space, const zinf_tensor_view *t, int64_t a, int64_
     return 0;
 }
 
-int zinf_ckf_read(const zinf_ckf *c, hid_t d, const zinf_tensor_view *tv, int64_t a, int64_t b, float *buf)
+int zinf_ckf_values(const char *path, int k, const char *dset, const float *v, int64_t first, int64_t n)
+{
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) bad |= !isfinite(v[i]) || (k == 2 && v[i] < 0.0f);
+    if (!bad) return 0;
+    int64_t i = 0;
+    while (isfinite(v[i]) && !(k == 2 && v[i] < 0.0f)) i++;
+    return zinf_errc(ZINF_EINVAL, "%s: dataset %s holds %s at element %lld (the file was edited or is corrupted)", path,
+                     dset, isnan(v[i]) ? "NaN" : isinf(v[i]) ? (v[i] > 0 ? "+Inf" : "-Inf") : "a negative second moment",
+                     (long long)(first + i));
+}
+
+int zinf_ckf_read(const zinf_ckf *c, int k, hid_t d, const zinf_tensor_view *tv, int64_t a, int64_t b, float *buf)
 {
     if (b <= a) return 0;
     hid_t fs = file_space(tv);
@@ -334,7 +358,10 @@ int zinf_ckf_read(const zinf_ckf *c, hid_t d, const zinf_tensor_view *tv, int64_
     int rc = fs < 0 || ms < 0 || select_flat(fs, tv, a, b) || H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0;
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
-    return rc ? zinf_errc(ZINF_EIO, "%s: cannot read a part of tensor %s (truncated file?)", c->path, tv->name) : 0;
+    if (rc) return zinf_errc(ZINF_EIO, "%s: cannot read a part of tensor %s (truncated file?)", c->path, tv->name);
+    char dset[160];
+    snprintf(dset, sizeof dset, "%s/%s", zinf_ckpt_group[k], tv->name);
+    return zinf_ckf_values(c->path, k, dset, buf, a, b - a);
 }
 
 /* H5Literate callback: a link of a state group that is no tensor of the model */
@@ -486,7 +513,7 @@ int zinf_ckf_read_params(const zinf_ckf *c, const zinf_model *m, int (*put)(void
             hid_t d;
             uint64_t sum;
             rc = zinf_ckf_tensor(c, 0, tv, &d, &sum);
-            if (!rc) rc = zinf_ckf_read(c, d, tv, 0, tv->numel, buf + tv->offset);
+            if (!rc) rc = zinf_ckf_read(c, 0, d, tv, 0, tv->numel, buf + tv->offset);
             if (d >= 0) H5Dclose(d);
         }
         if (!rc) rc = put(ctx, u, buf);

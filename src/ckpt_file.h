@@ -67,8 +67,15 @@ char *zinf_ckf_config(const zinf_ckf *c);
  * tensor's shape; *sum is its checksum attribute. */
 int zinf_ckf_tensor(const zinf_ckf *c, int k, const zinf_tensor_view *tv, hid_t *d, uint64_t *sum);
 
-/* Elements [a, b) of tensor tv's dataset d into buf (serial, this process alone). */
-int zinf_ckf_read(const zinf_ckf *c, hid_t d, const zinf_tensor_view *tv, int64_t a, int64_t b, float *buf);
+/* Elements [a, b) of tensor tv's state-k dataset d into buf (serial, this process alone), checked
+ * by zinf_ckf_values. */
+int zinf_ckf_read(const zinf_ckf *c, int k, hid_t d, const zinf_tensor_view *tv, int64_t a, int64_t b, float *buf);
+
+/* n values of state k (0 master, 1 first moment, 2 second moment) read from dataset dset of the
+ * file at path, the first of them its element `first`: they must be what a run writes, finite,
+ * and the second moments not negative. A checksum recomputed by whoever edited the file does not
+ * catch a NaN; this does, and names the element. */
+int zinf_ckf_values(const char *path, int k, const char *dset, const float *v, int64_t first, int64_t n);
 
 /* The fp32 master values (the parameters; no optimizer state) of model m, unit by unit: put gets
  * unit u's numel values and must copy them before it returns. On this process alone, for

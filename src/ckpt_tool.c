@@ -130,8 +130,8 @@ static int64_t cols_of(const zinf_tensor_view *tv) { return tv->shape[1] ? tv->s
 /* Read a whole tensor in blocks of whole rows, checking its checksum against want; `each` (may be
  * NULL) sees every block: rows [r0, r0+nr) in buf. */
 typedef int (*block_fn)(void *ctx, const zinf_tensor_view *tv, int64_t r0, int64_t nr, const float *buf);
-static int scan_rows(const ck *c, hid_t d, const char *name, const zinf_tensor_view *tv, uint64_t want, float *buf,
-                     block_fn each, void *ctx)
+static int scan_rows(const ck *c, int k, hid_t d, const char *name, const zinf_tensor_view *tv, uint64_t want,
+                     float *buf, block_fn each, void *ctx)
 {
     uint64_t sum = 0;
     int64_t C = cols_of(tv), R = tv->shape[0];
@@ -141,6 +141,7 @@ static int scan_rows(const ck *c, hid_t d, const char *name, const zinf_tensor_v
         if (read_block(d, r0, nr, 0, C, buf))
             return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", c->path, name);
         sum += zinf_ckpt_checksum(buf, r0 * C, nr * C);
+        ZINF_TRY(zinf_ckf_values(c->path, k, name, buf, r0 * C, nr * C));
         if (each) ZINF_TRY(each(ctx, tv, r0, nr, buf));
     }
     return sum == want ? 0 : mismatch(c, name);
@@ -178,43 +179,57 @@ static void fmt_bytes(char *b, size_t cap, double x)
     snprintf(b, cap, i ? "%.1f %s" : "%.0f %s", x, u[i]);
 }
 
+/* The report goes to a buffer first: a checkpoint that fails half-way (a missing or misshapen
+ * dataset) prints the one line naming it, not half a report. */
+static int info_report(ck *c, FILE *out);
+
 int zinf_ckpt_info(const char *spec, FILE *out)
 {
     ck c;
     int rc = ck_open(&c, spec);
-    if (rc) {
-        ck_close(&c);
-        return rc;
-    }
-    const zinf_model_cfg *mc = &c.m.c;
-    fprintf(out, "checkpoint       %s\n", c.path);
-    fprintf(out, "format           %lld (written by zinf %s)\n", (long long)c.format, c.version[0] ? c.version : "?");
-    fprintf(out, "step             %lld\n", (long long)c.step);
-    fprintf(out, "optimizer steps  %lld\n", (long long)c.opt_steps);
-    fprintf(out, "loss scale       %.17g (hysteresis %lld, iteration %lld, last overflow at %lld)\n", c.loss_scale,
-            (long long)c.ls_hysteresis, (long long)c.ls_iter, (long long)c.ls_last_overflow);
-    fprintf(out, "seed             %llu\n", (unsigned long long)c.seed);
-    fprintf(out, "batch size       %lld sequences per step\n", (long long)c.train_batch_size);
-    fprintf(out, "data position    %lld sequences read (the next step starts there)\n", (long long)c.consumed_samples);
-    if (c.max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c.max_length);
-    if (c.run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c.run_id);
-    fprintf(out, "saved by         %lld rank%s\n", (long long)c.saved_world_size, c.saved_world_size == 1 ? "" : "s");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = rc ? NULL : open_memstream(&text, &len);
+    if (!rc && !mem) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
+    if (!rc) rc = info_report(&c, mem);
+    if (mem) fclose(mem);
+    if (!rc) fwrite(text, 1, len, out);
+    free(text);
+    return rc;
+}
+
+static int info_report(ck *c, FILE *out)
+{
+    int rc = 0;
+    const zinf_model_cfg *mc = &c->m.c;
+    fprintf(out, "checkpoint       %s\n", c->path);
+    fprintf(out, "format           %lld (written by zinf %s)\n", (long long)c->format, c->version[0] ? c->version : "?");
+    fprintf(out, "step             %lld\n", (long long)c->step);
+    fprintf(out, "optimizer steps  %lld\n", (long long)c->opt_steps);
+    fprintf(out, "loss scale       %.17g (hysteresis %lld, iteration %lld, last overflow at %lld)\n", c->loss_scale,
+            (long long)c->ls_hysteresis, (long long)c->ls_iter, (long long)c->ls_last_overflow);
+    fprintf(out, "seed             %llu\n", (unsigned long long)c->seed);
+    fprintf(out, "batch size       %lld sequences per step\n", (long long)c->train_batch_size);
+    fprintf(out, "data position    %lld sequences read (the next step starts there)\n", (long long)c->consumed_samples);
+    if (c->max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c->max_length);
+    if (c->run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c->run_id);
+    fprintf(out, "saved by         %lld rank%s\n", (long long)c->saved_world_size, c->saved_world_size == 1 ? "" : "s");
     fprintf(out, "model            n_layer %d, n_embd %d, n_head %d, vocab_size %d (padded to %d), n_positions %d\n",
             mc->n_layer, mc->n_embd, mc->n_head, mc->vocab_size, mc->padded_vocab, mc->n_positions);
-    char *cfg = zinf_ckf_config(&c.k);
+    char *cfg = zinf_ckf_config(&c->k);
     fprintf(out, "config:\n%s", cfg ? cfg : "(none stored)\n");
     if (cfg && cfg[0] && cfg[strlen(cfg) - 1] != '\n') fputc('\n', out);
     free(cfg);
     fprintf(out, "tensors (/master; /optim/m and /optim/v hold the same shapes):\n");
     fprintf(out, "  %-34s %-16s %-8s %14s\n", "name", "shape", "dtype", "bytes");
     int64_t params = 0, bytes = 0;
-    for (int u = 0; u < c.m.nunits && !rc; u++)
-        for (int t = 0; t < c.m.units[u].ntensors && !rc; t++) {
-            const zinf_tensor_view *tv = &c.m.units[u].t[t];
+    for (int u = 0; u < c->m.nunits && !rc; u++)
+        for (int t = 0; t < c->m.units[u].ntensors && !rc; t++) {
+            const zinf_tensor_view *tv = &c->m.units[u].t[t];
             hid_t d;
             char name[128], shape[48];
             uint64_t want;
-            rc = open_tensor(&c, 0, tv, &d, name, sizeof name, &want);
+            rc = open_tensor(c, 0, tv, &d, name, sizeof name, &want);
             if (rc) break;
             H5Dclose(d);
             if (tv->shape[1]) snprintf(shape, sizeof shape, "%lld x %lld", (long long)tv->shape[0], (long long)tv->shape[1]);
@@ -231,13 +246,12 @@ int zinf_ckpt_info(const char *spec, FILE *out)
         fprintf(out, "parameters       %lld", (long long)params);
         if (pad) fprintf(out, " (%lld of them in the %d padded vocabulary rows)", (long long)pad, mc->padded_vocab - mc->vocab_size);
         fprintf(out, ", %s of fp32 in each of /master, /optim/m, /optim/v\n", hb);
-        if (stat(c.path, &st)) rc = zinf_errc(-errno, "%s: %s", c.path, strerror(errno));
+        if (stat(c->path, &st)) rc = zinf_errc(-errno, "%s: %s", c->path, strerror(errno));
         else {
             fmt_bytes(fb, sizeof fb, (double)st.st_size);
             fprintf(out, "file bytes       %lld (%s)\n", (long long)st.st_size, fb);
         }
     }
-    ck_close(&c);
     return rc;
 }
 
@@ -258,7 +272,7 @@ static int verify_all(ck *c, int *count)
                 uint64_t want;
                 rc = open_tensor(c, k, &c->m.units[u].t[t], &d, name, sizeof name, &want);
                 if (rc) break;
-                rc = scan_rows(c, d, name, &c->m.units[u].t[t], want, buf, NULL, NULL);
+                rc = scan_rows(c, k, d, name, &c->m.units[u].t[t], want, buf, NULL, NULL);
                 H5Dclose(d);
             }
     }
@@ -305,7 +319,10 @@ static int hf_block(void *ctx, int u, int t, int64_t r0, int64_t nr, int64_t c0,
     int64_t C = cols_of(&o->c->m.units[u].t[t]);
     if (read_block(o->d, r0, nr, c0, nc, buf))
         return zinf_errc(ZINF_EIO, "%s: cannot read dataset %s (truncated file?)", o->c->path, o->name);
-    for (int64_t r = 0; r < nr; r++) o->sum += zinf_ckpt_checksum(buf + r * nc, (r0 + r) * C + c0, nc);
+    for (int64_t r = 0; r < nr; r++) {
+        o->sum += zinf_ckpt_checksum(buf + r * nc, (r0 + r) * C + c0, nc);
+        ZINF_TRY(zinf_ckf_values(o->c->path, 0, o->name, buf + r * nc, (r0 + r) * C + c0, nc));
+    }
     return 0;
 }
 
@@ -427,7 +444,7 @@ static int export_hdf5(const ck *c, const char *dir, zinf_dtype dt, float *buf, 
             o.d = H5Dcreate2(f, tv->name, ft, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
             if (o.d < 0 || zinf_h5_attr_str(o.d, "dtype", dname) | zinf_h5_attr_i64(o.d, "unit_index", u) | zinf_h5_attr_i64(o.d, "unit_offset", tv->offset))
                 rc = zinf_errc(ZINF_EIO, "%s: cannot create dataset %s (disk full?)", tmp[0], tv->name);
-            if (!rc) rc = scan_rows(c, d, name, tv, want, buf, h5_rows, &o);
+            if (!rc) rc = scan_rows(c, 0, d, name, tv, want, buf, h5_rows, &o);
             if (o.d >= 0) H5Dclose(o.d);
             H5Sclose(fs);
             H5Dclose(d);

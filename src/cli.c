@@ -24,7 +24,8 @@
 
 #include "zinf-build.h" /* autoconf: PACKAGE_VERSION */
 
-typedef enum { F_STR, F_INT, F_DBL, F_BOOL, F_U64, F_STRS } ftype;
+typedef enum { F_STR, F_INT, F_DBL, F_BOOL, F_U64, F_STRS, F_PATH } ftype;
+/* F_PATH: a string naming a file or directory, which an empty value cannot */
 /* F_STRS: a repeatable string flag; ptr is a strlist and every occurrence appends */
 typedef struct { const char **v; int n, max; } strlist;
 typedef struct flag {
@@ -67,6 +68,9 @@ static int parse_value(const char *cmd, const flag *f, const char *v)
     char *end = NULL;
     errno = 0;
     switch (f->type) {
+    case F_PATH:
+        if (!*v) return zinf_err("%s: --%s is empty: give a path", cmd, f->name);
+        /* fall through */
     case F_STR: *(const char **)f->ptr = v; break;
     case F_INT: {
         if (!decimal_text(v, "+-.eE")) return zinf_err("%s: --%s expects an integer, got '%s'", cmd, f->name, v);
@@ -212,7 +216,7 @@ static int parse_flags(const char *cmd, const flag *tab, int argc, char **argv, 
 static void print_flags(FILE *out, const flag *tab)
 {
     for (const flag *t = tab; t->name; t++) {
-        const char *arg = t->type == F_BOOL ? "" : t->type == F_STR || t->type == F_STRS ? " S" : " N";
+        const char *arg = t->type == F_BOOL ? "" : t->type == F_STR || t->type == F_STRS || t->type == F_PATH ? " S" : " N";
         char left[64];
         snprintf(left, sizeof left, "--%s%s", t->name, arg);
         fprintf(out, "  %-34s %s\n", left, t->help);
@@ -309,14 +313,14 @@ static int cmd_train(zinf_comm *comm, int argc, char **argv, int first, bool *he
         {"dataset_cache", F_STR, &o.dataset_cache, NULL, "where --dataset's shards are kept, one directory per set of inputs "
                                                          "(default OUT/sft-cache)"},
         FLAGS_SFT(&sf),
-        {"out", F_STR, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
+        {"out", F_PATH, &o.out, NULL, "output directory (metrics.jsonl, logs/, checkpoints); default zinf-out"},
         {"resume", F_STR, &o.resume, NULL, "continue from a checkpoint: auto (the newest in --out, else a fresh start), a file or a directory"},
         {"resume_from_checkpoint", F_STR, &o.resume, NULL, "alias of --resume (the HF/ms-swift spelling)"},
         {"save_total_limit", F_INT, &o.save_total_limit, NULL, "keep only this run's newest N checkpoints (default 0: all); another run's are never removed"},
         {"overwrite_output_dir", F_BOOL, &o.overwrite_output_dir, NULL, "start a fresh run in an --out that holds another run's checkpoints (they stay; `latest` then names this run's)"},
         {"no_signal_save", F_BOOL, &o.no_signal_save, NULL, "a stop by SIGUSR1 or SIGTERM ends the run after its step without saving a checkpoint (with --save_steps 0: no save at all)"},
         {"init_from", F_STR, &o.init_from, NULL, "start from a Hugging Face directory's weights (config.json, model.safetensors or its shards); a resumed run ignores it"},
-        {"output_dir", F_STR, &o.out, NULL, "alias of --out"},
+        {"output_dir", F_PATH, &o.out, NULL, "alias of --out"},
         {"report_to", F_STR, &o.report_to, NULL, "tensorboard: also write HF's TensorBoard scalars (train/loss, train/learning_rate, train/grad_norm, train/epoch, eval/loss) at each logged step; none (default)"},
         {"logging_dir", F_STR, &o.logging_dir, NULL, "--report_to tensorboard's directory (default OUT/runs/MonDD_HH-MM-SS_HOST, as HF)"},
         {"seed", F_U64, &o.seed, NULL, "seed of initialisation and data order (default 1234)"},
@@ -442,7 +446,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
     const flag tab[] = {
         {"input", F_STR, &input, NULL, "UTF-8 text file to tokenise (without --tokenizer: bytes are tokens, vocabulary "
                                        "256); with --sft, a JSONL chat dataset, FILE or FILE#N"},
-        {"out", F_STR, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
+        {"out", F_PATH, &prefix, NULL, "output prefix: PREFIX_train_NNNNNN.bin, PREFIX_val_000000.bin"},
         {"val_fraction", F_DBL, &valf, NULL, "last fraction of the text kept for validation (default 0)"},
         {"shard_tokens", F_INT, &shard, NULL, "tokens per training shard at most (default 0: one shard)"},
         {"random", F_INT, &random_n, NULL, "instead of --input: N uniformly random tokens (benchmarks)"},
@@ -593,7 +597,7 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
     const char *out = NULL, *format = "hf", *dtype = NULL, *max_shard = NULL;
     bool h = false;
     const flag tab[] = {
-        {"out", F_STR, &out, NULL, "export: output directory (created when missing)"},
+        {"out", F_PATH, &out, NULL, "export: output directory (created when missing)"},
         {"format", F_STR, &format, NULL, "export: hf (a Hugging Face directory: config.json, generation_config.json, "
                                           "model.safetensors or shards and their index; default; also spelled "
                                           "safetensors) or hdf5 (weights.h5)"},
@@ -816,7 +820,7 @@ static int cmd_plot(int argc, char **argv, int first, bool *help)
     const char *log_y = "auto";
     bool png = false, png_set = false, h = false;
     const flag tab[] = {
-        {"out", F_STR, &o.out, NULL, "the figure: a directory (DIR/loss.svg), FILE.svg or FILE.png, or a prefix for "
+        {"out", F_PATH, &o.out, NULL, "the figure: a directory (DIR/loss.svg), FILE.svg or FILE.png, or a prefix for "
                                      ".svg and .png; default RUN_DIR/loss.svg, required with several runs"},
         {"title", F_STR, &o.title, NULL, "the figure's title (default: the runs' names)"},
         {"png", F_BOOL, &png, &png_set, "true: a PNG beside the SVG or an error; false: no PNG (default: a PNG where "

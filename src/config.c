@@ -43,6 +43,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +189,7 @@ enum {
     F_ERR_SET = 1 << 14,   /* T_NOEFFECT whose mere presence (not null, false or {}) changes
                               numerics: error */
     F_ERR_REFUSED = 1 << 16, /* T_NOEFFECT that DeepSpeed itself refuses: an error, as there */
+    F_SCALE = 1 << 17,     /* number: a loss scale (zinf_loss_scale_ok), or 0 without F_POS */
     F_ERR_SUB = 1 << 15,   /* T_NOEFFECT object whose member `errkey` > 1 (or true) changes
                               numerics: error */
 };
@@ -273,12 +275,12 @@ static const enumdef EN_TAGV = {TAGV_NAMES, 3, true, "Ignore, Warn, Fail"};
 
 static const keydef KEYS_FP16[] = {
     {"enabled", T_BOOL, F_AUTO, CO(fp16), .def = 0, .autok = A_FLAG, .flag = FL_FP16},
-    {"loss_scale", T_NUM, 0, CO(fp16_loss_scale), .def = 0},
-    {"initial_scale_power", T_INT, 0, CO(fp16_initial_scale_power), .idef = 16},
+    {"loss_scale", T_NUM, F_SCALE, CO(fp16_loss_scale), .def = 0},
+    {"initial_scale_power", T_INT, F_RANGE, CO(fp16_initial_scale_power), .idef = 16, .lo = 0, .hi = 127},
     {"loss_scale_window", T_INT, 0, CO(fp16_loss_scale_window), .idef = 1000},
     {"hysteresis", T_INT, 0, CO(fp16_hysteresis), .idef = 2},
     {"consecutive_hysteresis", T_BOOL, 0, CO(fp16_consecutive_hysteresis), .def = 0},
-    {"min_loss_scale", T_NUM, 0, CO(fp16_min_loss_scale), .def = 1},
+    {"min_loss_scale", T_NUM, F_SCALE | F_POS, CO(fp16_min_loss_scale), .def = 1},
     VACUOUS("auto_cast", "DeepSpeed casts floating-point inputs; a token-id model has none"),
     NOEFF("fp16_master_weights_and_grads", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
     NOEFF("fused_mode"),
@@ -804,6 +806,8 @@ static int fill_auto(const ctx *c, const keydef *k, void *slot, const char *path
     }
 }
 
+bool zinf_loss_scale_ok(double s) { return s >= FLT_MIN && s <= FLT_MAX; }
+
 static const char *expected(const keydef *k, char *buf, size_t cap)
 {
     switch (k->type) {
@@ -817,6 +821,9 @@ static const char *expected(const keydef *k, char *buf, size_t cap)
                                                                    : "a non-negative");
         return buf;
     case T_NUM:
+        if (k->flags & F_SCALE)
+            return k->flags & F_POS ? "a number from 1.18e-38 to 3.4e38 (a normal float)"
+                                    : "0 or a number from 1.18e-38 to 3.4e38 (a normal float)";
         return k->flags & F_UNIT     ? "a number from 0 to 1"
                : k->flags & F_POS    ? "a positive number"
                : k->flags & F_SIGNED ? "a number"
@@ -843,6 +850,7 @@ static bool value_ok(const keydef *k, double d)
         return (k->flags & (F_SIGNED | F_RANGE)) || d >= 0;
     case T_NUM:
         if ((k->flags & F_UNIT) && !(d >= 0 && d <= 1)) return false;
+        if ((k->flags & F_SCALE) && d != 0 && !zinf_loss_scale_ok(d)) return false;
         if ((k->flags & F_POS) && !(d > 0)) return false;
         return (k->flags & F_SIGNED) || d >= 0;
     case T_BETAS: return d >= 0 && d < 1;

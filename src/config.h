@@ -254,4 +254,9 @@ void zinf_config_print(const zinf_config *cfg, FILE *out);
 
 #define ZINF_RECOMPUTE_AUTO (-2)
 
+/* A loss scale the step can apply: the step multiplies in fp32, so a scale is a normal float,
+ * FLT_MIN to FLT_MAX (a smaller one becomes 0 and trains nothing; a larger one is infinite).
+ * fp16.loss_scale (0 aside: dynamic), fp16.min_loss_scale and a checkpoint's loss_scale obey it. */
+bool zinf_loss_scale_ok(double s);
+
 #endif

@@ -46,3 +46,15 @@ int zinf_h5_get_num(hid_t obj, const char *name, hid_t mt, void *out)
     H5Aclose(a);
     return rc;
 }
+
+H5T_class_t zinf_h5_num_class(hid_t obj, const char *name)
+{
+    if (H5Aexists(obj, name) <= 0) return H5T_NO_CLASS;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return H5T_NO_CLASS;
+    hid_t t = H5Aget_type(a);
+    H5T_class_t c = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return c;
+}

@@ -15,5 +15,8 @@ int zinf_h5_attr_f64(hid_t obj, const char *name, double v);
 int zinf_h5_attr_str(hid_t obj, const char *name, const char *v);
 /* a scalar numeric attribute converted to memory type mt; -1 when missing */
 int zinf_h5_get_num(hid_t obj, const char *name, hid_t mt, void *out);
+/* the type class (H5T_INTEGER, H5T_FLOAT, ...) an attribute is stored with; H5T_NO_CLASS when
+ * it is missing */
+H5T_class_t zinf_h5_num_class(hid_t obj, const char *name);
 
 #endif

@@ -145,6 +145,7 @@ typedef struct run {
                               * consumed_samples (which any batch size continues from) */
     uint64_t run_id;         /* made by a fresh start, carried by checkpoints through resumptions */
     int lock_fd;             /* rank 0: the flock on --out, held until the process ends */
+    bool out_new;            /* rank 0: --out did not exist before this run made it */
     char *cfg_json;          /* the resolved config, stored in checkpoints */
     double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
@@ -589,8 +590,16 @@ static int train_step(run *r, int64_t step, step_result *out)
         out->skipped = true;
         zinf_info("step %lld: gradient overflow, step skipped (bf16.check_grad_overflow)", (long long)step + 1);
     } else if (overflow) {
-        return agreed(r, zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)%s",
-                                   (long long)step + 1, out->loss,
+        /* a cause zinf can name: the previous update's decoupled decay multiplied each decayed
+         * weight by 1 - lr x weight_decay, which below -1 flips its sign and grows it (PyTorch's
+         * AdamW diverges the same way) */
+        char why[200] = "";
+        double plr = r->opt_steps > 0 ? zinf_sched_lr(&c->sched, c->lr, r->opt_steps - 1) : 0;
+        if (c->adam_w_mode && plr * c->weight_decay > 2)
+            snprintf(why, sizeof why, "; AdamW's decay factor 1 - lr x weight_decay was %.3g (lr %g, weight_decay %g): "
+                     "it flips the weights' sign and grows them", 1 - plr * c->weight_decay, plr, c->weight_decay);
+        return agreed(r, zinf_errc(ZINF_EINVAL, "step %lld: the gradient norm is not finite (loss %g)%s%s",
+                                   (long long)step + 1, out->loss, why,
                                    c->bf16 ? "; bf16.check_grad_overflow is false, so the step is not skipped" : ""));
     } else {
         zinf_adamw_args a = step_args(r, zinf_clip_coef(out->norm, c->gradient_clipping));
@@ -1153,6 +1162,8 @@ static int setup(run *r)
     /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
      * written (and only once the flags, config and model were found good: a run refused for them
      * leaves no directory behind); what an interrupted save left there goes */
+    struct stat ost;
+    r->out_new = comm->rank == 0 && stat(o->out, &ost) != 0 && errno == ENOENT;
     rc = comm->rank == 0 ? zinf_mkdir_p(o->out) : 0;
     if (!rc && comm->rank == 0) {
         double w;
@@ -1752,7 +1763,11 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     r.t_start = zinf_now();
     zinf_progress_init(&r.prog);
     int rc = setup(&r);
-    if (rc) { teardown(&r); return rc; }
+    if (rc) { /* a refused start (--init_from's weights, the data, a stop): an --out it made goes again */
+        if (r.out_new && r.lock_fd >= 0) zinf_ckpt_unmake_dir(o->out);
+        teardown(&r);
+        return rc;
+    }
     rc = loop(&r);
     /* the contexts' activations go back before the end-of-run checks, which gather whole units */
     while (r.nctx > 0) zinf_model_free(&r.ctx[--r.nctx]);

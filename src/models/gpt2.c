@@ -67,7 +67,7 @@ static int gpt2_preset(zinf_model_cfg *c, const char *name)
 static int json_int_field(json_t *o, const char *key, int *out, const char *src)
 {
     json_t *v = json_object_get(o, key);
-    if (!v) return zinf_err("%s: model file lacks \"%s\"", src, key);
+    if (!v) return zinf_err("%s lacks \"%s\"", src, key);
     if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
         return zinf_err("%s: \"%s\" must be a positive integer", src, key);
     *out = (int)json_integer_value(v);

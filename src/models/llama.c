@@ -112,7 +112,7 @@ static int get_int(json_t *o, const char *key, int dflt, int *out, const char *s
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) {
-        if (dflt < 0) return zinf_err("%s: config.json lacks \"%s\"", src, key);
+        if (dflt < 0) return zinf_err("%s lacks \"%s\"", src, key);
         *out = dflt;
         return 0;
     }

@@ -131,13 +131,30 @@ f.close()" && pass || fail "h5py edit $1"
     edit stepneg "f.attrs['step'] = np.int64(-5)"
     refused stepneg "attribute step is -5, out of range"
     edit scale "f.attrs['loss_scale'] = np.float64('nan')"
-    refused scale "attribute loss_scale is nan, not a positive number"
+    refused scale "attribute loss_scale is nan, not a normal positive float"
+    # edits a writer could make with the checksum recomputed: each is caught by its own rule
+    edit scaletiny "f.attrs['loss_scale'] = np.float64(1e-320)"
+    refused scaletiny "attribute loss_scale is 9.99989e-321, not a normal positive float"
+    edit stepfloat "f.attrs['step'] = np.float64(9.5)"
+    refused stepfloat "attribute step is not stored as an integer"
+    edit maxlen0 "f.attrs['max_length'] = np.int64(0)"
+    refused maxlen0 "attribute max_length is 0, out of range"
+    edit nanm "d = f['master/lnf.weight']; x = d[...]; x[3] = np.nan; d[...] = x"
+    refused nanm "dataset /master/lnf.weight holds NaN at element 3"
+    edit infm "d = f['optim/m/lnf.bias']; x = d[...]; x[2] = -np.inf; d[...] = x"
+    refused infm "dataset /optim/m/lnf.bias holds -Inf at element 2"
+    edit negv "d = f['optim/v/lnf.weight']; x = d[...]; x[5] = -1.0; d[...] = x"
+    refused negv "dataset /optim/v/lnf.weight holds a negative second moment at element 5"
     edit config "del f['meta/config']; f['meta/config'] = np.bytes_(b'{}')"
     refused config "the root attributes or /meta/config do not match their checksum"
     edit f64 "x = f['master/lnf.bias'][...].astype(np.float64); a = dict(f['master/lnf.bias'].attrs); del f['master/lnf.bias']
 d = f.create_dataset('master/lnf.bias', data=x)
 for k, v in a.items(): d.attrs[k] = v"
     refused f64 "dataset /master/lnf.bias is not float32 (little-endian)"
+    # ckpt info says the one line, not half a report before it
+    run ckpt info "$TMP/ed/f64/checkpoint-9.h5"
+    expect_err "ckpt info of f64" "$TMP/ed/f64/checkpoint-9.h5: dataset /master/lnf.bias is not float32 (little-endian)"
+    [ "$(count_lines "optimizer steps")" = 0 ] && pass || fail "ckpt info printed its report before the error"
     edit extra "f['optim/m/extra'] = np.zeros(3, np.float32)"
     refused extra "/optim/m/extra is not a tensor of the model the attributes describe"
     # format 1: the file as zinf wrote it before run ids and the root checksum; it loads
@@ -205,6 +222,8 @@ then
     mpi 2 train --model test-mini --data "$D" --max_length 32 --out "$TMP/fo4" --init_from "$TMP/fonan"
     expect_err "NaN in the weights" "--init_from $TMP/fonan: unit lnf: tensor lnf.weight holds NaN at element 3: the weights are corrupted"
     [ "$(count_lines "holds NaN")" = 1 ] && pass || fail "the NaN is said $(count_lines "holds NaN") times"
+    # the refused start leaves no --out behind (it made the directory, and nothing was written there)
+    [ ! -e "$TMP/fo4" ] && pass || fail "the refused --init_from left $TMP/fo4: $(ls -A "$TMP/fo4")"
     run generate --model "$TMP/fonan" --prompt_ids 1,2
     expect_err "NaN in generate's weights" "$TMP/fonan: tensor lnf.weight holds NaN at element 3"
 else

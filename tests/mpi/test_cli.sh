@@ -69,7 +69,7 @@ for kv in '"activation_function": "relu"|activation_function relu' '"n_inner": 1
 done
 printf '{"model_type": "llama", "n_layer": 2}' > "$TMP/llama.json"
 run train --model "$TMP/llama.json" --data x
-expect_err "a llama config.json without its sizes" "config.json lacks \"num_hidden_layers\""
+expect_err "a llama config.json without its sizes" "$TMP/llama.json lacks \"num_hidden_layers\""
 
 run data --input "$TMP/missing.txt" --out "$TMP/m"
 expect_err "data: missing input" "missing.txt"
@@ -212,6 +212,16 @@ run train $T1 --max_steps 1 --out "$TMP/e1" --resume ""
 run train $T1 --max_steps 1 --out "$TMP/e2" --init_from ""
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --init_from is empty: give a Hugging Face model directory" ] &&
     pass || fail "--init_from '': exit $RC, output '$OUTPUT'"
+# an empty --out names itself in every command that writes one (export said "cannot create : No
+# such file or directory")
+for c in "train --output_dir" "train --out" "data --input $TMP/add.txt --out" "ckpt export $TMP/e1 --out" "plot $TMP/e1 --out"; do
+    # shellcheck disable=SC2086
+    run $c ""
+    case $c in train*) w=train ;; *) w=${c%% *} ;; esac
+    f=${c##* }
+    [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: $w: $f is empty: give a path" ] && pass ||
+        fail "$c '': exit $RC, output '$OUTPUT'"
+done
 # shellcheck disable=SC2086
 run train $T1 --max_steps 1 --out "$TMP/e3" --max_new_tokens 0
 [ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: train: --max_new_tokens 0: expected 1 or more" ] &&

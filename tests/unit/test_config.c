@@ -387,6 +387,21 @@ static void test_types(void)
     CHECK_ERR(rc, "fp16.enabled", "true or false");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": 1}}", 1);
     CHECK_ERR(rc, "fp16.enabled", "true or false", "got 1");
+    /* loss scales the fp32 step can apply (FLT_MIN 1.1754944e-38 to FLT_MAX 3.4028235e38): 1e-320
+     * would be 0 as a float (a step that trains nothing), 1e39 and 2^128 infinite */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e-320}}", 1);
+    CHECK_ERR(rc, "fp16.loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e39}}", 1);
+    CHECK_ERR(rc, "fp16.loss_scale", "a normal float");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0}}", 1);
+    CHECK_ERR(rc, "fp16.min_loss_scale: expected a number from 1.18e-38 to 3.4e38 (a normal float)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 128}}", 1);
+    CHECK_ERR(rc, "fp16.initial_scale_power: expected an integer 0-127");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 127, "
+                   "\"loss_scale\": 0, \"min_loss_scale\": 1.2e-38}}", 1);
+    CHECK_OK(rc);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 3.4e38}}", 1);
+    CHECK_OK(rc);
     rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
                    "{\"betas\": [0.9]}}}",
                1);

@@ -13,6 +13,7 @@
 
 #include "../../src/err.h"
 #include "check.h"
+#include "ckpt_file.h"
 #include "hf.h"
 #include "kernels.h"
 #include "model.h"
@@ -194,6 +195,17 @@ int main(void)
               zinf_model_cfg_diff(&back, &mc, key, sizeof key, va, vb, sizeof va) == 0 && back.padded_vocab == 256,
           "identity reads back: %s", zinf_errmsg());
     CHECK(zinf_model_identity_check(&mc, type, text, NULL, "ck.h5") == 0, "identity check: %s", zinf_errmsg());
+    /* a checkpoint's stored config that lacks a key is named as what it is, not as a config.json */
+    {
+        zinf_ckpt_attrs a = {.format = ZINF_CKPT_FORMAT};
+        snprintf(a.model_type, sizeof a.model_type, "llama");
+        snprintf(a.model_config, sizeof a.model_config, "{\"num_hidden_layers\":2}");
+        zinf_model_cfg got;
+        CHECK(zinf_ckpt_attrs_model(&a, &got, "ck.h5") != 0 &&
+                  strstr(zinf_errmsg(), "ck.h5: its model_config attribute lacks \"hidden_size\"") &&
+                  !strstr(zinf_errmsg(), "config.json"),
+              "a stored config without hidden_size: '%s'", zinf_errmsg());
+    }
     int64_t legacy[ZINF_MODEL_LEGACY_NATTRS] = {2, 32, 4, 200, 256, 64};
     CHECK(!strcmp(zinf_model_legacy_attrs[4], "padded_vocab") &&
               zinf_model_identity_check(&mc, NULL, NULL, legacy, "old.h5") == 0,

@@ -288,7 +288,7 @@ int main(int argc, char **argv)
 
     /* engine A: saved, then exported by rank 0 as the ckpt tool does */
     zinf_zero *a = engine(11);
-    zinf_ckpt_meta meta = {.step = 1, .opt_steps = 1, .seed = 11, .train_batch_size = W, .ls = {.cur_scale = 1}};
+    zinf_ckpt_meta meta = {.step = 1, .opt_steps = 1, .seed = 11, .train_batch_size = W, .max_length = 16, .ls = {.cur_scale = 1}};
     CHECK(zinf_ckpt_save(dir, &comm, &model, a, "{}", &meta, 0) == 0, "save: %s", zinf_errmsg());
     float *pa = params_of(a);
     char ck[512], d32[512], d16[512], dbf[512], dsh[512];

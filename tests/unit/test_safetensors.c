@@ -412,6 +412,9 @@ int main(void)
     REFUSED("no data_offsets", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "tensor t: the header entry lacks");
     REFUSED("a negative dimension", "{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,
             "tensor t: shape holds something other than a non-negative integer");
+    /* 2^64 + 1: past what jansson (and any file) holds; named as such, not as jansson's words */
+    REFUSED("an offset past 2^63", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,18446744073709551617]}}",
+            8, "the header holds a number past 2^63 (header byte");
     REFUSED("__metadata__ not strings", "{\"__metadata__\":{\"format\":1}}", 0, "__metadata__ entry format is not a string");
     refused("a header longer than the file", 1000, ok, 24, (const char *const[]){"header length 1000 does not fit", NULL});
     refused("a header longer than the format allows", 200000000ull, ok, 24,
