@@ -38,7 +38,14 @@ typedef struct zinf_chat_set {
     char *path;           /* the file read (without #N) */
 } zinf_chat_set;
 
-/* Read a JSONL file; spec is PATH or PATH#N (N > 0 is kept in want for zinf_chat_select).
+/* The file and the sample count of a dataset spec, PATH or PATH#N: a spec that names an existing
+ * file is that file, read whole ('#' and all); otherwise the text after the last '#' must be
+ * decimal digits alone, N >= 1 (no sign, blank or 0x; no overflow), PATH what precedes it, and
+ * anything else is an error naming the spec. *path is malloc'd; *want is N, else 0. */
+int zinf_chat_spec(const char *spec, char **path, int64_t *want);
+
+/* Read a JSONL file; spec is PATH or PATH#N as zinf_chat_spec reads it (N kept in want for
+ * zinf_chat_select).
  * Every line holds one object in one of the layouts; blank lines are skipped. Errors name the
  * file and line: a malformed line, invalid UTF-8 (its byte in the file and in the line), a layout
  * not recognised, roles out of order, a role or feature not supported. A row without an assistant

@@ -56,14 +56,6 @@ static int fnv_file(unsigned long long *h, const char *path, bool optional)
     return 0;
 }
 
-/* FILE of FILE#N */
-static void spec_path(const char *spec, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s", spec);
-    char *hash = strrchr(out, '#');
-    if (hash && hash[1] && strspn(hash + 1, "0123456789") == strlen(hash + 1)) *hash = 0;
-}
-
 static bool is_dir(const char *p)
 {
     struct stat st;
@@ -79,8 +71,12 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key)
     for (int k = 0; k < 2; k++) {
         fnv_str(&h, specs[k]);
         if (!specs[k]) continue;
-        spec_path(specs[k], path, sizeof path);
-        ZINF_TRY(fnv_file(&h, path, false));
+        char *file;
+        int64_t want;
+        ZINF_TRY(zinf_chat_spec(specs[k], &file, &want));
+        int rc = fnv_file(&h, file, false);
+        free(file);
+        ZINF_TRY(rc);
     }
     if (is_dir(o->tokenizer)) {
         const char *files[3] = {"tokenizer.json", "tokenizer_config.json", "config.json"};

@@ -5,7 +5,8 @@
 # (`zinf data --sft`, whose ids and loss flags test_chat.sh holds to a Python reference); a second
 # run with the same inputs finds them (and trains on the same data: the same first loss); a changed
 # input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
-# leaves nothing in the cache; the flags that belong to --dataset are refused without it.
+# leaves nothing in the cache; the flags that belong to --dataset are refused without it; FILE#N
+# and file names with '#'.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
 
@@ -123,4 +124,18 @@ expect_err "a validation set emptied" "$TMP/l.jsonl: no validation sample is lef
 # them as text: refused
 run data --sft --input "$TMP/s.jsonl" --tokenizer "$M" --template llama3 --max_length 40 --out "$TMP/z7"
 expect_err "llama3's template with a ChatML tokenizer" "--template llama3: $M has no token <|begin_of_text|>, which the template writes"
+
+# FILE#N: a file that has the whole name is read whole, '#' and all; else only decimal digits
+# after the last '#' are a count (test_chat.sh has the refusals)
+printf '%s\n%s\n%s\n' "$SHORT" "$SHORT" "$SHORT" > "$TMP/h#2"
+cp "$TMP/h#2" "$TMP/h#x.jsonl"
+mkdir "$TMP/hs"
+for spec in "h#2:3" "h#2#2:2" "h#x.jsonl:3" "h#x.jsonl#5:5"; do
+    run data --sft --input "$TMP/${spec%:*}" --tokenizer "$M" --template chatml --out "$TMP/hs/h"
+    expect_has "--input ${spec%:*}" "train: ${spec##*:} samples"
+done
+# a huge N: one line naming the spec, before any list of N samples is made
+mpi 1 train --model "$M" --template chatml --dataset "$TMP/s.jsonl#99999999999" --out "$TMP/n1"
+expect_err "a huge N" "$TMP/s.jsonl#99999999999: 99999999999 samples of a dataset of 1: their lists alone take"
+[ "$(count_lines "error")" = 1 ] && pass || fail "a huge N: $(count_lines "error") error lines"
 finish
