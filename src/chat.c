@@ -1163,7 +1163,7 @@ static int64_t trained(const zinf_sft_samples *s)
     return k;
 }
 
-int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
+int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_counts *counts)
 {
     const zinf_template *t = NULL;
     if (o->template_name) {
@@ -1229,6 +1229,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
                       "than --max_length %lld deleted)", va.path, (long long)va.no_assistant, (long long)drop_v,
                       (long long)o->max_length);
     if (!rc) rc = zinf_sft_write_shards(o->prefix, &train, val.nsamples ? &val : NULL, zinf_tok_vocab_size(tok));
+    if (!rc && counts) *counts = (zinf_chat_counts){.longer = {drop_t + cut_t, drop_v + cut_v}};
     if (!rc && out) {
         fprintf(out, "template %s, tokenizer %s (vocabulary %d)\n", t->name, o->tokenizer, zinf_tok_vocab_size(tok));
         fprintf(out, "%s: %lld samples read, %lld skipped without an assistant turn\n", tr.path,

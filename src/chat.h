@@ -137,9 +137,15 @@ typedef struct zinf_chat_data_opts {
     zinf_chat_opts chat;
 } zinf_chat_data_opts;
 
+/* The samples longer than --max_length, of the training and the validation set: deleted, or
+ * truncated to it (as o->truncation says) */
+typedef struct zinf_chat_counts {
+    int64_t longer[2];
+} zinf_chat_counts;
+
 /* `zinf data --sft`: read, sample, split, render and tokenize, apply --max_length, and write the
- * SFT shards (sft.h); counts to out. An empty training set after filtering is an error; no shard
- * is left behind on failure. */
-int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out);
+ * SFT shards (sft.h); the report to out (may be NULL), the counts to counts (may be NULL). An
+ * empty training set after filtering is an error; no shard is left behind on failure. */
+int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_counts *counts);
 
 #endif

@@ -5,8 +5,9 @@
 # (`zinf data --sft`, whose ids and loss flags test_chat.sh holds to a Python reference); a second
 # run with the same inputs finds them (and trains on the same data: the same first loss); a changed
 # input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
-# leaves nothing in the cache; the flags that belong to --dataset are refused without it; FILE#N
-# and file names with '#'.
+# leaves nothing in the cache; the flags that belong to --dataset are refused without it; the
+# start line's count of samples over --max_length (kept in the cache); FILE#N and file names with
+# '#'.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
 
@@ -124,6 +125,32 @@ expect_err "a validation set emptied" "$TMP/l.jsonl: no validation sample is lef
 # them as text: refused
 run data --sft --input "$TMP/s.jsonl" --tokenizer "$M" --template llama3 --max_length 40 --out "$TMP/z7"
 expect_err "llama3's template with a ChatML tokenizer" "--template llama3: $M has no token <|begin_of_text|>, which the template writes"
+
+# The start of a --dataset run counts the samples over --max_length that the cache deleted (the
+# shards no longer hold them), made or found, as zinf data --sft counts them: every third sample of
+# ten is L (over 40 tokens), the others S (34). A cache made before the count was kept (no
+# sft_counts.json) says the number is unknown; with --truncation_strategy right they are truncated.
+awk -v l="$LONG" -v s="$SHORT" 'BEGIN { for (i = 1; i <= 10; i++) print (i % 3 ? s : l) }' > "$TMP/mix.jsonl"
+NL=$(grep -c twenty "$TMP/mix.jsonl")
+NS=$(($(wc -l < "$TMP/mix.jsonl") - NL))
+TD="--model $M --template chatml --max_length 40 --max_steps 1 --per_device_train_batch_size 1 --dataset $TMP/mix.jsonl"
+mkdir -p "$TMP/mix"
+run data --sft --input "$TMP/mix.jsonl" --tokenizer "$M" --template chatml --max_length 40 --out "$TMP/mix/sft"
+expect_has "zinf data --sft counts them" "--max_length 40, --truncation_strategy delete: $NL samples longer, deleted"
+for k in 1 2; do
+    # shellcheck disable=SC2086 # $TD is words
+    mpi 1 train $TD --dataset_cache "$TMP/mixc" --out "$TMP/m$k"
+    expect_ok "train --dataset, deleted samples ($k)"
+    expect_has "the count of deleted samples ($k)" "$NS SFT samples in 1 file, $NL longer than --max_length 40 left out, $NS rows"
+done
+expect_has "found the second time" "SFT shards found in"
+rm "$TMP"/mixc/*/sft_counts.json
+# shellcheck disable=SC2086
+mpi 1 train $TD --dataset_cache "$TMP/mixc" --out "$TMP/m3"
+expect_has "a cache without counts" "$NS SFT samples in 1 file, an unknown number longer than --max_length 40 left out (the cache was made by a zinf that did not keep the count: remove its directory to make it again and count them), $NS rows"
+# shellcheck disable=SC2086
+mpi 1 train $TD --truncation_strategy right --out "$TMP/m4"
+expect_has "truncated samples" "$((NS + NL)) SFT samples in 1 file, 0 longer than --max_length 40 left out, $NL truncated to it"
 
 # FILE#N: a file that has the whole name is read whole, '#' and all; else only decimal digits
 # after the last '#' are a count (test_chat.sh has the refusals)
