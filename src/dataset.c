@@ -176,7 +176,8 @@ int zinf_dataset_prepare(const zinf_chat_data_opts *o, const char *cache_dir, ch
     *made = false;
     *longer = -1;
     if (!is_dir(dir)) {
-        ZINF_TRY(zinf_mkdir_p(cache_dir));
+        size_t mkd; /* the directories made for the cache, taken back when the set is not made */
+        ZINF_TRY(zinf_mkdir_p_made(cache_dir, &mkd));
         snprintf(tmp, sizeof tmp, "%s/.%016llx.tmp.%ld", cache_dir, key, (long)getpid());
         remove_dir(tmp);
         int rc = mkdir(tmp, 0755) ? zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno)) : 0;
@@ -195,6 +196,7 @@ int zinf_dataset_prepare(const zinf_chat_data_opts *o, const char *cache_dir, ch
             *longer = counts.longer[0];
         }
         if (!*made) remove_dir(tmp);
+        if (rc) zinf_rmdir_made(cache_dir, mkd);
         ZINF_TRY(rc);
     }
     if (!*made) ZINF_TRY(read_counts(dir, longer));

@@ -5,9 +5,9 @@
 # (`zinf data --sft`, whose ids and loss flags test_chat.sh holds to a Python reference); a second
 # run with the same inputs finds them (and trains on the same data: the same first loss); a changed
 # input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
-# leaves nothing in the cache; the flags that belong to --dataset are refused without it; the
-# start line's count of samples over --max_length (kept in the cache); FILE#N and file names with
-# '#'.
+# leaves nothing in the cache, nor the directories made for it; the flags that belong to --dataset
+# are refused without it; the start line's count of samples over --max_length (kept in the cache);
+# FILE#N and file names with '#'.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
 
@@ -165,4 +165,19 @@ done
 mpi 1 train --model "$M" --template chatml --dataset "$TMP/s.jsonl#99999999999" --out "$TMP/n1"
 expect_err "a huge N" "$TMP/s.jsonl#99999999999: 99999999999 samples of a dataset of 1: their lists alone take"
 [ "$(count_lines "error")" = 1 ] && pass || fail "a huge N: $(count_lines "error") error lines"
+
+# a refused --dataset leaves nothing it made: not OUT, its sft-cache, nor a --dataset_cache's
+# directories; an OUT that was there stays as it was
+# shellcheck disable=SC2086 # $TR is words
+mpi 1 train $TR --dataset "$TMP/bad.jsonl" --out "$TMP/r1"
+expect_err "a malformed dataset, default cache" "$TMP/bad.jsonl:2"
+mkdir "$TMP/r2" && touch "$TMP/r2/keep"
+# shellcheck disable=SC2086 # $TR is words
+mpi 1 train $TR --dataset "$TMP/bad.jsonl" --out "$TMP/r2"
+expect_err "a malformed dataset, OUT there" "$TMP/bad.jsonl:2"
+# shellcheck disable=SC2086 # $TR is words
+mpi 1 train $TR --dataset "$TMP/bad.jsonl" --dataset_cache "$TMP/r3/a/b" --out "$TMP/r4"
+expect_err "a malformed dataset, a new --dataset_cache" "$TMP/bad.jsonl:2"
+[ ! -e "$TMP/r1" ] && [ "$(ls -A "$TMP/r2")" = keep ] && [ ! -e "$TMP/r3" ] && [ ! -e "$TMP/r4" ] && pass ||
+    fail "a refused run left: $(ls -RA "$TMP/r1" "$TMP/r2" "$TMP/r3" "$TMP/r4" 2>&1 | tr '\n' ' ')"
 finish
