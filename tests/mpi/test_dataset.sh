@@ -7,7 +7,7 @@
 # input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
 # leaves nothing in the cache, nor the directories made for it; the flags that belong to --dataset
 # are refused without it; the start line's count of samples over --max_length (kept in the cache);
-# FILE#N and file names with '#'.
+# FILE#N and file names with '#'; a tokenizer with two tokens at one id.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
 
@@ -180,4 +180,12 @@ mpi 1 train $TR --dataset "$TMP/bad.jsonl" --dataset_cache "$TMP/r3/a/b" --out "
 expect_err "a malformed dataset, a new --dataset_cache" "$TMP/bad.jsonl:2"
 [ ! -e "$TMP/r1" ] && [ "$(ls -A "$TMP/r2")" = keep ] && [ ! -e "$TMP/r3" ] && [ ! -e "$TMP/r4" ] && pass ||
     fail "a refused run left: $(ls -RA "$TMP/r1" "$TMP/r2" "$TMP/r3" "$TMP/r4" 2>&1 | tr '\n' ' ')"
+
+# a tokenizer with two different tokens at one id: one line naming the id and both, nothing left
+mkdir "$TMP/dup"
+cp "$M/config.json" "$TMP/dup/"
+sed 's/{"id": 634, "content": "<|im_end|>"/{"id": 633, "content": "<|im_end|>"/' "$M/tokenizer.json" > "$TMP/dup/tokenizer.json"
+mpi 1 train --model "$TMP/dup" --template chatml --max_length 128 --dataset "$TMP/s.jsonl" --out "$TMP/d1"
+expect_err "one id, two tokens" "$TMP/dup/tokenizer.json: id 633 is given to two different tokens: added_tokens[0] \"<|im_start|>\" and added_tokens[1] \"<|im_end|>\""
+[ "$(count_lines "error")" = 1 ] && [ ! -e "$TMP/d1" ] && pass || fail "one id, two tokens: $OUTPUT; $(ls -A "$TMP/d1" 2>&1)"
 finish
