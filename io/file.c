@@ -93,20 +93,50 @@ int zinf_read_file(const char *what, const char *path, char **buf, size_t *len)
     return 0;
 }
 
-int zinf_mkdir_p(const char *path)
+int zinf_mkdir_p_made(const char *path, size_t *made)
 {
     char p[4096];
+    *made = 0;
     if ((size_t)snprintf(p, sizeof p, "%s", path) >= sizeof p) return zinf_err("%s: the path is too long", path);
+    int rc = 0;
     for (char *s = p + 1;; s++) {
         if (*s && *s != '/') continue;
         char keep = *s;
         *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return zinf_errc(-errno, "cannot create %s: %s", p, strerror(errno));
+        if (!mkdir(p, 0755)) {
+            if (!*made) *made = strlen(p);
+        } else if (errno != EEXIST) {
+            rc = zinf_errc(-errno, "cannot create %s: %s", p, strerror(errno));
+            break;
+        }
         *s = keep;
         if (!keep) break;
     }
     struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode))
-        return zinf_errc(ZINF_EINVAL, "%s is %s, not a directory", path, stat(path, &st) ? "missing" : zinf_file_kind(st.st_mode));
-    return 0;
+    if (!rc && (stat(path, &st) || !S_ISDIR(st.st_mode)))
+        rc = zinf_errc(ZINF_EINVAL, "%s is %s, not a directory", path, stat(path, &st) ? "missing" : zinf_file_kind(st.st_mode));
+    if (rc) { /* nothing half-made */
+        zinf_rmdir_made(path, *made);
+        *made = 0;
+    }
+    return rc;
+}
+
+void zinf_rmdir_made(const char *path, size_t made)
+{
+    char p[4096];
+    if (!made || (size_t)snprintf(p, sizeof p, "%s", path) >= sizeof p) return;
+    size_t n = strlen(p);
+    for (;;) {
+        while (n > 1 && p[n - 1] == '/') n--; /* "a/b/" is "a/b" */
+        p[n] = 0;
+        if (n < made || rmdir(p)) return;     /* above what was made, or no longer empty */
+        while (n > 0 && p[n - 1] != '/') n--; /* up one */
+    }
+}
+
+int zinf_mkdir_p(const char *path)
+{
+    size_t made;
+    return zinf_mkdir_p_made(path, &made);
 }

@@ -18,6 +18,13 @@ int zinf_open_regular(const char *what, const char *path, int *fd, struct stat *
 /* Create directory path and the ones above it that are missing (mode 0755); an error names the
  * directory that could not be made, or path when it is something other than a directory. */
 int zinf_mkdir_p(const char *path);
+/* The same, and *made: the length of the shortest prefix of path it created (0: every directory
+ * was there), for zinf_rmdir_made. A failure takes back what it made. */
+int zinf_mkdir_p_made(const char *path, size_t *made);
+/* Take back what zinf_mkdir_p_made(path, &made) made: rmdir path and the directories above it
+ * down to the made-th byte, deepest first, stopping at the first that is not empty (something was
+ * put there meanwhile); what existed before is never touched. */
+void zinf_rmdir_made(const char *path, size_t made);
 /* 0 where path is a regular file or does not exist (the caller's own open then says so); else
  * "WHAT PATH: is a FIFO, not a regular file" (what may be NULL), without opening it: for inputs
  * that a library opens by name (HDF5, jansson), where a FIFO would block the open for good. */

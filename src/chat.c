@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "log.h"
@@ -388,21 +389,38 @@ static int read_file_rows(const char *path, zinf_chat_set *s)
     return rc;
 }
 
+int zinf_chat_spec(const char *spec, char **path, int64_t *want)
+{
+    *path = NULL;
+    *want = 0;
+    const char *hash = strrchr(spec, '#');
+    struct stat st;
+    size_t plen = strlen(spec);
+    /* a file of that very name is read whole, '#' and all */
+    if (hash && stat(spec, &st) != 0) {
+        const char *d = hash + 1;
+        if (!*d || strspn(d, "0123456789") != strlen(d))
+            return zinf_err("%s: no such file, and '%s' after its last '#' is not a sample count (FILE#N takes N as "
+                            "decimal digits alone)", spec, d);
+        int64_t v = 0;
+        for (; *d; d++) {
+            if (v > (INT64_MAX - (*d - '0')) / 10)
+                return zinf_err("%s: the sample count after '#' is larger than %lld", spec, (long long)INT64_MAX);
+            v = v * 10 + (*d - '0');
+        }
+        if (v == 0)
+            return zinf_err("%s: the sample count after '#' is 0: give N >= 1, or the file alone for every sample", spec);
+        *want = v;
+        plen = (size_t)(hash - spec);
+    }
+    if (!(*path = strndup(spec, plen))) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    return 0;
+}
+
 int zinf_chat_read(const char *spec, zinf_chat_set *out)
 {
     *out = (zinf_chat_set){0};
-    const char *hash = strrchr(spec, '#');
-    size_t plen = strlen(spec);
-    if (hash) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(hash + 1, &end, 10);
-        if (errno || hash[1] == 0 || *end || v <= 0)
-            return zinf_err("%s: the sample count after '#' must be a positive integer", spec);
-        out->want = v;
-        plen = (size_t)(hash - spec);
-    }
-    if (!(out->path = strndup(spec, plen))) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    ZINF_TRY(zinf_chat_spec(spec, &out->path, &out->want));
     int rc = read_file_rows(out->path, out);
     if (rc) zinf_chat_set_free(out);
     return rc;
@@ -595,9 +613,11 @@ int zinf_chat_select(int64_t len, int64_t want, double ratio, uint32_t seed, int
     mt19937 mt;
     mt_seed(&mt, seed);
     bitgen rs = {&mt, NULL};
+    if ((uint64_t)n > SIZE_MAX / sizeof(int64_t) || (uint64_t)len > SIZE_MAX / sizeof(int64_t))
+        return zinf_errc(ZINF_ENOMEM, "a list of %lld samples is more than memory can address", (long long)n);
     int64_t *t = malloc((size_t)(n - nv) * sizeof *t), *v = malloc((size_t)(nv ? nv : 1) * sizeof *v);
     int64_t *p = malloc((size_t)(len ? len : 1) * sizeof *p), *rest = p + nv;
-    int rc = t && v && p ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int rc = t && v && p ? 0 : zinf_errc(ZINF_ENOMEM, "out of host memory for a list of %lld samples", (long long)n);
     if (!rc && nv == 0) rc = sample_rows(&rs, len, n, t);
     else if (!rc) {
         /* datasets' train_test_split(test_size=nv, seed=get_seed(rs)): default_rng(seed).permutation,
@@ -1084,7 +1104,7 @@ static int encode_set(const zinf_chat_data_opts *o, const zinf_chat_opts *co, co
                       zinf_sft_samples *s, int64_t *dropped, int64_t *cut)
 {
     enc_row *r = calloc((size_t)(n ? n : 1), sizeof *r);
-    if (!r) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    if (!r) return zinf_errc(ZINF_ENOMEM, "%s: out of host memory for the encodings of %lld samples", cs->path, (long long)n);
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t i = 0; i < n; i++) {
         zinf_ids ids = {0};
@@ -1120,6 +1140,22 @@ static int encode_set(const zinf_chat_data_opts *o, const zinf_chat_opts *co, co
     return rc;
 }
 
+/* FILE#N: the N samples' lists alone (the pick, the encodings, the starts, one token each at
+ * least) must fit in this machine's memory. A huge N is refused here, naming the spec, rather
+ * than by an allocation that fails later without a name (or, memory overcommitted, by the
+ * kernel killing the process once the lists are filled). */
+static int samples_fit(const zinf_chat_set *cs)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double per = 2 * sizeof(int64_t) + sizeof(enc_row) + sizeof(int32_t) + 1, need = (double)cs->want * per,
+           mem = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (cs->want > 0 && mem > 0 && need > mem)
+        return zinf_errc(ZINF_ENOMEM, "%s#%lld: %lld samples of a dataset of %lld: their lists alone take %.3g GB, "
+                         "more than this machine's %.3g GB of memory", cs->path, (long long)cs->want,
+                         (long long)cs->want, (long long)cs->n, need / 1e9, mem / 1e9);
+    return 0;
+}
+
 static int64_t trained(const zinf_sft_samples *s)
 {
     int64_t k = 0;
@@ -1127,7 +1163,7 @@ static int64_t trained(const zinf_sft_samples *s)
     return k;
 }
 
-int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
+int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_counts *counts)
 {
     const zinf_template *t = NULL;
     if (o->template_name) {
@@ -1149,6 +1185,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
     if (!rc && tr.n == 0)
         rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)", tr.path,
                       (long long)tr.no_assistant);
+    if (!rc) rc = samples_fit(&tr);
     if (!rc && o->val_input) {
         /* ms-swift loads --val_dataset on its own, sampled like a training set without a split */
         if (o->split_ratio > 0 && out)
@@ -1158,6 +1195,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
         if (!rc && va.n == 0)
             rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)",
                           va.path, (long long)va.no_assistant);
+        if (!rc) rc = samples_fit(&va);
         if (!rc) rc = zinf_chat_select(tr.n, tr.want, 0, o->seed, &ti, &nt, &none, &nn);
         free(none);
         none = NULL;
@@ -1191,6 +1229,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out)
                       "than --max_length %lld deleted)", va.path, (long long)va.no_assistant, (long long)drop_v,
                       (long long)o->max_length);
     if (!rc) rc = zinf_sft_write_shards(o->prefix, &train, val.nsamples ? &val : NULL, zinf_tok_vocab_size(tok));
+    if (!rc && counts) *counts = (zinf_chat_counts){.longer = {drop_t + cut_t, drop_v + cut_v}};
     if (!rc && out) {
         fprintf(out, "template %s, tokenizer %s (vocabulary %d)\n", t->name, o->tokenizer, zinf_tok_vocab_size(tok));
         fprintf(out, "%s: %lld samples read, %lld skipped without an assistant turn\n", tr.path,

@@ -38,7 +38,14 @@ typedef struct zinf_chat_set {
     char *path;           /* the file read (without #N) */
 } zinf_chat_set;
 
-/* Read a JSONL file; spec is PATH or PATH#N (N > 0 is kept in want for zinf_chat_select).
+/* The file and the sample count of a dataset spec, PATH or PATH#N: a spec that names an existing
+ * file is that file, read whole ('#' and all); otherwise the text after the last '#' must be
+ * decimal digits alone, N >= 1 (no sign, blank or 0x; no overflow), PATH what precedes it, and
+ * anything else is an error naming the spec. *path is malloc'd; *want is N, else 0. */
+int zinf_chat_spec(const char *spec, char **path, int64_t *want);
+
+/* Read a JSONL file; spec is PATH or PATH#N as zinf_chat_spec reads it (N kept in want for
+ * zinf_chat_select).
  * Every line holds one object in one of the layouts; blank lines are skipped. Errors name the
  * file and line: a malformed line, invalid UTF-8 (its byte in the file and in the line), a layout
  * not recognised, roles out of order, a role or feature not supported. A row without an assistant
@@ -130,9 +137,15 @@ typedef struct zinf_chat_data_opts {
     zinf_chat_opts chat;
 } zinf_chat_data_opts;
 
+/* The samples longer than --max_length, of the training and the validation set: deleted, or
+ * truncated to it (as o->truncation says) */
+typedef struct zinf_chat_counts {
+    int64_t longer[2];
+} zinf_chat_counts;
+
 /* `zinf data --sft`: read, sample, split, render and tokenize, apply --max_length, and write the
- * SFT shards (sft.h); counts to out. An empty training set after filtering is an error; no shard
- * is left behind on failure. */
-int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out);
+ * SFT shards (sft.h); the report to out (may be NULL), the counts to counts (may be NULL). An
+ * empty training set after filtering is an error; no shard is left behind on failure. */
+int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_counts *counts);
 
 #endif

@@ -490,7 +490,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         zinf_chat_data_opts o;
         ZINF_TRY(sft_opts("data", &sf, &o));
         o.input = input, o.prefix = prefix, o.max_length = max_length;
-        return zinf_chat_make_shards(&o, stdout);
+        return zinf_chat_make_shards(&o, stdout, NULL);
     }
     if (max_length || sft_flags_given(&sf))
         return zinf_err("data: --template, --system, --max_length, --truncation_strategy, --split_dataset_ratio, "

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -56,14 +57,6 @@ static int fnv_file(unsigned long long *h, const char *path, bool optional)
     return 0;
 }
 
-/* FILE of FILE#N */
-static void spec_path(const char *spec, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s", spec);
-    char *hash = strrchr(out, '#');
-    if (hash && hash[1] && strspn(hash + 1, "0123456789") == strlen(hash + 1)) *hash = 0;
-}
-
 static bool is_dir(const char *p)
 {
     struct stat st;
@@ -79,8 +72,12 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key)
     for (int k = 0; k < 2; k++) {
         fnv_str(&h, specs[k]);
         if (!specs[k]) continue;
-        spec_path(specs[k], path, sizeof path);
-        ZINF_TRY(fnv_file(&h, path, false));
+        char *file;
+        int64_t want;
+        ZINF_TRY(zinf_chat_spec(specs[k], &file, &want));
+        int rc = fnv_file(&h, file, false);
+        free(file);
+        ZINF_TRY(rc);
     }
     if (is_dir(o->tokenizer)) {
         const char *files[3] = {"tokenizer.json", "tokenizer_config.json", "config.json"};
@@ -113,7 +110,7 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key)
     return 0;
 }
 
-/* remove dir and the files in it (one level: the shards and the report) */
+/* remove dir and the files in it (one level: the shards and their counts) */
 static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -138,33 +135,71 @@ static bool has_val(const char *dir)
     return access(p, R_OK) == 0;
 }
 
+/* The counts a set was made with, beside its shards (what the start of a run prints: the shards
+ * no longer hold the samples --max_length deleted) */
+#define COUNTS "sft_counts.json"
+
+static int write_counts(const char *dir, const zinf_chat_counts *c)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/" COUNTS, dir);
+    json_t *j = json_pack("{s:I, s:I}", "train_longer", (json_int_t)c->longer[0], "val_longer", (json_int_t)c->longer[1]);
+    int rc = j && !json_dump_file(j, p, JSON_COMPACT) ? 0 : zinf_errc(ZINF_EIO, "%s: cannot write the counts", p);
+    json_decref(j);
+    return rc;
+}
+
+/* -1 where the set has no counts (made by a zinf before them) */
+static int read_counts(const char *dir, int64_t *train_longer)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/" COUNTS, dir);
+    *train_longer = -1;
+    if (access(p, F_OK) && errno == ENOENT) return 0;
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je), *v = json_object_get(j, "train_longer");
+    int rc = json_is_integer(v) && json_integer_value(v) >= 0
+                 ? 0
+                 : zinf_err("%s: not the counts of the set (remove %s to make it again)", p, dir);
+    if (!rc) *train_longer = json_integer_value(v);
+    json_decref(j);
+    return rc;
+}
+
 int zinf_dataset_prepare(const zinf_chat_data_opts *o, const char *cache_dir, char *train, char *val, size_t cap,
-                         bool *made, FILE *report)
+                         bool *made, int64_t *longer, FILE *report)
 {
     unsigned long long key;
     ZINF_TRY(zinf_dataset_key(o, &key));
     char dir[4200], tmp[4300];
     snprintf(dir, sizeof dir, "%s/%016llx", cache_dir, key);
     *made = false;
+    *longer = -1;
     if (!is_dir(dir)) {
-        ZINF_TRY(zinf_mkdir_p(cache_dir));
+        size_t mkd; /* the directories made for the cache, taken back when the set is not made */
+        ZINF_TRY(zinf_mkdir_p_made(cache_dir, &mkd));
         snprintf(tmp, sizeof tmp, "%s/.%016llx.tmp.%ld", cache_dir, key, (long)getpid());
         remove_dir(tmp);
-        if (mkdir(tmp, 0755)) return zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno));
+        int rc = mkdir(tmp, 0755) ? zinf_errc(-errno, "mkdir %s: %s", tmp, strerror(errno)) : 0;
         zinf_chat_data_opts d = *o;
         char prefix[4400];
         snprintf(prefix, sizeof prefix, "%s/sft", tmp);
         d.prefix = prefix;
-        int rc = zinf_chat_make_shards(&d, report);
+        zinf_chat_counts counts;
+        if (!rc) rc = zinf_chat_make_shards(&d, report, &counts);
+        if (!rc) rc = write_counts(tmp, &counts);
         if (!rc && rename(tmp, dir)) {
             /* another run made the same shards meanwhile: theirs are whole, ours go */
             if (errno != EEXIST && errno != ENOTEMPTY) rc = zinf_errc(-errno, "rename %s to %s: %s", tmp, dir, strerror(errno));
         } else if (!rc) {
             *made = true;
+            *longer = counts.longer[0];
         }
         if (!*made) remove_dir(tmp);
+        if (rc) zinf_rmdir_made(cache_dir, mkd);
         ZINF_TRY(rc);
     }
+    if (!*made) ZINF_TRY(read_counts(dir, longer));
     if ((size_t)snprintf(train, cap, "%s/sft_train_*.bin", dir) >= cap)
         return zinf_err("--dataset_cache %s: the path is too long", cache_dir);
     val[0] = 0;

@@ -1036,6 +1036,72 @@ static int set_id(zinf_tok *t, int64_t id, const char *what, const char *name)
     return 0;
 }
 
+/* where a token of an id was given, for ids_unique */
+typedef struct tok_src { const char *s; size_t n; int64_t added; /* its index in added_tokens; -1: model.vocab */ } tok_src;
+
+/* "model.vocab \"s\"" or "added_tokens[i] \"s\"", the text as JSON writes it (one line whatever it holds) */
+static void say_src(const tok_src *w, char *out, size_t cap)
+{
+    json_t *j = json_stringn_nocheck(w->s, w->n);
+    char *q = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    char where[48] = "model.vocab";
+    if (w->added >= 0) snprintf(where, sizeof where, "added_tokens[%lld]", (long long)w->added);
+    snprintf(out, cap, "%s %.200s%s", where, q ? q : "?", q && strlen(q) > 200 ? "..." : "");
+    free(q);
+    json_decref(j);
+}
+
+/* An added token a and the token b given before at its id are one: the same text, or b a
+ * vocabulary entry whose byte-level text stands for a's bytes ("\u0120a" for " a") */
+static bool same_token(const tok_src *b, const tok_src *a)
+{
+    uint8_t buf[4096];
+    size_t bn;
+    if (b->n == a->n && !memcmp(b->s, a->s, a->n)) return true;
+    return b->added < 0 && b->n <= sizeof buf && bytelevel_bytes(b->s, b->n, buf, &bn) && bn == a->n &&
+           !memcmp(buf, a->s, bn);
+}
+
+/* One id, one token. Two vocabulary entries of one id, or an added token with another text than
+ * the vocabulary's (or another added token's) at its id, are refused, naming the id and both: HF's
+ * tokenizers keeps one of them in its id-to-token map, so ids and decoding would disagree with
+ * the encoding. An added token that repeats its own vocabulary entry (the same text and id, as
+ * GPT-2's and many models' special tokens do, or its bytes) is the same token. */
+static int ids_unique(zinf_tok *t, json_t *vocab, json_t *added)
+{
+    tok_src *by = calloc((size_t)t->nid + 1, sizeof *by);
+    if (!by) return zinf_errc(ZINF_ENOMEM, "%s: out of memory", t->path);
+    const char *key;
+    json_t *v;
+    size_t i;
+    int rc = 0;
+    tok_src w = {0}, *had = NULL;
+    json_object_foreach(vocab, key, v) {
+        w = (tok_src){key, strlen(key), -1};
+        had = &by[json_integer_value(v)];
+        if (had->s) break;
+        *had = w;
+        had = NULL;
+    }
+    if (!had)
+        json_array_foreach(added, i, v) {
+            json_t *c = json_object_get(v, "content");
+            w = (tok_src){json_string_value(c), json_string_length(c), (int64_t)i};
+            had = &by[json_integer_value(json_object_get(v, "id"))];
+            if (!had->s) *had = w;
+            else if (!same_token(had, &w)) break;
+            had = NULL;
+        }
+    if (had) {
+        char a[320], b[320];
+        say_src(had, a, sizeof a);
+        say_src(&w, b, sizeof b);
+        rc = zinf_err("%s: id %td is given to two different tokens: %s and %s", t->path, had - by, a, b);
+    }
+    free(by);
+    return rc;
+}
+
 static int load_model(zinf_tok *t, json_t *m, json_t *added)
 {
     const char *ty = type_of(m);
@@ -1073,6 +1139,7 @@ static int load_model(zinf_tok *t, json_t *m, json_t *added)
         if (json_integer_value(id) > maxid) maxid = json_integer_value(id);
     }
     t->nid = (int32_t)(maxid + 1);
+    ZINF_TRY(ids_unique(t, vocab, added));
     t->bytes = calloc((size_t)t->nid + 1, sizeof *t->bytes);
     t->raw = calloc((size_t)t->nid + 1, sizeof *t->raw);
     size_t nv = json_object_size(vocab);
@@ -1084,7 +1151,6 @@ static int load_model(zinf_tok *t, json_t *m, json_t *added)
         int32_t id = (int32_t)json_integer_value(v);
         size_t kl = strlen(key), bn;
         if (kl <= sizeof buf && bytelevel_bytes(key, kl, buf, &bn) && bn > 0) {
-            if (t->bytes[id].len) continue; /* two strings, one id: the first stays */
             ZINF_TRY(arena_add(t, buf, bn, &t->bytes[id]));
             smap_put(&t->vmap, t->arena, t->bytes, id);
         } else {

@@ -127,6 +127,8 @@ typedef struct run {
     int nctx;
     int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
     char dataset_glob[2][4400]; /* --dataset: the cached shards' train and val globs ("" none) */
+    int64_t dataset_longer;  /* --dataset: training samples over --max_length that its cache deleted or
+                              * truncated (--truncation_strategy); -1 unknown (a cache without the count) */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     size_t dev_base;         /* device memory in use before the model's (CUDA context, libraries, NCCL) */
@@ -647,9 +649,10 @@ static int sft_dataset(run *r, const char *model, int T)
     double t0 = zinf_now();
     if (!rc && comm->rank == 0)
         rc = zinf_dataset_prepare(&d, cache, r->dataset_glob[0], r->dataset_glob[1], sizeof r->dataset_glob[0], &made,
-                                  NULL);
+                                  &r->dataset_longer, NULL);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_bcast(comm, r->dataset_glob, sizeof r->dataset_glob, 0));
+    ZINF_TRY(zinf_comm_bcast(comm, &r->dataset_longer, sizeof r->dataset_longer, 0));
     zinf_info("zinf: --dataset %s: SFT shards %s %s (%.1f s)", o->dataset, made ? "made in" : "found in",
               r->dataset_glob[0], zinf_now() - t0);
     return 0;
@@ -1327,14 +1330,28 @@ static int setup(run *r)
         snprintf(rd, sizeof rd, ", %s read in %.1f s", ck[0] ? "the checkpoint" : "the weights", tload);
     zinf_info("zinf: start-up %.1f s: ZeRO states allocated and initialized in %.1f s on rank 0%s",
               zinf_now() - r->t_start, tz, rd);
-    if (zinf_data_is_sft(r->train))
-        zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %lld longer than --max_length %d left out, %lld rows "
-                  "of %d tokens (%s), %.1f%% of the positions filled, read and grouped in %.2f s", data,
-                  (long long)zinf_data_num_samples(r->train), zinf_data_num_files(r->train),
-                  zinf_data_num_files(r->train) > 1 ? "s" : "", (long long)zinf_data_num_dropped(r->train), r->T,
+    if (zinf_data_is_sft(r->train)) {
+        /* the samples over T: those the shards hold, left out here, and those --dataset's cache
+         * deleted (or truncated) before the shards were written */
+        char longer[320];
+        int64_t out = zinf_data_num_dropped(r->train), cut = 0;
+        bool del = o->sft.truncation == ZINF_TRUNC_DELETE;
+        if (r->dataset_longer < 0)
+            snprintf(longer, sizeof longer, "an unknown number longer than --max_length %d %s (the cache was made by "
+                     "a zinf that did not keep the count: remove its directory to make it again and count them)",
+                     r->T, del ? "left out" : "truncated to it");
+        else {
+            if (del) out += r->dataset_longer;
+            else cut = r->dataset_longer;
+            int n = snprintf(longer, sizeof longer, "%lld longer than --max_length %d left out", (long long)out, r->T);
+            if (cut) snprintf(longer + n, sizeof longer - (size_t)n, ", %lld truncated to it", (long long)cut);
+        }
+        zinf_info("zinf: data %s: %lld SFT samples in %d file%s, %s, %lld rows of %d tokens (%s), %.1f%% of the "
+                  "positions filled, read and grouped in %.2f s", data, (long long)zinf_data_num_samples(r->train),
+                  zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "", longer,
                   (long long)nseq, r->T, o->packing ? "packed" : "one sample each, padded",
                   100.0 * (double)zinf_data_num_row_tokens(r->train) / ((double)nseq * r->T), topen);
-    else
+    } else
         zinf_info("zinf: data %s: %lld sequences of %d tokens in %d file%s", data, (long long)nseq, r->T,
                   zinf_data_num_files(r->train), zinf_data_num_files(r->train) > 1 ? "s" : "");
     if (ck[0]) zinf_info("zinf: resumed from %s after step %lld (read in %.2f s)", ck, (long long)r->start_step, tload);

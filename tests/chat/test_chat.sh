@@ -78,8 +78,20 @@ bad "not an object" "[1, 2]\n" "bad.jsonl:1:" "a JSON array where a line holds a
 bad "empty after filtering" "{\"query\": \"q\"}\n{\"messages\": [$U]}\n" "the dataset is empty after filtering" \
     "2 samples without an assistant turn"
 printf '%s\n' "{\"messages\": [$U, $A]}" > "$TMP/bad.jsonl"
-run data --sft --input "$TMP/bad.jsonl#0" --tokenizer x --template qwen --out "$TMP/badout"
-expect_err "#0" "bad.jsonl#0: the sample count after '#' must be a positive integer"
+# FILE#N where no file has that whole name: N is decimal digits alone, 1 or more, within 64 bits;
+# an N whose list of samples alone passes this machine's memory is refused before it is made
+spec_err() { # spec_err SUFFIX TEXT: --input bad.jsonl$SUFFIX fails with TEXT, on one line
+    run data --sft --input "$TMP/bad.jsonl$1" --tokenizer x --template qwen --out "$TMP/badout"
+    expect_err "#N '$1'" "$2"
+    [ "$(printf '%s\n' "$OUTPUT" | wc -l)" -eq 1 ] || fail "#N '$1': more than one line: $OUTPUT"
+}
+spec_err "#0" "bad.jsonl#0: the sample count after '#' is 0: give N >= 1, or the file alone for every sample"
+for s in "# 2" "#2 " "#-1" "#+3" "#0x3" "#1e3" "#"; do
+    spec_err "$s" "bad.jsonl$s: no such file, and '${s#?}' after its last '#' is not a sample count (FILE#N takes N as decimal digits alone)"
+done
+spec_err "#9223372036854775808" "bad.jsonl#9223372036854775808: the sample count after '#' is larger than 9223372036854775807"
+spec_err "#99999999999" "bad.jsonl#99999999999: 99999999999 samples of a dataset of 1: their lists alone take"
+expect_has "#N beyond memory" "GB, more than this machine's"
 run data --sft --input "$TMP/bad.jsonl" --tokenizer x --template mistral --out "$TMP/badout"
 expect_err "unknown template" "unknown template 'mistral'" "qwen, qwen2_5, qwen3, qwen3_nothinking, llama3, llama3_2, chatml"
 run data --sft --input "$TMP/bad.jsonl" --tokenizer x --template qwen --truncation_strategy middle --out "$TMP/badout"

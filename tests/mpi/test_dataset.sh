@@ -5,7 +5,9 @@
 # (`zinf data --sft`, whose ids and loss flags test_chat.sh holds to a Python reference); a second
 # run with the same inputs finds them (and trains on the same data: the same first loss); a changed
 # input (the system message, the dataset's bytes) makes a new set; a bad dataset is one line and
-# leaves nothing in the cache; the flags that belong to --dataset are refused without it.
+# leaves nothing in the cache, nor the directories made for it; the flags that belong to --dataset
+# are refused without it; the start line's count of samples over --max_length (kept in the cache);
+# FILE#N and file names with '#'; a tokenizer with two tokens at one id.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 CHAT="${top_srcdir:-.}/tests/chat/fixtures/chat.jsonl"
 
@@ -123,4 +125,67 @@ expect_err "a validation set emptied" "$TMP/l.jsonl: no validation sample is lef
 # them as text: refused
 run data --sft --input "$TMP/s.jsonl" --tokenizer "$M" --template llama3 --max_length 40 --out "$TMP/z7"
 expect_err "llama3's template with a ChatML tokenizer" "--template llama3: $M has no token <|begin_of_text|>, which the template writes"
+
+# The start of a --dataset run counts the samples over --max_length that the cache deleted (the
+# shards no longer hold them), made or found, as zinf data --sft counts them: every third sample of
+# ten is L (over 40 tokens), the others S (34). A cache made before the count was kept (no
+# sft_counts.json) says the number is unknown; with --truncation_strategy right they are truncated.
+awk -v l="$LONG" -v s="$SHORT" 'BEGIN { for (i = 1; i <= 10; i++) print (i % 3 ? s : l) }' > "$TMP/mix.jsonl"
+NL=$(grep -c twenty "$TMP/mix.jsonl")
+NS=$(($(wc -l < "$TMP/mix.jsonl") - NL))
+TD="--model $M --template chatml --max_length 40 --max_steps 1 --per_device_train_batch_size 1 --dataset $TMP/mix.jsonl"
+mkdir -p "$TMP/mix"
+run data --sft --input "$TMP/mix.jsonl" --tokenizer "$M" --template chatml --max_length 40 --out "$TMP/mix/sft"
+expect_has "zinf data --sft counts them" "--max_length 40, --truncation_strategy delete: $NL samples longer, deleted"
+for k in 1 2; do
+    # shellcheck disable=SC2086 # $TD is words
+    mpi 1 train $TD --dataset_cache "$TMP/mixc" --out "$TMP/m$k"
+    expect_ok "train --dataset, deleted samples ($k)"
+    expect_has "the count of deleted samples ($k)" "$NS SFT samples in 1 file, $NL longer than --max_length 40 left out, $NS rows"
+done
+expect_has "found the second time" "SFT shards found in"
+rm "$TMP"/mixc/*/sft_counts.json
+# shellcheck disable=SC2086
+mpi 1 train $TD --dataset_cache "$TMP/mixc" --out "$TMP/m3"
+expect_has "a cache without counts" "$NS SFT samples in 1 file, an unknown number longer than --max_length 40 left out (the cache was made by a zinf that did not keep the count: remove its directory to make it again and count them), $NS rows"
+# shellcheck disable=SC2086
+mpi 1 train $TD --truncation_strategy right --out "$TMP/m4"
+expect_has "truncated samples" "$((NS + NL)) SFT samples in 1 file, 0 longer than --max_length 40 left out, $NL truncated to it"
+
+# FILE#N: a file that has the whole name is read whole, '#' and all; else only decimal digits
+# after the last '#' are a count (test_chat.sh has the refusals)
+printf '%s\n%s\n%s\n' "$SHORT" "$SHORT" "$SHORT" > "$TMP/h#2"
+cp "$TMP/h#2" "$TMP/h#x.jsonl"
+mkdir "$TMP/hs"
+for spec in "h#2:3" "h#2#2:2" "h#x.jsonl:3" "h#x.jsonl#5:5"; do
+    run data --sft --input "$TMP/${spec%:*}" --tokenizer "$M" --template chatml --out "$TMP/hs/h"
+    expect_has "--input ${spec%:*}" "train: ${spec##*:} samples"
+done
+# a huge N: one line naming the spec, before any list of N samples is made
+mpi 1 train --model "$M" --template chatml --dataset "$TMP/s.jsonl#99999999999" --out "$TMP/n1"
+expect_err "a huge N" "$TMP/s.jsonl#99999999999: 99999999999 samples of a dataset of 1: their lists alone take"
+[ "$(count_lines "error")" = 1 ] && pass || fail "a huge N: $(count_lines "error") error lines"
+
+# a refused --dataset leaves nothing it made: not OUT, its sft-cache, nor a --dataset_cache's
+# directories; an OUT that was there stays as it was
+# shellcheck disable=SC2086 # $TR is words
+mpi 1 train $TR --dataset "$TMP/bad.jsonl" --out "$TMP/r1"
+expect_err "a malformed dataset, default cache" "$TMP/bad.jsonl:2"
+mkdir "$TMP/r2" && touch "$TMP/r2/keep"
+# shellcheck disable=SC2086 # $TR is words
+mpi 1 train $TR --dataset "$TMP/bad.jsonl" --out "$TMP/r2"
+expect_err "a malformed dataset, OUT there" "$TMP/bad.jsonl:2"
+# shellcheck disable=SC2086 # $TR is words
+mpi 1 train $TR --dataset "$TMP/bad.jsonl" --dataset_cache "$TMP/r3/a/b" --out "$TMP/r4"
+expect_err "a malformed dataset, a new --dataset_cache" "$TMP/bad.jsonl:2"
+[ ! -e "$TMP/r1" ] && [ "$(ls -A "$TMP/r2")" = keep ] && [ ! -e "$TMP/r3" ] && [ ! -e "$TMP/r4" ] && pass ||
+    fail "a refused run left: $(ls -RA "$TMP/r1" "$TMP/r2" "$TMP/r3" "$TMP/r4" 2>&1 | tr '\n' ' ')"
+
+# a tokenizer with two different tokens at one id: one line naming the id and both, nothing left
+mkdir "$TMP/dup"
+cp "$M/config.json" "$TMP/dup/"
+sed 's/{"id": 634, "content": "<|im_end|>"/{"id": 633, "content": "<|im_end|>"/' "$M/tokenizer.json" > "$TMP/dup/tokenizer.json"
+mpi 1 train --model "$TMP/dup" --template chatml --max_length 128 --dataset "$TMP/s.jsonl" --out "$TMP/d1"
+expect_err "one id, two tokens" "$TMP/dup/tokenizer.json: id 633 is given to two different tokens: added_tokens[0] \"<|im_start|>\" and added_tokens[1] \"<|im_end|>\""
+[ "$(count_lines "error")" = 1 ] && [ ! -e "$TMP/d1" ] && pass || fail "one id, two tokens: $OUTPUT; $(ls -A "$TMP/d1" 2>&1)"
 finish

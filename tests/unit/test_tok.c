@@ -204,6 +204,22 @@ static void expect_ids(const zinf_tok *t, const char *text, unsigned flags, cons
     zinf_ids_free(&v);
 }
 
+/* replace the first `from` in the file at path with `to` */
+static void replace_in(const char *path, const char *from, const char *to)
+{
+    size_t len;
+    char *j = slurp(path, &len), *m = strstr(j, from);
+    CHECK(m != NULL, "%s: no %s to replace", path, from);
+    FILE *f = fopen(path, "w");
+    if (m) {
+        fwrite(j, 1, (size_t)(m - j), f);
+        fputs(to, f);
+        fputs(m + strlen(from), f);
+    }
+    fclose(f);
+    free(j);
+}
+
 static void expect_load_err(const char *path, const char *text, const char *what)
 {
     zinf_tok *t = NULL;
@@ -306,18 +322,41 @@ static void unit_checks(void)
     mkdir(missing, 0755);
     expect_load_err(missing, "none/tokenizer.json: cannot read the tokenizer", "directory without tokenizer.json");
     p = write_tok(dir, "wp.json", "", BYTELEVEL, "null", "null");
-    {
-        /* the same file with the model type changed */
-        size_t len;
-        char *j = slurp(p, &len), *m = strstr(j, "\"BPE\"");
-        FILE *f = fopen(p, "w");
-        fwrite(j, 1, (size_t)(m - j), f);
-        fputs("\"WordPiece\"", f);
-        fputs(m + 5, f);
-        fclose(f);
-        free(j);
-    }
+    replace_in(p, "\"BPE\"", "\"WordPiece\""); /* the same file with the model type changed */
     expect_load_err(p, "wp.json: model type WordPiece is not supported", "WordPiece");
+    /* one id, two different tokens: two vocabulary entries, an added token and the vocabulary's,
+     * two added tokens (one with a newline, shown as JSON writes it, on one line) */
+    p = write_tok(dir, "dup1.json", "", BYTELEVEL, "null", "null");
+    replace_in(p, "\"abd\": 258", "\"abd\": 257");
+    expect_load_err(p, "dup1.json: id 257 is given to two different tokens: model.vocab \"abc\" and model.vocab \"abd\"",
+                    "two vocabulary entries of one id");
+    p = write_tok(dir, "dup2.json", "", BYTELEVEL, "null", "null");
+    replace_in(p, "{\"id\": 261, \"content\": \"<sep>\"", "{\"id\": 258, \"content\": \"<sep>\"");
+    expect_load_err(p, "dup2.json: id 258 is given to two different tokens: model.vocab \"abd\" and added_tokens[1] \"<sep>\"",
+                    "an added token at a vocabulary entry's id");
+    p = write_tok(dir, "dup3.json", "", BYTELEVEL, "null", "null");
+    replace_in(p, "{\"id\": 261, \"content\": \"<sep>\"", "{\"id\": 260, \"content\": \"<s\\nep>\"");
+    expect_load_err(p, "dup3.json: id 260 is given to two different tokens: added_tokens[0] \"<|bos|>\" and "
+                    "added_tokens[1] \"<s\\nep>\"", "two added tokens of one id");
+    /* an added token that repeats its vocabulary entry (text and id, as GPT-2's <|endoftext|>) is
+     * the same token: loaded, and "abd" is still 258 both ways */
+    p = write_tok(dir, "same.json", "", BYTELEVEL, "null", "null");
+    replace_in(p, "{\"id\": 261, \"content\": \"<sep>\"", "{\"id\": 258, \"content\": \"abd\"");
+    CHECK(zinf_tok_load(p, &t) == 0, "an added token repeating its vocabulary entry: %s", zinf_errmsg());
+    if (t) {
+        expect_ids(t, "abd", 0, (int32_t[]){258}, 1, "an added token repeating its vocabulary entry");
+        char *d = NULL;
+        size_t dn = 0;
+        CHECK(zinf_tok_decode(t, (int32_t[]){258}, 1, &d, &dn) == 0 && dn == 3 && !memcmp(d, "abd", 3),
+              "decode 258: \"%.*s\"", (int)dn, d ? d : "");
+        free(d);
+        zinf_tok_free(t);
+    }
+    /* or its bytes: " a" at the id of the vocabulary's "\u0120a" */
+    p = write_tok(dir, "same2.json", "", BYTELEVEL, "null", "null");
+    replace_in(p, "{\"id\": 261, \"content\": \"<sep>\"", "{\"id\": 259, \"content\": \" a\"");
+    CHECK(zinf_tok_load(p, &t) == 0, "an added token of its vocabulary entry's bytes: %s", zinf_errmsg());
+    if (t) zinf_tok_free(t);
     p = write_tok(dir, "re.json", "",
                   "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"[a-\"}, \"behavior\": \"Isolated\", \"invert\": false}",
                   "null", "null");
