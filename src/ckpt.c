@@ -402,12 +402,11 @@ uint64_t zinf_ckpt_new_run_id(void)
 
 #define LOCK_NAME ".zinf.lock"
 
-void zinf_ckpt_unmake_dir(const char *dir)
+void zinf_ckpt_unlock_file(const char *dir)
 {
     char lp[4200];
     snprintf(lp, sizeof lp, "%s/" LOCK_NAME, dir);
     unlink(lp);
-    rmdir(dir); /* fails, as it should, when anything else is in it */
 }
 
 int zinf_ckpt_lock_dir(const char *dir, double wait_s, int *fdp, void (*removed)(const char *path))

@@ -64,9 +64,9 @@ int zinf_fsync_path(const char *path, bool dir);
  * (may be NULL; one name per call). *fd: the lock's descriptor. */
 int zinf_ckpt_lock_dir(const char *dir, double wait_s, int *fd, void (*removed)(const char *path));
 
-/* A run refused before its first step in a directory it made: the lock file goes, and the
- * directory too when nothing else is in it (called while the lock is still held). */
-void zinf_ckpt_unmake_dir(const char *dir);
+/* A run refused before its first step in a directory it made: the lock file goes (called while
+ * the lock is still held; the directories the run made go after it, zinf_rmdir_made). */
+void zinf_ckpt_unlock_file(const char *dir);
 
 /* Run fn(ctx, out) in a child process (fork) and bring back its status, message and out_bytes of
  * `out`. HDF5 1.10 cannot end after a file it writes failed to close (a full disk): the process

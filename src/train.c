@@ -147,7 +147,7 @@ typedef struct run {
                               * consumed_samples (which any batch size continues from) */
     uint64_t run_id;         /* made by a fresh start, carried by checkpoints through resumptions */
     int lock_fd;             /* rank 0: the flock on --out, held until the process ends */
-    bool out_new;            /* rank 0: --out did not exist before this run made it */
+    size_t out_made;         /* rank 0: what of --out this run made (zinf_mkdir_p_made) */
     char *cfg_json;          /* the resolved config, stored in checkpoints */
     double t_start;          /* zinf_now() when this process began the run: elapsed time counts from here */
     zinf_progress prog;      /* step, evaluation and save times, for the time left */
@@ -1165,9 +1165,7 @@ static int setup(run *r)
     /* --out: rank 0 makes it and holds its lock for the whole run before anything in it is read or
      * written (and only once the flags, config and model were found good: a run refused for them
      * leaves no directory behind); what an interrupted save left there goes */
-    struct stat ost;
-    r->out_new = comm->rank == 0 && stat(o->out, &ost) != 0 && errno == ENOENT;
-    rc = comm->rank == 0 ? zinf_mkdir_p(o->out) : 0;
+    rc = comm->rank == 0 ? zinf_mkdir_p_made(o->out, &r->out_made) : 0;
     if (!rc && comm->rank == 0) {
         double w;
         lock_wait(&w);
@@ -1781,7 +1779,10 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     zinf_progress_init(&r.prog);
     int rc = setup(&r);
     if (rc) { /* a refused start (--init_from's weights, the data, a stop): an --out it made goes again */
-        if (r.out_new && r.lock_fd >= 0) zinf_ckpt_unmake_dir(o->out);
+        if (r.out_made && r.lock_fd >= 0) {
+            zinf_ckpt_unlock_file(o->out);
+            zinf_rmdir_made(o->out, r.out_made);
+        }
         teardown(&r);
         return rc;
     }

@@ -219,11 +219,11 @@ for k, v in ((3, float('nan')), (5, float('inf'))):
 open(sys.argv[2], 'wb').write(d)
 PY
 then
-    mpi 2 train --model test-mini --data "$D" --max_length 32 --out "$TMP/fo4" --init_from "$TMP/fonan"
+    mpi 2 train --model test-mini --data "$D" --max_length 32 --out "$TMP/fo4/a/b" --init_from "$TMP/fonan"
     expect_err "NaN in the weights" "--init_from $TMP/fonan: unit lnf: tensor lnf.weight holds NaN at element 3: the weights are corrupted"
     [ "$(count_lines "holds NaN")" = 1 ] && pass || fail "the NaN is said $(count_lines "holds NaN") times"
     # the refused start leaves no --out behind (it made the directory, and nothing was written there)
-    [ ! -e "$TMP/fo4" ] && pass || fail "the refused --init_from left $TMP/fo4: $(ls -A "$TMP/fo4")"
+    [ ! -e "$TMP/fo4" ] && pass || fail "the refused --init_from left $TMP/fo4: $(ls -AR "$TMP/fo4")"
     run generate --model "$TMP/fonan" --prompt_ids 1,2
     expect_err "NaN in generate's weights" "$TMP/fonan: tensor lnf.weight holds NaN at element 3"
 else
