@@ -140,3 +140,18 @@ int zinf_mkdir_p(const char *path)
     size_t made;
     return zinf_mkdir_p_made(path, &made);
 }
+
+int zinf_prefix_dir(const char *what, const char *prefix)
+{
+    char d[4096];
+    const char *sl = strrchr(prefix, '/');
+    if (!sl) snprintf(d, sizeof d, ".");
+    else snprintf(d, sizeof d, "%.*s", sl == prefix ? 1 : (int)(sl - prefix), prefix);
+    struct stat st;
+    if (stat(d, &st))
+        return zinf_errc(ZINF_EINVAL, "%s %s: the directory %s does not exist (the files are written beside the prefix)",
+                         what, prefix, d);
+    if (!S_ISDIR(st.st_mode))
+        return zinf_errc(ZINF_EINVAL, "%s %s: %s is %s, not a directory", what, prefix, d, zinf_file_kind(st.st_mode));
+    return 0;
+}

@@ -29,6 +29,9 @@ void zinf_rmdir_made(const char *path, size_t made);
  * "WHAT PATH: is a FIFO, not a regular file" (what may be NULL), without opening it: for inputs
  * that a library opens by name (HDF5, jansson), where a FIFO would block the open for good. */
 int zinf_refuse_irregular(const char *what, const char *path);
+/* 0 where the directory of a path prefix (what precedes its last '/', or ".") is a directory;
+ * else one line naming it (WHAT PREFIX: ...), before any file is made there. */
+int zinf_prefix_dir(const char *what, const char *prefix);
 /* "a directory", "a FIFO", "a character device", ... for an st_mode */
 const char *zinf_file_kind(unsigned mode);
 

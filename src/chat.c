@@ -328,11 +328,11 @@ static int push_row(zinf_chat_set *s, zinf_chat *c)
     return 0;
 }
 
-static int read_file_rows(const char *path, zinf_chat_set *s)
+static int read_file_rows(const char *flag, const char *path, zinf_chat_set *s)
 {
     char *buf;
     size_t len;
-    ZINF_TRY(zinf_read_file("--input", path, &buf, &len));
+    ZINF_TRY(zinf_read_file(flag, path, &buf, &len));
     int rc = 0;
     int64_t lineno = 0;
     /* a UTF-8 byte order mark before the first line, as some editors write it (Hugging Face's
@@ -417,11 +417,11 @@ int zinf_chat_spec(const char *spec, char **path, int64_t *want)
     return 0;
 }
 
-int zinf_chat_read(const char *spec, zinf_chat_set *out)
+int zinf_chat_read(const char *flag, const char *spec, zinf_chat_set *out)
 {
     *out = (zinf_chat_set){0};
     ZINF_TRY(zinf_chat_spec(spec, &out->path, &out->want));
-    int rc = read_file_rows(out->path, out);
+    int rc = read_file_rows(flag, out->path, out);
     if (rc) zinf_chat_set_free(out);
     return rc;
 }
@@ -1181,7 +1181,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_cou
     zinf_chat_set tr = {0}, va = {0};
     zinf_sft_samples train = {0}, val = {0};
     int64_t *ti = NULL, *vi = NULL, nt = 0, nv = 0, drop_t = 0, drop_v = 0, cut_t = 0, cut_v = 0;
-    int rc = zinf_chat_read(o->input, &tr);
+    int rc = zinf_chat_read(o->input_flag ? o->input_flag : "--input", o->input, &tr);
     if (!rc && tr.n == 0)
         rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)", tr.path,
                       (long long)tr.no_assistant);
@@ -1191,7 +1191,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_cou
         if (o->split_ratio > 0 && out)
             zinf_warn("--split_dataset_ratio %g is ignored: --val_dataset is given", o->split_ratio);
         int64_t *none = NULL, nn;
-        rc = zinf_chat_read(o->val_input, &va);
+        rc = zinf_chat_read("--val_dataset", o->val_input, &va);
         if (!rc && va.n == 0)
             rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)",
                           va.path, (long long)va.no_assistant);

@@ -49,8 +49,9 @@ int zinf_chat_spec(const char *spec, char **path, int64_t *want);
  * Every line holds one object in one of the layouts; blank lines are skipped. Errors name the
  * file and line: a malformed line, invalid UTF-8 (its byte in the file and in the line), a layout
  * not recognised, roles out of order, a role or feature not supported. A row without an assistant
- * turn is skipped and counted in no_assistant. */
-int zinf_chat_read(const char *spec, zinf_chat_set *out);
+ * turn is skipped and counted in no_assistant. A file that cannot be read is named with flag, the
+ * option that gave it (--input, --dataset, --val_dataset). */
+int zinf_chat_read(const char *flag, const char *spec, zinf_chat_set *out);
 void zinf_chat_set_free(zinf_chat_set *s);
 
 /* The rows of a dataset of len rows that train and validation take, as ms-swift's
@@ -126,6 +127,7 @@ enum { ZINF_TRUNC_DELETE, ZINF_TRUNC_LEFT, ZINF_TRUNC_RIGHT };
 
 typedef struct zinf_chat_data_opts {
     const char *input;         /* FILE[#N] */
+    const char *input_flag;    /* the option that gave it, for messages: "--input" (zinf data) or "--dataset" */
     const char *val_input;     /* --val_dataset FILE[#N], or NULL */
     const char *tokenizer;     /* tokenizer.json or the model directory */
     const char *template_name; /* NULL: detected from the --tokenizer directory */

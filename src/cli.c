@@ -15,6 +15,7 @@
 #include "estimate.h"
 #include "generate.h"
 #include "iobench.h"
+#include "io/file.h"
 #include "launch.h"
 #include "log.h" /* zinf_warn */
 #include "model.h"
@@ -473,6 +474,7 @@ static int cmd_data(int argc, char **argv, int first, bool *help)
         return 0;
     }
     if (!prefix) return zinf_err("data: --out is required");
+    ZINF_TRY(zinf_prefix_dir("data: --out", prefix));
     /* each mode's flags, and no other's: a flag another mode takes would be ignored */
     if (!random_n && (vocab_set || seed_set))
         return zinf_err("data: --vocab and --seed go with --random (a text's tokens are its bytes or its tokenizer's "

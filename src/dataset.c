@@ -32,8 +32,9 @@ static void fnv_str(unsigned long long *h, const char *s)
     if (s) fnv(h, s, strlen(s));
 }
 
-/* a file's bytes into the key (a missing file is the absent marker when optional) */
-static int fnv_file(unsigned long long *h, const char *path, bool optional)
+/* a file's bytes into the key (a missing file is the absent marker when optional); an error
+ * names the option that gave the file (flag) */
+static int fnv_file(unsigned long long *h, const char *flag, const char *path, bool optional)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -41,7 +42,7 @@ static int fnv_file(unsigned long long *h, const char *path, bool optional)
             fnv_str(h, NULL);
             return 0;
         }
-        return zinf_errc(-errno, "%s: %s", path, strerror(errno));
+        return zinf_errc(-errno, "%s %s: %s", flag, path, strerror(errno));
     }
     static _Thread_local unsigned char buf[1 << 16];
     ssize_t n;
@@ -52,7 +53,7 @@ static int fnv_file(unsigned long long *h, const char *path, bool optional)
     }
     int e = errno;
     close(fd);
-    if (n < 0) return zinf_errc(-e, "%s: %s", path, strerror(e));
+    if (n < 0) return zinf_errc(-e, "%s %s: %s", flag, path, strerror(e));
     fnv(h, &total, sizeof total);
     return 0;
 }
@@ -68,14 +69,14 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key)
     unsigned long long h = FNV_OFFSET;
     char path[4200];
     fnv_str(&h, "zinf sft shards 1"); /* the shard format and the rules that make them */
-    const char *specs[2] = {o->input, o->val_input};
+    const char *specs[2] = {o->input, o->val_input}, *flags[2] = {o->input_flag ? o->input_flag : "--input", "--val_dataset"};
     for (int k = 0; k < 2; k++) {
         fnv_str(&h, specs[k]);
         if (!specs[k]) continue;
         char *file;
         int64_t want;
         ZINF_TRY(zinf_chat_spec(specs[k], &file, &want));
-        int rc = fnv_file(&h, file, false);
+        int rc = fnv_file(&h, flags[k], file, false);
         free(file);
         ZINF_TRY(rc);
     }
@@ -83,10 +84,10 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key)
         const char *files[3] = {"tokenizer.json", "tokenizer_config.json", "config.json"};
         for (int k = 0; k < 3; k++) {
             snprintf(path, sizeof path, "%s/%s", o->tokenizer, files[k]);
-            ZINF_TRY(fnv_file(&h, path, k > 0));
+            ZINF_TRY(fnv_file(&h, "tokenizer", path, k > 0));
         }
     } else {
-        ZINF_TRY(fnv_file(&h, o->tokenizer, false));
+        ZINF_TRY(fnv_file(&h, "tokenizer", o->tokenizer, false));
     }
     const zinf_template *t = NULL;
     if (o->template_name) {

@@ -628,7 +628,7 @@ static int sft_dataset(run *r, const char *model, int T)
     const zinf_train_opts *o = r->o;
     zinf_comm *comm = r->comm;
     zinf_chat_data_opts d = o->sft;
-    d.input = o->dataset;
+    d.input = o->dataset, d.input_flag = "--dataset";
     d.max_length = T;
     struct stat st;
     int rc = 0;

@@ -121,7 +121,7 @@ int main(int argc, char **argv)
         if (!t) return fail();
         zinf_chat_set cs;
         int64_t *pick, npick, *none, nn;
-        if (zinf_chat_read(argv[2], &cs) || zinf_chat_select(cs.n, cs.want, 0, 42, &pick, &npick, &none, &nn))
+        if (zinf_chat_read("--input", argv[2], &cs) || zinf_chat_select(cs.n, cs.want, 0, 42, &pick, &npick, &none, &nn))
             return fail();
         free(none);
         zinf_tok *tok = NULL;

@@ -73,6 +73,15 @@ expect_err "a llama config.json without its sizes" "$TMP/llama.json lacks \"num_
 
 run data --input "$TMP/missing.txt" --out "$TMP/m"
 expect_err "data: missing input" "missing.txt"
+# --out's directory is checked before anything is read or written (it said "cannot create
+# DIR/x_train_000000.bin.tmp: No such file or directory" once the input had been read)
+run data --input "$TMP/missing.txt" --out "$TMP/nodir/x"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: data: --out $TMP/nodir/x: the directory $TMP/nodir does not exist (the files are written beside the prefix)" ] &&
+    pass || fail "data --out in a missing directory: exit $RC, output '$OUTPUT'"
+: > "$TMP/afile"
+run data --sft --input "$TMP/missing.jsonl" --tokenizer "$TMP/none" --out "$TMP/afile/x"
+[ "$RC" -eq 1 ] && [ "$OUTPUT" = "zinf: error: data: --out $TMP/afile/x: $TMP/afile is a regular file, not a directory" ] &&
+    pass || fail "data --out under a file: exit $RC, output '$OUTPUT'"
 printf 'abc' > "$TMP/t.txt"
 run data --input "$TMP/t.txt" --out "$TMP/t" --val_fraction 1.5
 expect_err "data: bad val fraction" "val_fraction"
