@@ -151,31 +151,32 @@ static int write_counts(const char *dir, const zinf_chat_counts *c)
 }
 
 /* -1 where the set has no counts (made by a zinf before them) */
-static int read_counts(const char *dir, int64_t *train_longer)
+static int read_counts(const char *dir, int64_t longer[2])
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/" COUNTS, dir);
-    *train_longer = -1;
+    longer[0] = longer[1] = -1;
     if (access(p, F_OK) && errno == ENOENT) return 0;
     json_error_t je;
-    json_t *j = json_load_file(p, 0, &je), *v = json_object_get(j, "train_longer");
-    int rc = json_is_integer(v) && json_integer_value(v) >= 0
-                 ? 0
-                 : zinf_err("%s: not the counts of the set (remove %s to make it again)", p, dir);
-    if (!rc) *train_longer = json_integer_value(v);
+    json_t *j = json_load_file(p, 0, &je), *v[2] = {json_object_get(j, "train_longer"), json_object_get(j, "val_longer")};
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++)
+        if (!json_is_integer(v[k]) || json_integer_value(v[k]) < 0)
+            rc = zinf_err("%s: not the counts of the set (remove %s to make it again)", p, dir);
+        else longer[k] = json_integer_value(v[k]);
     json_decref(j);
     return rc;
 }
 
 int zinf_dataset_prepare(const zinf_chat_data_opts *o, const char *cache_dir, char *train, char *val, size_t cap,
-                         bool *made, int64_t *longer, FILE *report)
+                         bool *made, int64_t longer[2], FILE *report)
 {
     unsigned long long key;
     ZINF_TRY(zinf_dataset_key(o, &key));
     char dir[4200], tmp[4300];
     snprintf(dir, sizeof dir, "%s/%016llx", cache_dir, key);
     *made = false;
-    *longer = -1;
+    longer[0] = longer[1] = -1;
     if (!is_dir(dir)) {
         size_t mkd; /* the directories made for the cache, taken back when the set is not made */
         ZINF_TRY(zinf_mkdir_p_made(cache_dir, &mkd));
@@ -194,7 +195,7 @@ int zinf_dataset_prepare(const zinf_chat_data_opts *o, const char *cache_dir, ch
             if (errno != EEXIST && errno != ENOTEMPTY) rc = zinf_errc(-errno, "rename %s to %s: %s", tmp, dir, strerror(errno));
         } else if (!rc) {
             *made = true;
-            *longer = counts.longer[0];
+            longer[0] = counts.longer[0], longer[1] = counts.longer[1];
         }
         if (!*made) remove_dir(tmp);
         if (rc) zinf_rmdir_made(cache_dir, mkd);

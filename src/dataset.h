@@ -23,11 +23,12 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key);
  * and renamed, so that a directory with the key's name is always whole; beside them
  * sft_counts.json, the counts of zinf_chat_make_shards). The globs of the training and validation
  * shards go to train and val (val "" when the set has none), each of cap bytes; *made says whether
- * they were made now; *longer is the number of training samples longer than o->max_length
- * (deleted or truncated, as o->truncation says), -1 for a set made before zinf kept the count;
+ * they were made now; longer[0] and longer[1] are the numbers of training and validation samples
+ * longer than o->max_length (deleted or truncated, as o->truncation says), -1 for a set made
+ * before zinf kept the counts;
  * the report of making them goes to report (may be NULL). When the set cannot be made, the
  * directories made for cache_dir are taken back, and nothing else is left. */
 int zinf_dataset_prepare(const zinf_chat_data_opts *o, const char *cache_dir, char *train, char *val, size_t cap,
-                         bool *made, int64_t *longer, FILE *report);
+                         bool *made, int64_t longer[2], FILE *report);
 
 #endif

@@ -127,8 +127,9 @@ typedef struct run {
     int nctx;
     int64_t *nk;             /* SFT data: this step's predicted tokens per micro-batch, else NULL */
     char dataset_glob[2][4400]; /* --dataset: the cached shards' train and val globs ("" none) */
-    int64_t dataset_longer;  /* --dataset: training samples over --max_length that its cache deleted or
-                              * truncated (--truncation_strategy); -1 unknown (a cache without the count) */
+    int64_t dataset_longer[2]; /* --dataset: training and validation samples over --max_length that its
+                                * cache deleted or truncated (--truncation_strategy); -1 unknown (a
+                                * cache without the counts) */
     int64_t opt_steps;       /* applied optimizer updates (Adam's t, the scheduler's step) */
     size_t dev_peak;         /* most device memory seen in use (backends that report it) */
     size_t dev_base;         /* device memory in use before the model's (CUDA context, libraries, NCCL) */
@@ -649,12 +650,17 @@ static int sft_dataset(run *r, const char *model, int T)
     double t0 = zinf_now();
     if (!rc && comm->rank == 0)
         rc = zinf_dataset_prepare(&d, cache, r->dataset_glob[0], r->dataset_glob[1], sizeof r->dataset_glob[0], &made,
-                                  &r->dataset_longer, NULL);
+                                  r->dataset_longer, NULL);
     ZINF_TRY(zinf_comm_agree(comm, rc));
     ZINF_TRY(zinf_comm_bcast(comm, r->dataset_glob, sizeof r->dataset_glob, 0));
-    ZINF_TRY(zinf_comm_bcast(comm, &r->dataset_longer, sizeof r->dataset_longer, 0));
-    zinf_info("zinf: --dataset %s: SFT shards %s %s (%.1f s)", o->dataset, made ? "made in" : "found in",
-              r->dataset_glob[0], zinf_now() - t0);
+    ZINF_TRY(zinf_comm_bcast(comm, r->dataset_longer, sizeof r->dataset_longer, 0));
+    /* the validation samples over --max_length: the training ones are on the data line */
+    char vl[160] = "";
+    if (r->dataset_glob[1][0] && r->dataset_longer[1] >= 0)
+        snprintf(vl, sizeof vl, "; validation samples longer than --max_length %d: %lld %s", T,
+                 (long long)r->dataset_longer[1], d.truncation == ZINF_TRUNC_DELETE ? "left out" : "truncated to it");
+    zinf_info("zinf: --dataset %s: SFT shards %s %s (%.1f s)%s", o->dataset, made ? "made in" : "found in",
+              r->dataset_glob[0], zinf_now() - t0, vl);
     return 0;
 }
 
@@ -1334,13 +1340,13 @@ static int setup(run *r)
         char longer[320];
         int64_t out = zinf_data_num_dropped(r->train), cut = 0;
         bool del = o->sft.truncation == ZINF_TRUNC_DELETE;
-        if (r->dataset_longer < 0)
+        if (r->dataset_longer[0] < 0)
             snprintf(longer, sizeof longer, "an unknown number longer than --max_length %d %s (the cache was made by "
                      "a zinf that did not keep the count: remove its directory to make it again and count them)",
                      r->T, del ? "left out" : "truncated to it");
         else {
-            if (del) out += r->dataset_longer;
-            else cut = r->dataset_longer;
+            if (del) out += r->dataset_longer[0];
+            else cut = r->dataset_longer[0];
             int n = snprintf(longer, sizeof longer, "%lld longer than --max_length %d left out", (long long)out, r->T);
             if (cut) snprintf(longer + n, sizeof longer - (size_t)n, ", %lld truncated to it", (long long)cut);
         }

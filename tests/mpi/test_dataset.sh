@@ -158,6 +158,10 @@ expect_has "a cache without counts" "$NS SFT samples in 1 file, an unknown numbe
 # shellcheck disable=SC2086
 mpi 1 train $TD --truncation_strategy right --out "$TMP/m4"
 expect_has "truncated samples" "$((NS + NL)) SFT samples in 1 file, 0 longer than --max_length 40 left out, $NL truncated to it"
+# the validation set's own count, on the --dataset line (mix.jsonl as --val_dataset beside s.jsonl)
+# shellcheck disable=SC2086
+mpi 1 train $TD --val_dataset "$TMP/mix.jsonl" --out "$TMP/m5"
+expect_has "the validation set's count" "; validation samples longer than --max_length 40: $NL left out"
 
 # FILE#N: a file that has the whole name is read whole, '#' and all; else only decimal digits
 # after the last '#' are a count (test_chat.sh has the refusals)
