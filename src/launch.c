@@ -88,6 +88,8 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
     pool->n = 0;
     int *line_of = NULL; /* where each host was named, for the duplicate message */
     int lineno = 0, rc = 0;
+    /* a UTF-8 byte order mark (Notepad's, PowerShell's) is no part of the first host's name */
+    if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3;
     for (const char *p = text; *p && !rc;) {
         const char *eol = strchr(p, '\n');
         size_t len = eol ? (size_t)(eol - p) : strlen(p);

@@ -47,6 +47,11 @@ static void test_hostfile(void)
     /* no newline at the end, CRLF lines */
     CHECK(parse(&p, "a slots=1\r\nb slots=2") == 0 && p.n == 2 && p.h[1].nslots == 2, "CRLF / no final newline");
     zinf_launch_pool_free(&p);
+    /* a UTF-8 byte order mark (Notepad's) before the first host is not part of its name */
+    CHECK(parse(&p, "\xEF\xBB\xBFnode1 slots=2\r\nnode2 slots=1\r\n") == 0 && p.n == 2 &&
+              !strcmp(p.h[0].name, "node1") && p.h[0].nslots == 2,
+          "BOM: %s", p.n ? p.h[0].name : zinf_errmsg());
+    zinf_launch_pool_free(&p);
 
     expect_err(parse(&p, "a slots=2\nb slots=1\na slots=3\n"), "hf:3: host a is listed twice (first on line 1)", "dup");
     expect_err(parse(&p, "a slots=2\nb\n"), "hf:2: expected 'HOST slots=N', got 'b'", "no slots");
