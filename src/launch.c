@@ -82,6 +82,28 @@ static bool parse_count(const char *s, size_t len, long limit, int *out)
     return true;
 }
 
+/* A host name mpirun's --host NAME:N,... and --include HOST:SLOT@... can carry: at most 255 bytes
+ * (a DNS name's limit), printable ASCII, no ':' (an IPv6 address: OpenMPI takes none) nor ','. */
+static int check_host_name(const char *h, size_t hl, const char *fname, int lineno)
+{
+    if (hl > 255)
+        return zinf_err("%s:%d: host %.40s...: a name of %zu bytes, at most 255 (a DNS name's limit)", fname, lineno, h,
+                        hl);
+    for (size_t i = 0; i < hl; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c == ':')
+            return zinf_err("%s:%d: host %.*s: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N nor "
+                            "named in --include HOST:SLOT; give the host's name", fname, lineno, (int)hl, h);
+        if (c == ',')
+            return zinf_err("%s:%d: host %.*s: a ',' separates hosts in mpirun's --host list; a host name has none",
+                            fname, lineno, (int)hl, h);
+        if (c < 0x21 || c > 0x7e)
+            return zinf_err("%s:%d: host %.*s: byte %zu is 0x%02X: a host name is printable ASCII", fname, lineno,
+                            (int)hl, h, i + 1, c);
+    }
+    return 0;
+}
+
 int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_pool *pool, FILE *notes)
 {
     pool->h = NULL;
@@ -107,7 +129,8 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
         size_t sl = 0;
         while (sl < rest && !isspace((unsigned char)s[sl])) sl++;
         int nslots = 0;
-        if (sl < 6 || strncmp(s, "slots=", 6) != 0) {
+        if ((rc = check_host_name(p, hl, fname, lineno))) {
+        } else if (sl < 6 || strncmp(s, "slots=", 6) != 0) {
             rc = zinf_err("%s:%d: expected 'HOST slots=N', got '%.*s'", fname, lineno, (int)len, p);
         } else if (!parse_count(s + 6, sl - 6, MAX_SLOTS + 1, &nslots) || nslots < 1) {
             rc = zinf_err("%s:%d: host %.*s: slots=%.*s: expected a whole number from 1 to %d", fname, lineno, (int)hl,

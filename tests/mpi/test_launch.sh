@@ -132,6 +132,9 @@ bad "zero GPUs" "--num_gpus must be at least 1" --num_gpus 0 true
 bad "hostfile twice" "--hostfile is given twice (-H $TMP/ab, then --hostfile $TMP/dup); give it once" -H "$TMP/ab" --hostfile "$TMP/dup" true
 printf 'a slots=2\nbig slots=1000000\n' > "$TMP/big"
 bad "a million slots" "$TMP/big:2: host big: slots=1000000: expected a whole number from 1 to 4096" -H "$TMP/big" true
+# an IPv6 address: mpirun's --host fe80::1:2 would be another host (OpenMPI takes none)
+printf 'a slots=1\nfe80::1 slots=2\n' > "$TMP/ipv6"
+bad "IPv6 host" "$TMP/ipv6:2: host fe80::1: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N" -H "$TMP/ipv6" true
 # the master address is taken for DeepSpeed's command lines and said to be unused
 launch --dry-run --num_gpus 2 --master_addr 10.0.0.1 --master_port 29500 touch "$TMP/ran"
 expect_ok "dry run"

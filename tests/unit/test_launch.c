@@ -67,6 +67,22 @@ static void test_hostfile(void)
                "slots=4097");
     CHECK(parse(&p, "a slots=4096\n") == 0 && p.h[0].nslots == 4096, "slots=4096: %s", zinf_errmsg());
     zinf_launch_pool_free(&p);
+    /* names mpirun's --host NAME:N,... cannot carry: OpenMPI takes no IPv6 address (ompi#6656), and
+     * "fe80::1:2" would read as host fe80::1 with 2 slots */
+    expect_err(parse(&p, "a slots=1\nfe80::1 slots=2\n"),
+               "hf:2: host fe80::1: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N nor named in "
+               "--include HOST:SLOT; give the host's name", "IPv6");
+    expect_err(parse(&p, "a,b slots=2\n"), "hf:1: host a,b: a ',' separates hosts in mpirun's --host list", "comma");
+    expect_err(parse(&p, "a slots=1\nn\xC3\xB6" "de slots=1\n"),
+               "hf:2: host n\xC3\xB6" "de: byte 2 is 0xC3: a host name is printable ASCII", "non-ASCII");
+    char longname[320];
+    memset(longname, 'x', 256);
+    snprintf(longname + 256, sizeof longname - 256, " slots=1\n");
+    expect_err(parse(&p, longname),
+               "hf:1: host xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...: a name of 256 bytes, at most 255", "long name");
+    longname[255] = ' ';
+    CHECK(parse(&p, longname) == 0 && strlen(p.h[0].name) == 255, "a 255-byte name: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
     expect_err(parse(&p, "# nothing\n\n   \n"), "hf: names no hosts", "empty");
     expect_err(parse(&p, ""), "names no hosts", "empty text");
 }
