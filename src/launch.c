@@ -117,9 +117,13 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
         const char *next = eol ? eol + 1 : p + len;
         lineno++;
+        /* a comment runs from any '#' to the line's end, as OpenMPI's hostfile reader takes it
+         * (and DeepSpeed's regex reads "node1 slots=2#x" as 2 slots) */
+        const char *hash = memchr(p, '#', len);
+        if (hash) len = (size_t)(hash - p);
         while (len && isspace((unsigned char)*p)) p++, len--;
         while (len && isspace((unsigned char)p[len - 1])) len--;
-        if (!len || *p == '#') { p = next; continue; }
+        if (!len) { p = next; continue; }
         /* HOST slots=N [# comment] */
         size_t hl = 0;
         while (hl < len && !isspace((unsigned char)p[hl])) hl++;
@@ -142,7 +146,7 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
             const char *tail = s + sl;
             size_t tl = rest - sl;
             while (tl && isspace((unsigned char)*tail)) tail++, tl--;
-            if (tl && *tail != '#' && notes)
+            if (tl && notes)
                 fprintf(notes, "zinf-launch: %s:%d: '%.*s' after slots= is not used\n", fname, lineno, (int)tl, tail);
             int *lo = realloc(line_of, (size_t)(pool->n + 1) * sizeof *lo);
             if (!lo) rc = zinf_errc(ZINF_ENOMEM, "out of memory");

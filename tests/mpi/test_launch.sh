@@ -111,7 +111,7 @@ printf 'a slots=2\nb   # no slots\n' > "$TMP/noslots"
 printf '# nothing\n\n' > "$TMP/empty"
 printf 'a slots=2\nb slots=1\n' > "$TMP/ab"
 bad "duplicate host" "$TMP/dup:3: host a is listed twice (first on line 1)" -H "$TMP/dup" true
-bad "bad line" "$TMP/noslots:2: expected 'HOST slots=N', got 'b   # no slots'" -H "$TMP/noslots" true
+bad "bad line" "$TMP/noslots:2: expected 'HOST slots=N', got 'b'" -H "$TMP/noslots" true
 bad "empty hostfile" "$TMP/empty: names no hosts" -H "$TMP/empty" true
 bad "missing hostfile" "hostfile $TMP/none: No such file or directory" -H "$TMP/none" true
 bad "unknown host" "--include: host 'c' is not among the hosts (a, b)" -H "$TMP/ab" -i c true

@@ -47,6 +47,22 @@ static void test_hostfile(void)
     /* no newline at the end, CRLF lines */
     CHECK(parse(&p, "a slots=1\r\nb slots=2") == 0 && p.n == 2 && p.h[1].nslots == 2, "CRLF / no final newline");
     zinf_launch_pool_free(&p);
+    /* a comment from any '#', as OpenMPI reads it: right after the count, or ending a host line */
+    CHECK(parse(&p, "a slots=2#two GPUs\nb slots=3\t# three\n#c slots=9\n") == 0 && p.n == 2 &&
+              p.h[0].nslots == 2 && p.h[1].nslots == 3,
+          "comments: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
+    expect_err(parse(&p, "a#x slots=2\n"), "hf:1: expected 'HOST slots=N', got 'a'", "a comment before slots=");
+    /* OpenMPI's max_slots= is named in a note, the comment after it is not */
+    char *note = NULL;
+    size_t nlen = 0;
+    FILE *nf = open_memstream(&note, &nlen);
+    CHECK(zinf_launch_parse_hostfile("a slots=2 max_slots=4 # two\nb slots=1#one\n", "hf", &p, nf) == 0 && p.n == 2,
+          "max_slots: %s", zinf_errmsg());
+    fclose(nf);
+    CHECK(!strcmp(note, "zinf-launch: hf:1: 'max_slots=4' after slots= is not used\n"), "note '%s'", note);
+    free(note);
+    zinf_launch_pool_free(&p);
     /* a UTF-8 byte order mark (Notepad's) before the first host is not part of its name */
     CHECK(parse(&p, "\xEF\xBB\xBFnode1 slots=2\r\nnode2 slots=1\r\n") == 0 && p.n == 2 &&
               !strcmp(p.h[0].name, "node1") && p.h[0].nslots == 2,
