@@ -132,6 +132,14 @@ bad "zero GPUs" "--num_gpus must be at least 1" --num_gpus 0 true
 bad "hostfile twice" "--hostfile is given twice (-H $TMP/ab, then --hostfile $TMP/dup); give it once" -H "$TMP/ab" --hostfile "$TMP/dup" true
 printf 'a slots=2\nbig slots=1000000\n' > "$TMP/big"
 bad "a million slots" "$TMP/big:2: host big: slots=1000000: expected a whole number from 1 to 4096" -H "$TMP/big" true
+# the man page's example hostfile, copied as a reader sees it, names node1 and node2 (its \n once
+# rendered as '\node2', which printf wrote as a host 'ode2')
+if command -v groff >/dev/null 2>&1; then
+    EX=$(groff -man -Tutf8 -P-c "${top_srcdir:-.}/man/zinf-launch.1" 2>/dev/null | sed -n "s/^ *printf \('node1[^']*'\) > hosts\$/\1/p")
+    (cd "$TMP" && eval "printf $EX" > "$TMP/manhosts")
+    launch --dry-run -H "$TMP/manhosts" --bind_cores_to_rank false true
+    expect_has "the man page's hostfile" "zinf-launch: 8 ranks on 2 hosts: node1:0,1,2,3 node2:0,1,2,3"
+fi
 # an IPv6 address: mpirun's --host fe80::1:2 would be another host (OpenMPI takes none)
 printf 'a slots=1\nfe80::1 slots=2\n' > "$TMP/ipv6"
 bad "IPv6 host" "$TMP/ipv6:2: host fe80::1: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N" -H "$TMP/ipv6" true
