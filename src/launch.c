@@ -463,20 +463,33 @@ static int env_exports(const zinf_launch_opts *o, argv_b *a)
     return rc;
 }
 
-/* CUDA_VISIBLE_DEVICES of the launch node, split at commas (NULL when unset or empty). */
+/* CUDA_VISIBLE_DEVICES of the launch node as CUDA reads it: its entries up to the first one that
+ * starts with '-' (-1 hides that GPU and every one after it), none when it is set but empty. An
+ * empty entry ("0,1," or "0,,1") or one after a hiding entry is an error: it would have been a
+ * rank without a GPU, or a GPU that the ranks cannot see. */
 static int split_cvd(const char *cvd, char ***ent, int *n)
 {
     *ent = NULL;
     *n = 0;
     if (!cvd || !*cvd) return 0;
-    for (const char *p = cvd;; ) {
+    int k = 0;
+    for (const char *p = cvd, *hid = NULL;; k++) {
         const char *c = strchr(p, ',');
         size_t len = c ? (size_t)(c - p) : strlen(p);
-        char **e = realloc(*ent, (size_t)(*n + 1) * sizeof *e);
-        if (!e) return zinf_errc(ZINF_ENOMEM, "out of memory");
-        *ent = e;
-        if (!(e[*n] = strndup(p, len))) return zinf_errc(ZINF_ENOMEM, "out of memory");
-        (*n)++;
+        if (!len)
+            return zinf_err("CUDA_VISIBLE_DEVICES '%s': entry %d is empty (GPU indices or UUIDs, separated by commas)",
+                            cvd, k + 1);
+        if (hid)
+            return zinf_err("CUDA_VISIBLE_DEVICES '%s': CUDA sees no entry after '%.*s', so not '%.*s'", cvd,
+                            (int)(strchrnul(hid, ',') - hid), hid, (int)len, p);
+        if (*p == '-') hid = p;
+        else {
+            char **e = realloc(*ent, (size_t)(*n + 1) * sizeof *e);
+            if (!e) return zinf_errc(ZINF_ENOMEM, "out of memory");
+            *ent = e;
+            if (!(e[*n] = strndup(p, len))) return zinf_errc(ZINF_ENOMEM, "out of memory");
+            (*n)++;
+        }
         if (!c) break;
         p = c + 1;
     }
@@ -511,8 +524,11 @@ static int build_pool(const zinf_launch_opts *o, zinf_launch_pool *pool, char **
     if (o->num_nodes > 1) return zinf_err("--num_nodes %lld needs a --hostfile", (long long)o->num_nodes);
     /* this node: its GPUs, or the ones CUDA_VISIBLE_DEVICES lists (slot i is its i-th entry) */
     ZINF_TRY(split_cvd(o->cuda_visible, cvd, ncvd));
-    int n = *ncvd ? *ncvd : o->local_gpus;
+    int n = o->cuda_visible ? *ncvd : o->local_gpus;
     if (n <= 0) {
+        if (o->num_gpus <= 0 && o->cuda_visible && o->local_gpus > 0)
+            return zinf_err("CUDA_VISIBLE_DEVICES '%s' hides every GPU of this node: --num_gpus N starts N ranks here "
+                            "(CPU backend: --device cpu)", o->cuda_visible);
         if (o->num_gpus <= 0)
             return zinf_err("no GPU found on this node: --num_gpus N starts N ranks here (CPU backend: --device cpu)");
         n = (int)o->num_gpus; /* CPU ranks: as many as asked */

@@ -140,6 +140,11 @@ if command -v groff >/dev/null 2>&1; then
     launch --dry-run -H "$TMP/manhosts" --bind_cores_to_rank false true
     expect_has "the man page's hostfile" "zinf-launch: 8 ranks on 2 hosts: node1:0,1,2,3 node2:0,1,2,3"
 fi
+# an empty entry of CUDA_VISIBLE_DEVICES was a slot of its own: a third rank, without a GPU
+CVD_WAS=${CUDA_VISIBLE_DEVICES-unset}
+export CUDA_VISIBLE_DEVICES=0,1,
+bad "CUDA_VISIBLE_DEVICES trailing comma" "CUDA_VISIBLE_DEVICES '0,1,': entry 3 is empty" true
+if [ "$CVD_WAS" = unset ]; then unset CUDA_VISIBLE_DEVICES; else CUDA_VISIBLE_DEVICES=$CVD_WAS; fi
 # an IPv6 address: mpirun's --host fe80::1:2 would be another host (OpenMPI takes none)
 printf 'a slots=1\nfe80::1 slots=2\n' > "$TMP/ipv6"
 bad "IPv6 host" "$TMP/ipv6:2: host fe80::1: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N" -H "$TMP/ipv6" true

@@ -269,6 +269,28 @@ static void test_plan(const char *dir)
     free(s);
     zinf_launch_argv_free(argv);
     o.include = NULL;
+    /* as CUDA reads it: up to an entry that starts with '-', nothing when set but empty; an empty
+     * entry was a slot (a rank without a GPU) */
+    o.cuda_visible = "0,1,";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "CUDA_VISIBLE_DEVICES '0,1,': entry 3 is empty (GPU indices or UUIDs, separated by commas)", "CVD 0,1,");
+    o.cuda_visible = "3,,5";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "CUDA_VISIBLE_DEVICES '3,,5': entry 2 is empty", "CVD 3,,5");
+    o.cuda_visible = "0,-1,2";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "CUDA_VISIBLE_DEVICES '0,-1,2': CUDA sees no entry after '-1', so not '2'", "CVD 0,-1,2");
+    o.cuda_visible = "4,-1";
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 1, "CVD 4,-1 is GPU 4 alone: %s", zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.cuda_visible = "-1";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "CUDA_VISIBLE_DEVICES '-1' hides every GPU of this node: --num_gpus N starts N ranks here", "CVD -1");
+    o.cuda_visible = "";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "CUDA_VISIBLE_DEVICES '' hides every GPU", "CVD empty");
+    o.num_gpus = 2; /* CPU ranks, as on a node without a GPU */
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 2, "CVD empty, --num_gpus 2: %s", zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.num_gpus = -1;
     o.cuda_visible = NULL;
     o.local_gpus = 0;
     expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "no GPU found on this node: --num_gpus N", "no gpus");
