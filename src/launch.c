@@ -82,20 +82,48 @@ static bool parse_count(const char *s, size_t len, long limit, int *out)
     return true;
 }
 
+/* A host name mpirun's --host NAME:N,... and --include HOST:SLOT@... can carry: at most 255 bytes
+ * (a DNS name's limit), printable ASCII, no ':' (an IPv6 address: OpenMPI takes none) nor ','. */
+static int check_host_name(const char *h, size_t hl, const char *fname, int lineno)
+{
+    if (hl > 255)
+        return zinf_err("%s:%d: host %.40s...: a name of %zu bytes, at most 255 (a DNS name's limit)", fname, lineno, h,
+                        hl);
+    for (size_t i = 0; i < hl; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c == ':')
+            return zinf_err("%s:%d: host %.*s: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N nor "
+                            "named in --include HOST:SLOT; give the host's name", fname, lineno, (int)hl, h);
+        if (c == ',')
+            return zinf_err("%s:%d: host %.*s: a ',' separates hosts in mpirun's --host list; a host name has none",
+                            fname, lineno, (int)hl, h);
+        if (c < 0x21 || c > 0x7e)
+            return zinf_err("%s:%d: host %.*s: byte %zu is 0x%02X: a host name is printable ASCII", fname, lineno,
+                            (int)hl, h, i + 1, c);
+    }
+    return 0;
+}
+
 int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_pool *pool, FILE *notes)
 {
     pool->h = NULL;
     pool->n = 0;
     int *line_of = NULL; /* where each host was named, for the duplicate message */
     int lineno = 0, rc = 0;
+    /* a UTF-8 byte order mark (Notepad's, PowerShell's) is no part of the first host's name */
+    if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3;
     for (const char *p = text; *p && !rc;) {
         const char *eol = strchr(p, '\n');
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
         const char *next = eol ? eol + 1 : p + len;
         lineno++;
+        /* a comment runs from any '#' to the line's end, as OpenMPI's hostfile reader takes it
+         * (and DeepSpeed's regex reads "node1 slots=2#x" as 2 slots) */
+        const char *hash = memchr(p, '#', len);
+        if (hash) len = (size_t)(hash - p);
         while (len && isspace((unsigned char)*p)) p++, len--;
         while (len && isspace((unsigned char)p[len - 1])) len--;
-        if (!len || *p == '#') { p = next; continue; }
+        if (!len) { p = next; continue; }
         /* HOST slots=N [# comment] */
         size_t hl = 0;
         while (hl < len && !isspace((unsigned char)p[hl])) hl++;
@@ -105,7 +133,8 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
         size_t sl = 0;
         while (sl < rest && !isspace((unsigned char)s[sl])) sl++;
         int nslots = 0;
-        if (sl < 6 || strncmp(s, "slots=", 6) != 0) {
+        if ((rc = check_host_name(p, hl, fname, lineno))) {
+        } else if (sl < 6 || strncmp(s, "slots=", 6) != 0) {
             rc = zinf_err("%s:%d: expected 'HOST slots=N', got '%.*s'", fname, lineno, (int)len, p);
         } else if (!parse_count(s + 6, sl - 6, MAX_SLOTS + 1, &nslots) || nslots < 1) {
             rc = zinf_err("%s:%d: host %.*s: slots=%.*s: expected a whole number from 1 to %d", fname, lineno, (int)hl,
@@ -117,7 +146,7 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
             const char *tail = s + sl;
             size_t tl = rest - sl;
             while (tl && isspace((unsigned char)*tail)) tail++, tl--;
-            if (tl && *tail != '#' && notes)
+            if (tl && notes)
                 fprintf(notes, "zinf-launch: %s:%d: '%.*s' after slots= is not used\n", fname, lineno, (int)tl, tail);
             int *lo = realloc(line_of, (size_t)(pool->n + 1) * sizeof *lo);
             if (!lo) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
@@ -434,20 +463,33 @@ static int env_exports(const zinf_launch_opts *o, argv_b *a)
     return rc;
 }
 
-/* CUDA_VISIBLE_DEVICES of the launch node, split at commas (NULL when unset or empty). */
+/* CUDA_VISIBLE_DEVICES of the launch node as CUDA reads it: its entries up to the first one that
+ * starts with '-' (-1 hides that GPU and every one after it), none when it is set but empty. An
+ * empty entry ("0,1," or "0,,1") or one after a hiding entry is an error: it would have been a
+ * rank without a GPU, or a GPU that the ranks cannot see. */
 static int split_cvd(const char *cvd, char ***ent, int *n)
 {
     *ent = NULL;
     *n = 0;
     if (!cvd || !*cvd) return 0;
-    for (const char *p = cvd;; ) {
+    int k = 0;
+    for (const char *p = cvd, *hid = NULL;; k++) {
         const char *c = strchr(p, ',');
         size_t len = c ? (size_t)(c - p) : strlen(p);
-        char **e = realloc(*ent, (size_t)(*n + 1) * sizeof *e);
-        if (!e) return zinf_errc(ZINF_ENOMEM, "out of memory");
-        *ent = e;
-        if (!(e[*n] = strndup(p, len))) return zinf_errc(ZINF_ENOMEM, "out of memory");
-        (*n)++;
+        if (!len)
+            return zinf_err("CUDA_VISIBLE_DEVICES '%s': entry %d is empty (GPU indices or UUIDs, separated by commas)",
+                            cvd, k + 1);
+        if (hid)
+            return zinf_err("CUDA_VISIBLE_DEVICES '%s': CUDA sees no entry after '%.*s', so not '%.*s'", cvd,
+                            (int)(strchrnul(hid, ',') - hid), hid, (int)len, p);
+        if (*p == '-') hid = p;
+        else {
+            char **e = realloc(*ent, (size_t)(*n + 1) * sizeof *e);
+            if (!e) return zinf_errc(ZINF_ENOMEM, "out of memory");
+            *ent = e;
+            if (!(e[*n] = strndup(p, len))) return zinf_errc(ZINF_ENOMEM, "out of memory");
+            (*n)++;
+        }
         if (!c) break;
         p = c + 1;
     }
@@ -482,8 +524,11 @@ static int build_pool(const zinf_launch_opts *o, zinf_launch_pool *pool, char **
     if (o->num_nodes > 1) return zinf_err("--num_nodes %lld needs a --hostfile", (long long)o->num_nodes);
     /* this node: its GPUs, or the ones CUDA_VISIBLE_DEVICES lists (slot i is its i-th entry) */
     ZINF_TRY(split_cvd(o->cuda_visible, cvd, ncvd));
-    int n = *ncvd ? *ncvd : o->local_gpus;
+    int n = o->cuda_visible ? *ncvd : o->local_gpus;
     if (n <= 0) {
+        if (o->num_gpus <= 0 && o->cuda_visible && o->local_gpus > 0)
+            return zinf_err("CUDA_VISIBLE_DEVICES '%s' hides every GPU of this node: --num_gpus N starts N ranks here "
+                            "(CPU backend: --device cpu)", o->cuda_visible);
         if (o->num_gpus <= 0)
             return zinf_err("no GPU found on this node: --num_gpus N starts N ranks here (CPU backend: --device cpu)");
         n = (int)o->num_gpus; /* CPU ranks: as many as asked */

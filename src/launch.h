@@ -1,7 +1,7 @@
 /* launch: zinf-launch, DeepSpeed's launcher options turned into one OpenMPI mpirun command.
  *
- * The resource pool is a DeepSpeed hostfile ("HOST slots=N" lines; blank lines and lines starting
- * with '#' are skipped, a host may appear once) or, without one, this node with its GPUs. Each
+ * The resource pool is a DeepSpeed hostfile ("HOST slots=N" lines; blank lines are skipped, a '#'
+ * starts a comment anywhere on a line, a host may appear once) or, without one, this node with its GPUs. Each
  * host's slots are the GPU indices 0..N-1. --include / --exclude ("HOST[:SLOT[,SLOT...]][@HOST...]")
  * pick slots, --num_nodes keeps the first hosts, --num_gpus the first slots of each. One rank runs
  * per chosen slot, ranks numbered host by host in the hostfile's order. A rank picks its GPU by its

@@ -111,7 +111,7 @@ printf 'a slots=2\nb   # no slots\n' > "$TMP/noslots"
 printf '# nothing\n\n' > "$TMP/empty"
 printf 'a slots=2\nb slots=1\n' > "$TMP/ab"
 bad "duplicate host" "$TMP/dup:3: host a is listed twice (first on line 1)" -H "$TMP/dup" true
-bad "bad line" "$TMP/noslots:2: expected 'HOST slots=N', got 'b   # no slots'" -H "$TMP/noslots" true
+bad "bad line" "$TMP/noslots:2: expected 'HOST slots=N', got 'b'" -H "$TMP/noslots" true
 bad "empty hostfile" "$TMP/empty: names no hosts" -H "$TMP/empty" true
 bad "missing hostfile" "hostfile $TMP/none: No such file or directory" -H "$TMP/none" true
 bad "unknown host" "--include: host 'c' is not among the hosts (a, b)" -H "$TMP/ab" -i c true
@@ -132,6 +132,22 @@ bad "zero GPUs" "--num_gpus must be at least 1" --num_gpus 0 true
 bad "hostfile twice" "--hostfile is given twice (-H $TMP/ab, then --hostfile $TMP/dup); give it once" -H "$TMP/ab" --hostfile "$TMP/dup" true
 printf 'a slots=2\nbig slots=1000000\n' > "$TMP/big"
 bad "a million slots" "$TMP/big:2: host big: slots=1000000: expected a whole number from 1 to 4096" -H "$TMP/big" true
+# the man page's example hostfile, copied as a reader sees it, names node1 and node2 (its \n once
+# rendered as '\node2', which printf wrote as a host 'ode2')
+if command -v groff >/dev/null 2>&1; then
+    EX=$(groff -man -Tutf8 -P-c "${top_srcdir:-.}/man/zinf-launch.1" 2>/dev/null | sed -n "s/^ *printf \('node1[^']*'\) > hosts\$/\1/p")
+    (cd "$TMP" && eval "printf $EX" > "$TMP/manhosts")
+    launch --dry-run -H "$TMP/manhosts" --bind_cores_to_rank false true
+    expect_has "the man page's hostfile" "zinf-launch: 8 ranks on 2 hosts: node1:0,1,2,3 node2:0,1,2,3"
+fi
+# an empty entry of CUDA_VISIBLE_DEVICES was a slot of its own: a third rank, without a GPU
+CVD_WAS=${CUDA_VISIBLE_DEVICES-unset}
+export CUDA_VISIBLE_DEVICES=0,1,
+bad "CUDA_VISIBLE_DEVICES trailing comma" "CUDA_VISIBLE_DEVICES '0,1,': entry 3 is empty" true
+if [ "$CVD_WAS" = unset ]; then unset CUDA_VISIBLE_DEVICES; else CUDA_VISIBLE_DEVICES=$CVD_WAS; fi
+# an IPv6 address: mpirun's --host fe80::1:2 would be another host (OpenMPI takes none)
+printf 'a slots=1\nfe80::1 slots=2\n' > "$TMP/ipv6"
+bad "IPv6 host" "$TMP/ipv6:2: host fe80::1: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N" -H "$TMP/ipv6" true
 # the master address is taken for DeepSpeed's command lines and said to be unused
 launch --dry-run --num_gpus 2 --master_addr 10.0.0.1 --master_port 29500 touch "$TMP/ran"
 expect_ok "dry run"

@@ -47,6 +47,27 @@ static void test_hostfile(void)
     /* no newline at the end, CRLF lines */
     CHECK(parse(&p, "a slots=1\r\nb slots=2") == 0 && p.n == 2 && p.h[1].nslots == 2, "CRLF / no final newline");
     zinf_launch_pool_free(&p);
+    /* a comment from any '#', as OpenMPI reads it: right after the count, or ending a host line */
+    CHECK(parse(&p, "a slots=2#two GPUs\nb slots=3\t# three\n#c slots=9\n") == 0 && p.n == 2 &&
+              p.h[0].nslots == 2 && p.h[1].nslots == 3,
+          "comments: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
+    expect_err(parse(&p, "a#x slots=2\n"), "hf:1: expected 'HOST slots=N', got 'a'", "a comment before slots=");
+    /* OpenMPI's max_slots= is named in a note, the comment after it is not */
+    char *note = NULL;
+    size_t nlen = 0;
+    FILE *nf = open_memstream(&note, &nlen);
+    CHECK(zinf_launch_parse_hostfile("a slots=2 max_slots=4 # two\nb slots=1#one\n", "hf", &p, nf) == 0 && p.n == 2,
+          "max_slots: %s", zinf_errmsg());
+    fclose(nf);
+    CHECK(!strcmp(note, "zinf-launch: hf:1: 'max_slots=4' after slots= is not used\n"), "note '%s'", note);
+    free(note);
+    zinf_launch_pool_free(&p);
+    /* a UTF-8 byte order mark (Notepad's) before the first host is not part of its name */
+    CHECK(parse(&p, "\xEF\xBB\xBFnode1 slots=2\r\nnode2 slots=1\r\n") == 0 && p.n == 2 &&
+              !strcmp(p.h[0].name, "node1") && p.h[0].nslots == 2,
+          "BOM: %s", p.n ? p.h[0].name : zinf_errmsg());
+    zinf_launch_pool_free(&p);
 
     expect_err(parse(&p, "a slots=2\nb slots=1\na slots=3\n"), "hf:3: host a is listed twice (first on line 1)", "dup");
     expect_err(parse(&p, "a slots=2\nb\n"), "hf:2: expected 'HOST slots=N', got 'b'", "no slots");
@@ -61,6 +82,22 @@ static void test_hostfile(void)
     expect_err(parse(&p, "a slots=4097\n"), "hf:1: host a: slots=4097: expected a whole number from 1 to 4096",
                "slots=4097");
     CHECK(parse(&p, "a slots=4096\n") == 0 && p.h[0].nslots == 4096, "slots=4096: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
+    /* names mpirun's --host NAME:N,... cannot carry: OpenMPI takes no IPv6 address (ompi#6656), and
+     * "fe80::1:2" would read as host fe80::1 with 2 slots */
+    expect_err(parse(&p, "a slots=1\nfe80::1 slots=2\n"),
+               "hf:2: host fe80::1: a ':' (an IPv6 address?) cannot be passed in mpirun's --host NAME:N nor named in "
+               "--include HOST:SLOT; give the host's name", "IPv6");
+    expect_err(parse(&p, "a,b slots=2\n"), "hf:1: host a,b: a ',' separates hosts in mpirun's --host list", "comma");
+    expect_err(parse(&p, "a slots=1\nn\xC3\xB6" "de slots=1\n"),
+               "hf:2: host n\xC3\xB6" "de: byte 2 is 0xC3: a host name is printable ASCII", "non-ASCII");
+    char longname[320];
+    memset(longname, 'x', 256);
+    snprintf(longname + 256, sizeof longname - 256, " slots=1\n");
+    expect_err(parse(&p, longname),
+               "hf:1: host xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...: a name of 256 bytes, at most 255", "long name");
+    longname[255] = ' ';
+    CHECK(parse(&p, longname) == 0 && strlen(p.h[0].name) == 255, "a 255-byte name: %s", zinf_errmsg());
     zinf_launch_pool_free(&p);
     expect_err(parse(&p, "# nothing\n\n   \n"), "hf: names no hosts", "empty");
     expect_err(parse(&p, ""), "names no hosts", "empty text");
@@ -232,6 +269,28 @@ static void test_plan(const char *dir)
     free(s);
     zinf_launch_argv_free(argv);
     o.include = NULL;
+    /* as CUDA reads it: up to an entry that starts with '-', nothing when set but empty; an empty
+     * entry was a slot (a rank without a GPU) */
+    o.cuda_visible = "0,1,";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "CUDA_VISIBLE_DEVICES '0,1,': entry 3 is empty (GPU indices or UUIDs, separated by commas)", "CVD 0,1,");
+    o.cuda_visible = "3,,5";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "CUDA_VISIBLE_DEVICES '3,,5': entry 2 is empty", "CVD 3,,5");
+    o.cuda_visible = "0,-1,2";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "CUDA_VISIBLE_DEVICES '0,-1,2': CUDA sees no entry after '-1', so not '2'", "CVD 0,-1,2");
+    o.cuda_visible = "4,-1";
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 1, "CVD 4,-1 is GPU 4 alone: %s", zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.cuda_visible = "-1";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL),
+               "CUDA_VISIBLE_DEVICES '-1' hides every GPU of this node: --num_gpus N starts N ranks here", "CVD -1");
+    o.cuda_visible = "";
+    expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "CUDA_VISIBLE_DEVICES '' hides every GPU", "CVD empty");
+    o.num_gpus = 2; /* CPU ranks, as on a node without a GPU */
+    CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0 && n == 2, "CVD empty, --num_gpus 2: %s", zinf_errmsg());
+    zinf_launch_argv_free(argv);
+    o.num_gpus = -1;
     o.cuda_visible = NULL;
     o.local_gpus = 0;
     expect_err(zinf_launch_plan(&o, &argv, &n, NULL), "no GPU found on this node: --num_gpus N", "no gpus");
