@@ -510,6 +510,8 @@ static int read_text(const char *path, char **out)
     return rc;
 }
 
+static const char *env_of(char *const *env, const char *name);
+
 static int build_pool(const zinf_launch_opts *o, zinf_launch_pool *pool, char ***cvd, int *ncvd, FILE *notes)
 {
     if (o->hostfile) {
@@ -522,6 +524,11 @@ static int build_pool(const zinf_launch_opts *o, zinf_launch_pool *pool, char **
         return rc;
     }
     if (o->num_nodes > 1) return zinf_err("--num_nodes %lld needs a --hostfile", (long long)o->num_nodes);
+    /* zinf-launch reads no Slurm allocation: inside one of several nodes, say where the ranks go */
+    const char *sn = env_of(o->environ, "SLURM_JOB_NUM_NODES");
+    if (sn && atoi(sn) > 1 && notes)
+        fprintf(notes, "zinf-launch: this Slurm allocation has %d nodes and no --hostfile is given: the ranks start on "
+                       "this node alone (srun, or the scripts in jobs/slurm/, start them on every node)\n", atoi(sn));
     /* this node: its GPUs, or the ones CUDA_VISIBLE_DEVICES lists (slot i is its i-th entry) */
     ZINF_TRY(split_cvd(o->cuda_visible, cvd, ncvd));
     int n = o->cuda_visible ? *ncvd : o->local_gpus;

@@ -153,6 +153,12 @@ launch --dry-run --num_gpus 2 --master_addr 10.0.0.1 --master_port 29500 touch "
 expect_ok "dry run"
 expect_has "dry run" "--master_addr and --master_port are not used: MPI does the rendezvous" "mpirun -np 2"
 [ ! -e "$TMP/ran" ] && pass || fail "--dry-run ran the program"
+# inside a Slurm allocation of several nodes, no hostfile: said, not silent (zinf-launch reads no
+# allocation; the ranks stay on this node)
+OUTPUT=$(SLURM_JOB_NUM_NODES=3 "$LAUNCH" --dry-run --num_gpus 2 true 2>&1); RC=$?
+expect_has "a 3-node Slurm allocation" "zinf-launch: this Slurm allocation has 3 nodes and no --hostfile is given: the ranks start on this node alone (srun, or the scripts in jobs/slurm/, start them on every node)" "2 ranks on 1 host"
+OUTPUT=$(SLURM_JOB_NUM_NODES=1 "$LAUNCH" --dry-run --num_gpus 2 true 2>&1); RC=$?
+[ "$(count_lines "Slurm allocation")" = 0 ] && pass || fail "a 1-node allocation was remarked on"
 
 # --- 5. cores per rank ---------------------------------------------------------------------------
 # the reference: DeepSpeed's rule (cores_per_rank = cores // ranks, rank r takes the r-th run of
