@@ -606,8 +606,61 @@ static void check_grad_live(void)
     }
 }
 
+/* Activations past 64 bits: GPT-2 124M's layout written out from gpt2.c's and model.c's carve
+ * (N = B x T tokens, a multiple of 256 so that no buffer is rounded; es = 4): the residual stream
+ * (L+1) N C es; per block ln1, qkv, atty, res2, ln2, fch, fchg (15 N C es), four LayerNorm
+ * statistics (16 N) and the lse (4 N NH); lnf (N C es) and its statistics (8 N); the logits, at
+ * most 2 GiB of rows; losses, tokens, targets (12 N). Gradient scratch: d_res, d_ln, d_qkv,
+ * d_atty, d_fch (10 N C es) and the head's weight gradient in chunks (Vp C es). At 2^40 tokens
+ * that is exact in 64 bits; at 10^6 x 2^24 tokens it passes 2^64 and wrapped silently before. */
+static void check_act_overflow(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "gpt2-124m") == 0, "gpt2-124m: %s", zinf_errmsg());
+    m.n_positions = 1 << 30; /* the activations know T, not the position table */
+    const uint64_t C = 768, L = 12, NH = 12, Vp = 50304, es = 4, N = (uint64_t)1 << 40;
+    const uint64_t rows = ((uint64_t)2 << 30) / (Vp * es), logits = (rows * Vp * es + 255) / 256 * 256;
+    const uint64_t want_a = (L + 1) * N * C * es + L * (15 * N * C * es + 16 * N + 4 * N * NH) + N * C * es + 8 * N +
+                            logits + 12 * N;
+    const uint64_t want_g = 10 * N * C * es + Vp * C * es;
+    size_t a = 0, g = 0;
+    CHECK(zinf_model_act_bytes(&m, 1 << 20, 1 << 20, 4, ZINF_RECOMPUTE_NONE, &a, &g) == 0, "2^40 tokens: %s",
+          zinf_errmsg());
+    CHECK(a == want_a && g == want_g, "2^40 tokens: act %zu act_grad %zu, want %llu %llu", a, g,
+          (unsigned long long)want_a, (unsigned long long)want_g);
+    int rc = zinf_model_act_bytes(&m, 1000000, 1 << 24, 4, ZINF_RECOMPUTE_NONE, &a, &g);
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "activations of 1000000 x 16777216 tokens: more than 2^63 bytes"),
+          "10^6 x 2^24 tokens: rc %d, %s", rc, rc ? zinf_errmsg() : "accepted");
+    /* the command line: a 72B at 10^6 x 10^6 tokens (a config with that many positions) */
+    char path[] = "/tmp/zinf_test_estimate_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    const char *j = "{\"model_type\": \"qwen2\", \"hidden_size\": 8192, \"intermediate_size\": 29568, "
+                    "\"num_hidden_layers\": 80, \"num_attention_heads\": 64, \"num_key_value_heads\": 8, "
+                    "\"vocab_size\": 152064, \"max_position_embeddings\": 1000000, \"rms_norm_eps\": 1e-6, "
+                    "\"rope_theta\": 1000000.0, \"tie_word_embeddings\": false}";
+    CHECK(write(fd, j, strlen(j)) == (ssize_t)strlen(j), "write");
+    close(fd);
+    FILE *f = tmpfile();
+    zinf_estimate_opts o;
+    zinf_estimate_opts_defaults(&o);
+    o.model = path;
+    o.precision = "fp32";
+    o.stage = 3, o.stage_set = true;
+    o.micro_batch = 1000000, o.micro_batch_set = true;
+    o.seq_len = 1000000, o.seq_len_set = true;
+    o.print_bytes = true;
+    rc = f ? zinf_estimate_run(&o, f, NULL) : -1;
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "more than 2^63 bytes"), "72B, 10^6 x 10^6 tokens: %s",
+          rc ? zinf_errmsg() : "accepted");
+    if (f) fclose(f);
+    unlink(path);
+}
+
 int main(void)
 {
+    check_act_overflow();
     check_largest();
     check_grad_live();
     check_paper();
