@@ -658,8 +658,77 @@ static void check_act_overflow(void)
     unlink(path);
 }
 
+/* a config's path, its text written to a temporary file */
+static void write_tmp(char *path, const char *text)
+{
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+    close(fd);
+}
+
+/* zinf_estimate_run's --print-bytes line for test-mini with a config and --micro-batch (0: none) */
+static int run_micro(const char *cfg, int64_t micro, char *line, size_t cap)
+{
+    FILE *f = tmpfile();
+    if (!f) return -1;
+    zinf_estimate_opts o;
+    zinf_estimate_opts_defaults(&o);
+    o.model = "test-mini";
+    o.config = cfg;
+    o.print_bytes = true;
+    if (micro) o.micro_batch = micro, o.micro_batch_set = true, o.seq_len = 8, o.seq_len_set = true;
+    int rc = zinf_estimate_run(&o, f, NULL);
+    rewind(f);
+    line[0] = 0;
+    if (!fgets(line, (int)cap, f)) line[0] = 0;
+    fclose(f);
+    return rc;
+}
+
+/* --micro-batch is the run's micro-batch, as train's --per_device_train_batch_size: it fills the
+ * config's "auto" (and so the accumulation steps the batch rule derives), and a config that fixes
+ * another is refused. train_batch_size 32 on one rank, the accumulation steps derived: --micro-batch 32 is one micro-step a step,
+ * where bf16 at stage 0 keeps the 16-bit gradients (2 Psi, no accumulator: zinf_zero_grads16),
+ * --micro-batch 16 two, with fp32 accumulators (4 Psi). Before, "auto" took HF's default 8
+ * (four micro-steps) whatever --micro-batch said, and a fixed 4 beside --micro-batch 16 passed. */
+static void check_micro_fills_auto(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "test-mini") == 0, "test-mini: %s", zinf_errmsg());
+    const long long psi = (long long)zinf_model_num_params(&m);
+    char autop[] = "/tmp/zinf_test_estimate_XXXXXX", fixed[] = "/tmp/zinf_test_estimate_XXXXXX",
+         none[] = "/tmp/zinf_test_estimate_XXXXXX";
+    write_tmp(autop, "{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": \"auto\", "
+                     "\"bf16\": {\"enabled\": true}, "
+                     "\"zero_optimization\": {\"stage\": 0}}");
+    write_tmp(fixed, "{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 2, "
+                     "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}");
+    write_tmp(none, "{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3}}");
+    char line[512], want[256];
+    CHECK(run_micro(autop, 32, line, sizeof line) == 0, "auto, --micro-batch 32: %s", zinf_errmsg());
+    snprintf(want, sizeof want, "param=%lld param_shard=0 grad=%lld grad_acc=0 ", 2 * psi, 2 * psi);
+    CHECK(!strncmp(line, want, strlen(want)), "auto, --micro-batch 32 (1 micro-step): %s, want %s", line, want);
+    CHECK(run_micro(autop, 16, line, sizeof line) == 0, "auto, --micro-batch 16: %s", zinf_errmsg());
+    snprintf(want, sizeof want, "param=%lld param_shard=0 grad=0 grad_acc=%lld ", 2 * psi, 4 * psi);
+    CHECK(!strncmp(line, want, strlen(want)), "auto, --micro-batch 16 (2 micro-steps): %s, want %s", line, want);
+    int rc = run_micro(fixed, 16, line, sizeof line);
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "train_micro_batch_size_per_gpu is 4 in the config but --micro-batch is 16"),
+          "a fixed 4 beside --micro-batch 16: %s", rc ? zinf_errmsg() : "accepted");
+    CHECK(run_micro(fixed, 4, line, sizeof line) == 0, "a fixed 4 beside --micro-batch 4: %s", zinf_errmsg());
+    /* HF's own zero3 config has no batch key: the Trainer fills it; here --micro-batch does */
+    rc = run_micro(none, 0, line, sizeof line);
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "neither train_batch_size nor train_micro_batch_size_per_gpu is set: "
+                                           "give one in the config, or --micro-batch"),
+          "no batch key, no --micro-batch: %s", rc ? zinf_errmsg() : "accepted");
+    CHECK(run_micro(none, 2, line, sizeof line) == 0, "no batch key, --micro-batch 2: %s", zinf_errmsg());
+    unlink(autop), unlink(fixed), unlink(none);
+}
+
 int main(void)
 {
+    check_micro_fills_auto();
     check_act_overflow();
     check_largest();
     check_grad_live();
