@@ -178,6 +178,11 @@ run estimate --model test-mini --micro-batch 0
 expect_err "--micro-batch 0" "--micro-batch 0: expected a whole number from 1 to 1000000"
 run estimate --model test-mini --micro-batch 4 --seq-len 65
 expect_err "--seq-len beyond n_positions" "--seq-len 65 exceeds the model's n_positions 64"
+# a GPT-2 config.json integer out of range says the range (2e9 was "must be a positive integer")
+printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 2000000000}\n' \
+    > "$TMP/npos.json"
+run estimate --model "$TMP/npos.json" --stage 3
+expect_err "n_positions 2e9" "$TMP/npos.json: \"n_positions\" must be an integer from 1 to 2^30 (1073741824)"
 # bad values are refused
 run estimate --model test-mini --precision fp16
 expect_err "--precision fp16" "--precision fp16"
