@@ -641,10 +641,10 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
         fprintf(out, "  * the config's stage and offload devices\n");
     fprintf(out, "  GiB = 2^30 bytes. GPU = model states kept on the GPU + buffers (reduction and "
                  "gather buckets,\n"
-                 "  gathered units%s); per node = %d GPU%s' host and NVMe shares. "
+                 "  gathered units%s); per node = %d GPU%s host and NVMe shares. "
                  "Activations are\n"
                  "  not included (--micro-batch adds them). See zinf-estimate(1).\n",
-            precision == ZINF_EST_MIXED ? ", fp32 gradient tile" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "");
+            precision == ZINF_EST_MIXED ? ", fp32 gradient tile" : "", gpus_per_node, gpus_per_node > 1 ? "s'" : "'s");
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
     return 0;

@@ -183,6 +183,11 @@ printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_s
     > "$TMP/npos.json"
 run estimate --model "$TMP/npos.json" --stage 3
 expect_err "n_positions 2e9" "$TMP/npos.json: \"n_positions\" must be an integer from 1 to 2^30 (1073741824)"
+# the footer's possessive: one GPU's, several GPUs' (it said "1 GPU' host")
+run estimate --model test-mini --stage 3
+expect_has "one GPU's shares" "per node = 1 GPU's host and NVMe shares"
+run estimate --model test-mini --stage 3 --gpus-per-node 4
+expect_has "four GPUs' shares" "per node = 4 GPUs' host and NVMe shares"
 # bad values are refused
 run estimate --model test-mini --precision fp16
 expect_err "--precision fp16" "--precision fp16"
