@@ -726,8 +726,112 @@ static void check_micro_fills_auto(void)
     unlink(autop), unlink(fixed), unlink(none);
 }
 
+/* Psi of published models from their own config.json (the published files, every key as
+ * released: bos/eos ids, use_cache, sliding_window, max_window_layers, ...), against the count
+ * written out from the shape: the embedding V h; per layer q (h Hq d), k and v (h Hkv d each), o
+ * (Hq d h), Qwen2's q/k/v biases (Hq d + 2 Hkv d), Qwen3's q/k norms (2 d), gate, up, down (3 h I)
+ * and two norms (2 h); the final norm h; an untied head V h. Each equals the parameter count the
+ * model's card publishes (the last column). */
+static void check_published_psi(void)
+{
+    static const struct {
+        const char *name;
+        double h, I, L, Hq, Hkv, d, V;
+        int tied, qkv_bias, qk_norm;
+        int64_t published;
+        const char *json;
+    } P[] = {
+        {"Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128, 128256, 0, 0, 0, 8030261248,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"attention_dropout\""
+         ":0.0,\"bos_token_id\":128000,\"eos_token_id\":128001,\"hidden_act\":\"silu\",\"hidden_si"
+         "ze\":4096,\"initializer_range\":0.02,\"intermediate_size\":14336,\"max_position_embeddin"
+         "gs\":131072,\"mlp_bias\":false,\"model_type\":\"llama\",\"num_attention_heads\":32,\"num"
+         "_hidden_layers\":32,\"num_key_value_heads\":8,\"pretraining_tp\":1,\"rms_norm_eps\":1e-0"
+         "5,\"rope_scaling\":{\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"or"
+         "iginal_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},\"rope_theta\":500000.0,"
+         "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_version\":\"4."
+         "43.0.dev0\",\"use_cache\":true,\"vocab_size\":128256}"},
+        {"Llama-3.2-1B", 2048, 8192, 16, 32, 8, 64, 128256, 1, 0, 0, 1235814400,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"attention_dropout\""
+         ":0.0,\"bos_token_id\":128000,\"eos_token_id\":128001,\"head_dim\":64,\"hidden_act\":\"si"
+         "lu\",\"hidden_size\":2048,\"initializer_range\":0.02,\"intermediate_size\":8192,\"max_po"
+         "sition_embeddings\":131072,\"mlp_bias\":false,\"model_type\":\"llama\",\"num_attention_h"
+         "eads\":32,\"num_hidden_layers\":16,\"num_key_value_heads\":8,\"pretraining_tp\":1,\"rms_"
+         "norm_eps\":1e-05,\"rope_scaling\":{\"factor\":32.0,\"high_freq_factor\":4.0,\"low_freq_f"
+         "actor\":1.0,\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},\"rope_t"
+         "heta\":500000.0,\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"transformers"
+         "_version\":\"4.45.0.dev0\",\"use_cache\":true,\"vocab_size\":128256}"},
+        {"Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 64, 151936, 1, 1, 0, 494032768,
+         "{\"architectures\":[\"Qwen2ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":151"
+         "643,\"eos_token_id\":151643,\"hidden_act\":\"silu\",\"hidden_size\":896,\"initializer_ra"
+         "nge\":0.02,\"intermediate_size\":4864,\"max_position_embeddings\":32768,\"max_window_lay"
+         "ers\":24,\"model_type\":\"qwen2\",\"num_attention_heads\":14,\"num_hidden_layers\":24,\""
+         "num_key_value_heads\":2,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_window"
+         "\":32768,\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"transformers_versio"
+         "n\":\"4.40.1\",\"use_cache\":true,\"use_mrope\":false,\"use_sliding_window\":false,\"voc"
+         "ab_size\":151936}"},
+        {"Qwen2.5-7B", 3584, 18944, 28, 28, 4, 128, 152064, 0, 1, 0, 7615616512,
+         "{\"architectures\":[\"Qwen2ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":151"
+         "643,\"eos_token_id\":151643,\"hidden_act\":\"silu\",\"hidden_size\":3584,\"initializer_r"
+         "ange\":0.02,\"intermediate_size\":18944,\"max_position_embeddings\":131072,\"max_window_"
+         "layers\":28,\"model_type\":\"qwen2\",\"num_attention_heads\":28,\"num_hidden_layers\":28"
+         ",\"num_key_value_heads\":4,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_win"
+         "dow\":131072,\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_v"
+         "ersion\":\"4.40.1\",\"use_cache\":true,\"use_mrope\":false,\"use_sliding_window\":false,"
+         "\"vocab_size\":152064}"},
+        {"Qwen2.5-72B", 8192, 29568, 80, 64, 8, 128, 152064, 0, 1, 0, 72706203648,
+         "{\"architectures\":[\"Qwen2ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":151"
+         "643,\"eos_token_id\":151643,\"hidden_act\":\"silu\",\"hidden_size\":8192,\"initializer_r"
+         "ange\":0.02,\"intermediate_size\":29568,\"max_position_embeddings\":131072,\"max_window_"
+         "layers\":80,\"model_type\":\"qwen2\",\"num_attention_heads\":64,\"num_hidden_layers\":80"
+         ",\"num_key_value_heads\":8,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_win"
+         "dow\":131072,\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_v"
+         "ersion\":\"4.43.1\",\"use_cache\":true,\"use_sliding_window\":false,\"vocab_size\":15206"
+         "4}"},
+        {"Qwen3-8B", 4096, 12288, 36, 32, 8, 128, 151936, 0, 0, 1, 8190735360,
+         "{\"architectures\":[\"Qwen3ForCausalLM\"],\"attention_bias\":false,\"attention_dropout\""
+         ":0.0,\"bos_token_id\":151643,\"eos_token_id\":151645,\"head_dim\":128,\"hidden_act\":\"s"
+         "ilu\",\"hidden_size\":4096,\"initializer_range\":0.02,\"intermediate_size\":12288,\"max_"
+         "position_embeddings\":40960,\"max_window_layers\":36,\"model_type\":\"qwen3\",\"num_atte"
+         "ntion_heads\":32,\"num_hidden_layers\":36,\"num_key_value_heads\":8,\"rms_norm_eps\":1e-"
+         "06,\"rope_scaling\":null,\"rope_theta\":1000000,\"sliding_window\":null,\"tie_word_embed"
+         "dings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_version\":\"4.51.0\",\"use_cac"
+         "he\":true,\"use_sliding_window\":false,\"vocab_size\":151936}"},
+        {"Mistral-7B-v0.1", 4096, 14336, 32, 32, 8, 128, 32000, 0, 0, 0, 7241732096,
+         "{\"architectures\":[\"MistralForCausalLM\"],\"bos_token_id\":1,\"eos_token_id\":2,\"hidd"
+         "en_act\":\"silu\",\"hidden_size\":4096,\"initializer_range\":0.02,\"intermediate_size\":"
+         "14336,\"max_position_embeddings\":32768,\"model_type\":\"mistral\",\"num_attention_heads"
+         "\":32,\"num_hidden_layers\":32,\"num_key_value_heads\":8,\"rms_norm_eps\":1e-05,\"rope_t"
+         "heta\":10000.0,\"sliding_window\":4096,\"tie_word_embeddings\":false,\"torch_dtype\":\"b"
+         "float16\",\"transformers_version\":\"4.34.0.dev0\",\"use_cache\":true,\"vocab_size\":320"
+         "00}"},
+    };
+    for (size_t i = 0; i < NELEM(P); i++) {
+        const double h = P[i].h, d = P[i].d, q = P[i].Hq * d, kv = P[i].Hkv * d;
+        const double layer = h * q + 2 * h * kv + q * h + (P[i].qkv_bias ? q + 2 * kv : 0) +
+                             (P[i].qk_norm ? 2 * d : 0) + 3 * h * P[i].I + 2 * h;
+        const double want = P[i].V * h + P[i].L * layer + h + (P[i].tied ? 0 : P[i].V * h);
+        CHECK(want == (double)P[i].published, "%s: the closed form %.0f, published %lld", P[i].name, want,
+              (long long)P[i].published);
+        char path[] = "/tmp/zinf_test_estimate_XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0, "mkstemp");
+        if (fd < 0) continue;
+        CHECK(write(fd, P[i].json, strlen(P[i].json)) == (ssize_t)strlen(P[i].json), "write");
+        close(fd);
+        zinf_model_cfg m;
+        int rc = zinf_model_cfg_load(&m, path);
+        CHECK(rc == 0, "%s: %s", P[i].name, rc ? zinf_errmsg() : "");
+        if (!rc)
+            CHECK((double)zinf_model_num_params(&m) == want, "%s: Psi %lld, want %.0f", P[i].name,
+                  (long long)zinf_model_num_params(&m), want);
+        unlink(path);
+    }
+}
+
 int main(void)
 {
+    check_published_psi();
     check_micro_fills_auto();
     check_act_overflow();
     check_largest();
