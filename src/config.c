@@ -158,6 +158,7 @@ static const char *flag_opt(const zinf_flags *f, int id, char *buf, size_t cap)
         snprintf(buf, cap, "--torch_dtype %s", f->torch_dtype);
         return buf;
     }
+    if (id == FL_MICRO && f->per_device_train_batch_size_opt) return f->per_device_train_batch_size_opt;
     return FLAGS[id].opt;
 }
 
@@ -1248,9 +1249,10 @@ static int batch_rule(ctx *c)
     } else if (mb) {
         ga = 1, tb = mb * W;
     } else {
+        char o[64];
         return cerr(c, NULL,
                     "neither train_batch_size nor train_micro_batch_size_per_gpu is set: give one "
-                    "in the config, or --per_device_train_batch_size");
+                    "in the config, or %s", flag_opt(c->fl, FL_MICRO, o, sizeof o));
     }
     g->train_batch_size = tb;
     g->train_micro_batch_size_per_gpu = mb;

@@ -14,6 +14,9 @@
 typedef struct zinf_flags {
     /* each *_set is true when the flag was given on the command line */
     int64_t per_device_train_batch_size; bool per_device_train_batch_size_set;
+    const char *per_device_train_batch_size_opt; /* its name in messages where a command spells it
+                                                  * otherwise (zinf estimate: --micro-batch); NULL:
+                                                  * --per_device_train_batch_size */
     int64_t gradient_accumulation_steps;  bool gradient_accumulation_steps_set;
     double learning_rate;   bool learning_rate_set;   /* HF default 5e-5 */
     double weight_decay;    bool weight_decay_set;    /* 0.0 */

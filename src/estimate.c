@@ -641,10 +641,10 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
         fprintf(out, "  * the config's stage and offload devices\n");
     fprintf(out, "  GiB = 2^30 bytes. GPU = model states kept on the GPU + buffers (reduction and "
                  "gather buckets,\n"
-                 "  gathered units%s); per node = %d GPU%s' host and NVMe shares. "
+                 "  gathered units%s); per node = %d GPU%s host and NVMe shares. "
                  "Activations are\n"
                  "  not included (--micro-batch adds them). See zinf-estimate(1).\n",
-            precision == ZINF_EST_MIXED ? ", fp32 gradient tile" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "");
+            precision == ZINF_EST_MIXED ? ", fp32 gradient tile" : "", gpus_per_node, gpus_per_node > 1 ? "s'" : "'s");
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
     return 0;
@@ -850,7 +850,11 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
         zinf_flags f;
         zinf_flags_defaults(&f);
         f.hidden_size = m.n_embd;
-        f.per_device_train_batch_size_set = false;
+        /* --micro-batch is the run's micro-batch: it fills "auto" as train's
+         * --per_device_train_batch_size does, and a config that fixes another is an error */
+        f.per_device_train_batch_size_set = o->micro_batch_set;
+        if (o->micro_batch_set) f.per_device_train_batch_size = o->micro_batch;
+        f.per_device_train_batch_size_opt = "--micro-batch";
         f.bf16 = o->bf16, f.bf16_set = o->bf16; /* fill the precision blocks' "auto" as train does */
         f.fp16 = o->fp16, f.fp16_set = o->fp16;
         cfg = malloc(sizeof *cfg);

@@ -307,6 +307,19 @@ int zinf_model_act_bytes_lean(const zinf_model_cfg *c, int B, int T, size_t es, 
 {
     int nrc = recompute_count(c, recompute, blocks);
     ZINF_TRY(nrc);
+    if (B < 1 || T < 1) return zinf_err("activations of %d x %d tokens: both must be at least 1", B, T);
+    if ((int64_t)B * T > 1) {
+        /* every buffer is the tokens N = B x T times a width, rounded up to 256 bytes (the head's
+         * logits fewer rows, its weight gradient N-free), so one token's layout s1 bounds them all:
+         * at most (N + 1) x s1 + Vp x C x es. Past 2^63 they would not fit the int64 counts that
+         * report them, and the products in the families' carve would soon wrap in size_t. */
+        size_t a1 = 0, g1 = 0;
+        ZINF_TRY(zinf_model_act_bytes_lean(c, 1, 1, es, recompute, blocks, lean, &a1, &g1));
+        const double bound = ((double)B * T + 1) * (double)(a1 + g1) +
+                             (double)c->padded_vocab * c->n_embd * (double)es;
+        if (bound > 0x1p63)
+            return zinf_err("activations of %d x %d tokens: more than 2^63 bytes (%.3g)", B, T, bound);
+    }
     zinf_model m = {.c = *c, .B = B, .T = T, .recompute = nrc ? recompute : ZINF_RECOMPUTE_NONE,
                     .recompute_blocks = nrc, .lean = lean};
     m.f = family_of(c->model_type, "the model");

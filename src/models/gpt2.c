@@ -69,7 +69,7 @@ static int json_int_field(json_t *o, const char *key, int *out, const char *src)
     json_t *v = json_object_get(o, key);
     if (!v) return zinf_err("%s lacks \"%s\"", src, key);
     if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
-        return zinf_err("%s: \"%s\" must be a positive integer", src, key);
+        return zinf_err("%s: \"%s\" must be an integer from 1 to 2^30 (1073741824)", src, key);
     *out = (int)json_integer_value(v);
     return 0;
 }

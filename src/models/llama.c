@@ -117,7 +117,7 @@ static int get_int(json_t *o, const char *key, int dflt, int *out, const char *s
         return 0;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
-        return zinf_err("%s: \"%s\" must be a non-negative integer", src, key);
+        return zinf_err("%s: \"%s\" must be an integer from 0 to 2^30 (1073741824)", src, key);
     *out = (int)json_integer_value(v);
     return 0;
 }

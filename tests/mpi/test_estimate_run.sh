@@ -178,6 +178,16 @@ run estimate --model test-mini --micro-batch 0
 expect_err "--micro-batch 0" "--micro-batch 0: expected a whole number from 1 to 1000000"
 run estimate --model test-mini --micro-batch 4 --seq-len 65
 expect_err "--seq-len beyond n_positions" "--seq-len 65 exceeds the model's n_positions 64"
+# a GPT-2 config.json integer out of range says the range (2e9 was "must be a positive integer")
+printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 2000000000}\n' \
+    > "$TMP/npos.json"
+run estimate --model "$TMP/npos.json" --stage 3
+expect_err "n_positions 2e9" "$TMP/npos.json: \"n_positions\" must be an integer from 1 to 2^30 (1073741824)"
+# the footer's possessive: one GPU's, several GPUs' (it said "1 GPU' host")
+run estimate --model test-mini --stage 3
+expect_has "one GPU's shares" "per node = 1 GPU's host and NVMe shares"
+run estimate --model test-mini --stage 3 --gpus-per-node 4
+expect_has "four GPUs' shares" "per node = 4 GPUs' host and NVMe shares"
 # bad values are refused
 run estimate --model test-mini --precision fp16
 expect_err "--precision fp16" "--precision fp16"

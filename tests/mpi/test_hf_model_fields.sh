@@ -26,6 +26,9 @@ refused() { # SRC PYTHON TEXT
     run estimate --model "$TMP/e.json" --stage 3
     expect_err "$1 with $2" "$TMP/e.json: $3"
 }
+# an integer out of range says the range (2e9 was "must be a non-negative integer")
+refused Qwen2.5-7B.json "d['max_position_embeddings'] = 2000000000" '"max_position_embeddings" must be an integer from 0 to 2^30 (1073741824)'
+refused Qwen2.5-7B.json "d['num_hidden_layers'] = -1" '"num_hidden_layers" must be an integer from 0 to 2^30 (1073741824)'
 refused Llama-3.1-8B.json "d['pretraining_tp'] = 2" "pretraining_tp 2: zinf computes each projection whole"
 refused Llama-3.1-8B.json "d['hidden_act'] = 'gelu'" "hidden_act gelu"
 refused Llama-3.1-8B.json "d['attention_dropout'] = 0.1" "attention_dropout 0.1: zinf trains without dropout"

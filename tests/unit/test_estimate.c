@@ -606,8 +606,234 @@ static void check_grad_live(void)
     }
 }
 
+/* Activations past 64 bits: GPT-2 124M's layout written out from gpt2.c's and model.c's carve
+ * (N = B x T tokens, a multiple of 256 so that no buffer is rounded; es = 4): the residual stream
+ * (L+1) N C es; per block ln1, qkv, atty, res2, ln2, fch, fchg (15 N C es), four LayerNorm
+ * statistics (16 N) and the lse (4 N NH); lnf (N C es) and its statistics (8 N); the logits, at
+ * most 2 GiB of rows; losses, tokens, targets (12 N). Gradient scratch: d_res, d_ln, d_qkv,
+ * d_atty, d_fch (10 N C es) and the head's weight gradient in chunks (Vp C es). At 2^40 tokens
+ * that is exact in 64 bits; at 10^6 x 2^24 tokens it passes 2^64 and wrapped silently before. */
+static void check_act_overflow(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "gpt2-124m") == 0, "gpt2-124m: %s", zinf_errmsg());
+    m.n_positions = 1 << 30; /* the activations know T, not the position table */
+    const uint64_t C = 768, L = 12, NH = 12, Vp = 50304, es = 4, N = (uint64_t)1 << 40;
+    const uint64_t rows = ((uint64_t)2 << 30) / (Vp * es), logits = (rows * Vp * es + 255) / 256 * 256;
+    const uint64_t want_a = (L + 1) * N * C * es + L * (15 * N * C * es + 16 * N + 4 * N * NH) + N * C * es + 8 * N +
+                            logits + 12 * N;
+    const uint64_t want_g = 10 * N * C * es + Vp * C * es;
+    size_t a = 0, g = 0;
+    CHECK(zinf_model_act_bytes(&m, 1 << 20, 1 << 20, 4, ZINF_RECOMPUTE_NONE, &a, &g) == 0, "2^40 tokens: %s",
+          zinf_errmsg());
+    CHECK(a == want_a && g == want_g, "2^40 tokens: act %zu act_grad %zu, want %llu %llu", a, g,
+          (unsigned long long)want_a, (unsigned long long)want_g);
+    int rc = zinf_model_act_bytes(&m, 1000000, 1 << 24, 4, ZINF_RECOMPUTE_NONE, &a, &g);
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "activations of 1000000 x 16777216 tokens: more than 2^63 bytes"),
+          "10^6 x 2^24 tokens: rc %d, %s", rc, rc ? zinf_errmsg() : "accepted");
+    /* the command line: a 72B at 10^6 x 10^6 tokens (a config with that many positions) */
+    char path[] = "/tmp/zinf_test_estimate_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    const char *j = "{\"model_type\": \"qwen2\", \"hidden_size\": 8192, \"intermediate_size\": 29568, "
+                    "\"num_hidden_layers\": 80, \"num_attention_heads\": 64, \"num_key_value_heads\": 8, "
+                    "\"vocab_size\": 152064, \"max_position_embeddings\": 1000000, \"rms_norm_eps\": 1e-6, "
+                    "\"rope_theta\": 1000000.0, \"tie_word_embeddings\": false}";
+    CHECK(write(fd, j, strlen(j)) == (ssize_t)strlen(j), "write");
+    close(fd);
+    FILE *f = tmpfile();
+    zinf_estimate_opts o;
+    zinf_estimate_opts_defaults(&o);
+    o.model = path;
+    o.precision = "fp32";
+    o.stage = 3, o.stage_set = true;
+    o.micro_batch = 1000000, o.micro_batch_set = true;
+    o.seq_len = 1000000, o.seq_len_set = true;
+    o.print_bytes = true;
+    rc = f ? zinf_estimate_run(&o, f, NULL) : -1;
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "more than 2^63 bytes"), "72B, 10^6 x 10^6 tokens: %s",
+          rc ? zinf_errmsg() : "accepted");
+    if (f) fclose(f);
+    unlink(path);
+}
+
+/* a config's path, its text written to a temporary file */
+static void write_tmp(char *path, const char *text)
+{
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+    close(fd);
+}
+
+/* zinf_estimate_run's --print-bytes line for test-mini with a config and --micro-batch (0: none) */
+static int run_micro(const char *cfg, int64_t micro, char *line, size_t cap)
+{
+    FILE *f = tmpfile();
+    if (!f) return -1;
+    zinf_estimate_opts o;
+    zinf_estimate_opts_defaults(&o);
+    o.model = "test-mini";
+    o.config = cfg;
+    o.print_bytes = true;
+    if (micro) o.micro_batch = micro, o.micro_batch_set = true, o.seq_len = 8, o.seq_len_set = true;
+    int rc = zinf_estimate_run(&o, f, NULL);
+    rewind(f);
+    line[0] = 0;
+    if (!fgets(line, (int)cap, f)) line[0] = 0;
+    fclose(f);
+    return rc;
+}
+
+/* --micro-batch is the run's micro-batch, as train's --per_device_train_batch_size: it fills the
+ * config's "auto" (and so the accumulation steps the batch rule derives), and a config that fixes
+ * another is refused. train_batch_size 32 on one rank, the accumulation steps derived: --micro-batch 32 is one micro-step a step,
+ * where bf16 at stage 0 keeps the 16-bit gradients (2 Psi, no accumulator: zinf_zero_grads16),
+ * --micro-batch 16 two, with fp32 accumulators (4 Psi). Before, "auto" took HF's default 8
+ * (four micro-steps) whatever --micro-batch said, and a fixed 4 beside --micro-batch 16 passed. */
+static void check_micro_fills_auto(void)
+{
+    zinf_model_cfg m;
+    CHECK(zinf_model_cfg_load(&m, "test-mini") == 0, "test-mini: %s", zinf_errmsg());
+    const long long psi = (long long)zinf_model_num_params(&m);
+    char autop[] = "/tmp/zinf_test_estimate_XXXXXX", fixed[] = "/tmp/zinf_test_estimate_XXXXXX",
+         none[] = "/tmp/zinf_test_estimate_XXXXXX";
+    write_tmp(autop, "{\"train_batch_size\": 32, \"train_micro_batch_size_per_gpu\": \"auto\", "
+                     "\"bf16\": {\"enabled\": true}, "
+                     "\"zero_optimization\": {\"stage\": 0}}");
+    write_tmp(fixed, "{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 2, "
+                     "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}");
+    write_tmp(none, "{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3}}");
+    char line[512], want[256];
+    CHECK(run_micro(autop, 32, line, sizeof line) == 0, "auto, --micro-batch 32: %s", zinf_errmsg());
+    snprintf(want, sizeof want, "param=%lld param_shard=0 grad=%lld grad_acc=0 ", 2 * psi, 2 * psi);
+    CHECK(!strncmp(line, want, strlen(want)), "auto, --micro-batch 32 (1 micro-step): %s, want %s", line, want);
+    CHECK(run_micro(autop, 16, line, sizeof line) == 0, "auto, --micro-batch 16: %s", zinf_errmsg());
+    snprintf(want, sizeof want, "param=%lld param_shard=0 grad=0 grad_acc=%lld ", 2 * psi, 4 * psi);
+    CHECK(!strncmp(line, want, strlen(want)), "auto, --micro-batch 16 (2 micro-steps): %s, want %s", line, want);
+    int rc = run_micro(fixed, 16, line, sizeof line);
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "train_micro_batch_size_per_gpu is 4 in the config but --micro-batch is 16"),
+          "a fixed 4 beside --micro-batch 16: %s", rc ? zinf_errmsg() : "accepted");
+    CHECK(run_micro(fixed, 4, line, sizeof line) == 0, "a fixed 4 beside --micro-batch 4: %s", zinf_errmsg());
+    /* HF's own zero3 config has no batch key: the Trainer fills it; here --micro-batch does */
+    rc = run_micro(none, 0, line, sizeof line);
+    CHECK(rc != 0 && strstr(zinf_errmsg(), "neither train_batch_size nor train_micro_batch_size_per_gpu is set: "
+                                           "give one in the config, or --micro-batch"),
+          "no batch key, no --micro-batch: %s", rc ? zinf_errmsg() : "accepted");
+    CHECK(run_micro(none, 2, line, sizeof line) == 0, "no batch key, --micro-batch 2: %s", zinf_errmsg());
+    unlink(autop), unlink(fixed), unlink(none);
+}
+
+/* Psi of published models from their own config.json (the published files, every key as
+ * released: bos/eos ids, use_cache, sliding_window, max_window_layers, ...), against the count
+ * written out from the shape: the embedding V h; per layer q (h Hq d), k and v (h Hkv d each), o
+ * (Hq d h), Qwen2's q/k/v biases (Hq d + 2 Hkv d), Qwen3's q/k norms (2 d), gate, up, down (3 h I)
+ * and two norms (2 h); the final norm h; an untied head V h. Each equals the parameter count the
+ * model's card publishes (the last column). */
+static void check_published_psi(void)
+{
+    static const struct {
+        const char *name;
+        double h, I, L, Hq, Hkv, d, V;
+        int tied, qkv_bias, qk_norm;
+        int64_t published;
+        const char *json;
+    } P[] = {
+        {"Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128, 128256, 0, 0, 0, 8030261248,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"attention_dropout\""
+         ":0.0,\"bos_token_id\":128000,\"eos_token_id\":128001,\"hidden_act\":\"silu\",\"hidden_si"
+         "ze\":4096,\"initializer_range\":0.02,\"intermediate_size\":14336,\"max_position_embeddin"
+         "gs\":131072,\"mlp_bias\":false,\"model_type\":\"llama\",\"num_attention_heads\":32,\"num"
+         "_hidden_layers\":32,\"num_key_value_heads\":8,\"pretraining_tp\":1,\"rms_norm_eps\":1e-0"
+         "5,\"rope_scaling\":{\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"or"
+         "iginal_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},\"rope_theta\":500000.0,"
+         "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_version\":\"4."
+         "43.0.dev0\",\"use_cache\":true,\"vocab_size\":128256}"},
+        {"Llama-3.2-1B", 2048, 8192, 16, 32, 8, 64, 128256, 1, 0, 0, 1235814400,
+         "{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"attention_dropout\""
+         ":0.0,\"bos_token_id\":128000,\"eos_token_id\":128001,\"head_dim\":64,\"hidden_act\":\"si"
+         "lu\",\"hidden_size\":2048,\"initializer_range\":0.02,\"intermediate_size\":8192,\"max_po"
+         "sition_embeddings\":131072,\"mlp_bias\":false,\"model_type\":\"llama\",\"num_attention_h"
+         "eads\":32,\"num_hidden_layers\":16,\"num_key_value_heads\":8,\"pretraining_tp\":1,\"rms_"
+         "norm_eps\":1e-05,\"rope_scaling\":{\"factor\":32.0,\"high_freq_factor\":4.0,\"low_freq_f"
+         "actor\":1.0,\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},\"rope_t"
+         "heta\":500000.0,\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"transformers"
+         "_version\":\"4.45.0.dev0\",\"use_cache\":true,\"vocab_size\":128256}"},
+        {"Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 64, 151936, 1, 1, 0, 494032768,
+         "{\"architectures\":[\"Qwen2ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":151"
+         "643,\"eos_token_id\":151643,\"hidden_act\":\"silu\",\"hidden_size\":896,\"initializer_ra"
+         "nge\":0.02,\"intermediate_size\":4864,\"max_position_embeddings\":32768,\"max_window_lay"
+         "ers\":24,\"model_type\":\"qwen2\",\"num_attention_heads\":14,\"num_hidden_layers\":24,\""
+         "num_key_value_heads\":2,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_window"
+         "\":32768,\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"transformers_versio"
+         "n\":\"4.40.1\",\"use_cache\":true,\"use_mrope\":false,\"use_sliding_window\":false,\"voc"
+         "ab_size\":151936}"},
+        {"Qwen2.5-7B", 3584, 18944, 28, 28, 4, 128, 152064, 0, 1, 0, 7615616512,
+         "{\"architectures\":[\"Qwen2ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":151"
+         "643,\"eos_token_id\":151643,\"hidden_act\":\"silu\",\"hidden_size\":3584,\"initializer_r"
+         "ange\":0.02,\"intermediate_size\":18944,\"max_position_embeddings\":131072,\"max_window_"
+         "layers\":28,\"model_type\":\"qwen2\",\"num_attention_heads\":28,\"num_hidden_layers\":28"
+         ",\"num_key_value_heads\":4,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_win"
+         "dow\":131072,\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_v"
+         "ersion\":\"4.40.1\",\"use_cache\":true,\"use_mrope\":false,\"use_sliding_window\":false,"
+         "\"vocab_size\":152064}"},
+        {"Qwen2.5-72B", 8192, 29568, 80, 64, 8, 128, 152064, 0, 1, 0, 72706203648,
+         "{\"architectures\":[\"Qwen2ForCausalLM\"],\"attention_dropout\":0.0,\"bos_token_id\":151"
+         "643,\"eos_token_id\":151643,\"hidden_act\":\"silu\",\"hidden_size\":8192,\"initializer_r"
+         "ange\":0.02,\"intermediate_size\":29568,\"max_position_embeddings\":131072,\"max_window_"
+         "layers\":80,\"model_type\":\"qwen2\",\"num_attention_heads\":64,\"num_hidden_layers\":80"
+         ",\"num_key_value_heads\":8,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"sliding_win"
+         "dow\":131072,\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_v"
+         "ersion\":\"4.43.1\",\"use_cache\":true,\"use_sliding_window\":false,\"vocab_size\":15206"
+         "4}"},
+        {"Qwen3-8B", 4096, 12288, 36, 32, 8, 128, 151936, 0, 0, 1, 8190735360,
+         "{\"architectures\":[\"Qwen3ForCausalLM\"],\"attention_bias\":false,\"attention_dropout\""
+         ":0.0,\"bos_token_id\":151643,\"eos_token_id\":151645,\"head_dim\":128,\"hidden_act\":\"s"
+         "ilu\",\"hidden_size\":4096,\"initializer_range\":0.02,\"intermediate_size\":12288,\"max_"
+         "position_embeddings\":40960,\"max_window_layers\":36,\"model_type\":\"qwen3\",\"num_atte"
+         "ntion_heads\":32,\"num_hidden_layers\":36,\"num_key_value_heads\":8,\"rms_norm_eps\":1e-"
+         "06,\"rope_scaling\":null,\"rope_theta\":1000000,\"sliding_window\":null,\"tie_word_embed"
+         "dings\":false,\"torch_dtype\":\"bfloat16\",\"transformers_version\":\"4.51.0\",\"use_cac"
+         "he\":true,\"use_sliding_window\":false,\"vocab_size\":151936}"},
+        {"Mistral-7B-v0.1", 4096, 14336, 32, 32, 8, 128, 32000, 0, 0, 0, 7241732096,
+         "{\"architectures\":[\"MistralForCausalLM\"],\"bos_token_id\":1,\"eos_token_id\":2,\"hidd"
+         "en_act\":\"silu\",\"hidden_size\":4096,\"initializer_range\":0.02,\"intermediate_size\":"
+         "14336,\"max_position_embeddings\":32768,\"model_type\":\"mistral\",\"num_attention_heads"
+         "\":32,\"num_hidden_layers\":32,\"num_key_value_heads\":8,\"rms_norm_eps\":1e-05,\"rope_t"
+         "heta\":10000.0,\"sliding_window\":4096,\"tie_word_embeddings\":false,\"torch_dtype\":\"b"
+         "float16\",\"transformers_version\":\"4.34.0.dev0\",\"use_cache\":true,\"vocab_size\":320"
+         "00}"},
+    };
+    for (size_t i = 0; i < NELEM(P); i++) {
+        const double h = P[i].h, d = P[i].d, q = P[i].Hq * d, kv = P[i].Hkv * d;
+        const double layer = h * q + 2 * h * kv + q * h + (P[i].qkv_bias ? q + 2 * kv : 0) +
+                             (P[i].qk_norm ? 2 * d : 0) + 3 * h * P[i].I + 2 * h;
+        const double want = P[i].V * h + P[i].L * layer + h + (P[i].tied ? 0 : P[i].V * h);
+        CHECK(want == (double)P[i].published, "%s: the closed form %.0f, published %lld", P[i].name, want,
+              (long long)P[i].published);
+        char path[] = "/tmp/zinf_test_estimate_XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0, "mkstemp");
+        if (fd < 0) continue;
+        CHECK(write(fd, P[i].json, strlen(P[i].json)) == (ssize_t)strlen(P[i].json), "write");
+        close(fd);
+        zinf_model_cfg m;
+        int rc = zinf_model_cfg_load(&m, path);
+        CHECK(rc == 0, "%s: %s", P[i].name, rc ? zinf_errmsg() : "");
+        if (!rc)
+            CHECK((double)zinf_model_num_params(&m) == want, "%s: Psi %lld, want %.0f", P[i].name,
+                  (long long)zinf_model_num_params(&m), want);
+        unlink(path);
+    }
+}
+
 int main(void)
 {
+    check_published_psi();
+    check_micro_fills_auto();
+    check_act_overflow();
     check_largest();
     check_grad_live();
     check_paper();
