@@ -179,22 +179,14 @@ static void fmt_bytes(char *b, size_t cap, double x)
     snprintf(b, cap, i ? "%.1f %s" : "%.0f %s", x, u[i]);
 }
 
-/* The report goes to a buffer first: a checkpoint that fails half-way (a missing or misshapen
- * dataset) prints the one line naming it, not half a report. */
 static int info_report(ck *c, FILE *out);
 
 int zinf_ckpt_info(const char *spec, FILE *out)
 {
     ck c;
     int rc = ck_open(&c, spec);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = rc ? NULL : open_memstream(&text, &len);
-    if (!rc && !mem) rc = zinf_errc(ZINF_ENOMEM, "out of host memory");
-    if (!rc) rc = info_report(&c, mem);
-    if (mem) fclose(mem);
-    if (!rc) fwrite(text, 1, len, out);
-    free(text);
+    if (!rc) rc = info_report(&c, out);
+    ck_close(&c);
     return rc;
 }
 

@@ -435,6 +435,24 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
     return 0;
 }
 
+/* A report printed whole or not at all: fn writes it to a memory stream, which goes to stdout
+ * only when fn succeeds, so a failure half-way (a bad dataset in ckpt info, activations past
+ * 2^63 bytes in estimate) prints its one error line and no half report. */
+static int print_whole(int (*fn)(void *ctx, FILE *out), void *ctx)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    int rc = fn(ctx, mem);
+    if (fclose(mem) && !rc) rc = zinf_errc(ZINF_ENOMEM, "out of host memory for the report");
+    if (!rc) fwrite(text, 1, len, stdout);
+    free(text);
+    return rc;
+}
+static int ckpt_info_to(void *spec, FILE *out) { return zinf_ckpt_info(spec, out); }
+static int estimate_to(void *o, FILE *out) { return zinf_estimate_run(o, out, stderr); }
+
 static int cmd_data(int argc, char **argv, int first, bool *help)
 {
     const char *input = NULL, *prefix = NULL;
@@ -551,7 +569,7 @@ static int cmd_estimate(int argc, char **argv, int first, bool *help)
         printf("\nSee zinf-estimate(1).\n");
         return 0;
     }
-    return zinf_estimate_run(&o, stdout, stderr);
+    return print_whole(estimate_to, &o);
 }
 
 /* ---------------------------------------------------------------- io-bench ----------------- */
@@ -632,7 +650,7 @@ static int cmd_ckpt(int argc, char **argv, int first, bool *help)
     if (npos < 2) return zinf_err("ckpt %s: PATH (a checkpoint file or directory) is required", sub);
     if (!exporting && (out || dtype || max_shard || strcmp(format, "hf")))
         return zinf_err("ckpt %s: --out, --format, --dtype and --max_shard_size apply to export only", sub);
-    if (info) return zinf_ckpt_info(pos[1], stdout);
+    if (info) return print_whole(ckpt_info_to, (void *)pos[1]);
     if (verify) return zinf_ckpt_verify(pos[1], stdout);
     if (!out) return zinf_err("ckpt export: --out DIR is required");
     zinf_export_opts x = {0};

@@ -408,7 +408,7 @@ int zinf_estimate_prec(const zinf_model_cfg *m, int precision, int stage, int of
 
     const double N = (double)nodes * gpus_per_node, G = gpus_per_node;
     const int64_t largest = largest_layer_params > 0 ? largest_layer_params : zinf_estimate_largest_unit(m, NULL);
-    ZINF_TRY(largest);
+    if (largest < 0) return (int)largest; /* an int64 count: ZINF_TRY would cut it to int */
     const double L = (double)largest;
     const double rbs = cfg_or(cfg, cfg ? cfg->reduce_bucket_size : 0, DS_REDUCE_BUCKET);
     const double abs_ = cfg_or(cfg, cfg ? cfg->allgather_bucket_size : 0, DS_ALLGATHER_BUCKET);
@@ -528,8 +528,8 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     const char *lname;
     const int64_t psi = zinf_model_num_params(m);
     const int64_t L = zinf_estimate_largest_unit(m, &lname);
-    if (psi < 0) return (int)psi; /* an int64 count: ZINF_TRY would cut it to int */
-    ZINF_TRY(L);
+    if (psi < 0) return (int)psi; /* int64 counts: ZINF_TRY would cut them to int */
+    if (L < 0) return (int)L;
     const int world = nodes * gpus_per_node;
 
     fprintf(out, "zinf estimate: memory for parameters, gradients and optimizer states (%s)\n",

@@ -225,4 +225,16 @@ for model in test-mini llama-3.1-70b; do
     expect_has "$model: free space line" "$TMP has "
 done
 
+# a unit past 2^31 elements (wpe of 10^6 positions x 4096 plus wte: (10^6 + 256) x 4096 =
+# 4097048576) is counted, not cut to an int (the estimate failed with an empty message)
+printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 4096, "n_head": 32, "vocab_size": 256, "n_positions": 1000000}\n' > "$TMP/wide.json"
+run estimate --model "$TMP/wide.json" --stage 3
+expect_ok "a unit of 4097048576 elements"
+expect_has "a unit of 4097048576 elements" "largest unit: embedding (wte+wpe), 4097048576 (4097.0M)"
+# activations past 2^63 bytes: the one error line, and no half report before it
+printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 131072, "n_head": 1024, "vocab_size": 256, "n_positions": 1000000}\n' > "$TMP/huge.json"
+run estimate --model "$TMP/huge.json" --stage 3 --micro-batch 1000000 --seq-len 1000000
+expect_err "activations past 2^63 bytes" "zinf: error: activations of 1000000 x 1000000 tokens: more than 2^63 bytes"
+[ "$(printf '%s\n' "$OUTPUT" | wc -l)" = 1 ] && pass || fail "a failed estimate printed more than its error: $OUTPUT"
+
 finish
