@@ -835,8 +835,8 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
     zinf_model_cfg m;
     ZINF_TRY(zinf_model_cfg_load(&m, o->model));
     if (o->seq_len_set && o->seq_len > m.n_positions)
-        return zinf_err("estimate: --seq-len %" PRId64 " exceeds the model's n_positions %d", o->seq_len,
-                        m.n_positions);
+        return zinf_err("estimate: --seq-len %" PRId64 " exceeds the model's %s %d", o->seq_len,
+                        zinf_model_positions_key(&m), m.n_positions);
     int rc = 0;
     zinf_config *cfg = NULL;
     if (!o->config) {

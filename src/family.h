@@ -75,6 +75,9 @@ typedef struct zinf_family {
     /* forward takes samples packed into rows (zinf_batch's pos and kv_start); false: one sample
      * per row, and a run with --packing is refused before it starts */
     bool packed_rows;
+    /* config.json's name for n_positions, for messages about it ("n_positions",
+     * "max_position_embeddings") */
+    const char *positions_key;
 
     /* -- config -- */
     /* Preset `name` into c (all of c: name, model_type, the fields); 1 when found, 0 when the

@@ -23,6 +23,12 @@ static const zinf_family *family_of(const char *model_type, const char *src)
     return f;
 }
 
+const char *zinf_model_positions_key(const zinf_model_cfg *c)
+{
+    const zinf_family *f = zinf_family_find(c->model_type[0] ? c->model_type : "gpt2");
+    return f && f->positions_key ? f->positions_key : "n_positions";
+}
+
 /* the family of a config.json object (model_type, default gpt2) reads its fields into c */
 int zinf_model_cfg_from_json(zinf_model_cfg *c, json_t *root, const char *src)
 {
@@ -268,7 +274,8 @@ int zinf_model_alloc_acts(zinf_model *m, int B, int T, zinf_recompute recompute)
 int zinf_model_alloc_acts_n(zinf_model *m, int B, int T, zinf_recompute recompute, int blocks)
 {
     if (T > m->c.n_positions)
-        return zinf_err("sequence length %d exceeds the model's n_positions %d", T, m->c.n_positions);
+        return zinf_err("sequence length %d exceeds the model's %s %d", T, zinf_model_positions_key(&m->c),
+                        m->c.n_positions);
     int nrc = recompute_count(&m->c, recompute, blocks);
     ZINF_TRY(nrc);
     m->B = B;

@@ -50,6 +50,10 @@ typedef struct zinf_model_cfg {
 
 enum { ZINF_ROPE_NONE = 0, ZINF_ROPE_DEFAULT, ZINF_ROPE_LLAMA3, ZINF_ROPE_LINEAR };
 
+/* config.json's name for n_positions in c's family ("n_positions" for GPT-2,
+ * "max_position_embeddings" for the Llama family), for messages about the limit. */
+const char *zinf_model_positions_key(const zinf_model_cfg *c);
+
 /* A preset (zinf_model_presets) or a JSON file with HF config.json names: model_type (default
  * "gpt2") names the family, which reads its fields (GPT-2: n_layer, n_embd, n_head, vocab_size,
  * n_positions). */

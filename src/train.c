@@ -1045,8 +1045,8 @@ static int setup(run *r)
     ZINF_TRY(zinf_comm_agree(comm, zinf_model_cfg_load(&mc, o->model)));
     r->T = r->cfg.seq_len > 0 ? (int)r->cfg.seq_len : mc.n_positions;
     if (r->T > mc.n_positions)
-        return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's n_positions %d", r->T,
-                                              mc.n_positions));
+        return zinf_comm_agree(comm, zinf_err("--max_length %d exceeds the model's %s %d", r->T,
+                                              zinf_model_positions_key(&mc), mc.n_positions));
     if (mc.sliding_window && r->T > mc.sliding_window)
         return zinf_comm_agree(comm, zinf_err("%s: sliding_window %d is shorter than --max_length %d: zinf's "
                                               "attention has no window (give --max_length %d or less)", mc.name,

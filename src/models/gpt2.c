@@ -497,6 +497,7 @@ const zinf_family zinf_family_gpt2 = {
     .model_type = "gpt2",
     .presets = "gpt2-124m gpt2-350m gpt2-774m gpt2-1.5b test-tiny test-mini test-small",
     .packed_rows = false, /* its learned positions are the row offsets */
+    .positions_key = "n_positions",
     .preset = gpt2_preset,
     .cfg_from_hf = gpt2_cfg_from_hf,
     .cfg_json = gpt2_cfg_json,

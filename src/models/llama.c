@@ -934,6 +934,7 @@ static char *llama_hf_config(const zinf_model_cfg *c, zinf_dtype dt)
         .model_type = #ty,                                                                        \
         .presets = list,                                                                          \
         .packed_rows = true,                                                                      \
+        .positions_key = "max_position_embeddings",                                              \
         .preset = ty##_preset,                                                                    \
         .cfg_from_hf = ty##_cfg_from_hf,                                                          \
         .cfg_json = llama_cfg_json,                                                               \

@@ -178,6 +178,11 @@ run estimate --model test-mini --micro-batch 0
 expect_err "--micro-batch 0" "--micro-batch 0: expected a whole number from 1 to 1000000"
 run estimate --model test-mini --micro-batch 4 --seq-len 65
 expect_err "--seq-len beyond n_positions" "--seq-len 65 exceeds the model's n_positions 64"
+# a Llama-family model's limit under the name its config.json gives it (llama-3.2-1b: 131072)
+run estimate --model llama-3.2-1b --micro-batch 1 --seq-len 131073
+expect_err "--seq-len beyond max_position_embeddings" "--seq-len 131073 exceeds the model's max_position_embeddings 131072"
+run train --model llama-3.2-1b --max_length 131073 --data "$TMP/none_*.bin"
+expect_err "--max_length beyond max_position_embeddings" "--max_length 131073 exceeds the model's max_position_embeddings 131072"
 # a GPT-2 config.json integer out of range says the range (2e9 was "must be a positive integer")
 printf '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 2000000000}\n' \
     > "$TMP/npos.json"
