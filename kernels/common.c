@@ -105,6 +105,12 @@ int zinf_backend_cuda_built(void) { return 1; }
 int zinf_backend_cuda_built(void) { return 0; }
 const char *zinf_backend_cuda_error(void) { return "this build has no CUDA backend"; }
 int zinf_cuda_attn_hopper = ZINF_ATTN_HOPPER_ALL; /* read by nothing without the CUDA backend */
+/* cuDNN's switches and counters (cuda_backend.h), which test_backend_ops names: without the CUDA
+ * backend it skips before reading them, but it must link */
+int zinf_cuda_attn_cudnn = 0;
+int zinf_cuda_attn_cudnn_acc = 0;
+long zinf_cuda_attn_cudnn_runs = 0;
+int zinf_cuda_cudnn_version(void) { return 0; }
 zinf_event *zinf_cuda_event_new_timed(zinf_backend *be);
 double zinf_cuda_elapsed_ms(zinf_event *a, zinf_event *b);
 zinf_event *zinf_cuda_event_new_timed(zinf_backend *be)
