@@ -271,6 +271,9 @@ static const char *const COMMDT_NAMES[] = {"", "fp16", "bf16", "fp32"}; /* ZINF_
 static const enumdef EN_COMMDT = {COMMDT_NAMES, 4, true, "fp16, bf16, fp32"};
 static const char *const TAGV_NAMES[] = {"Ignore", "Warn", "Fail"};
 static const enumdef EN_TAGV = {TAGV_NAMES, 3, true, "Ignore, Warn, Fail"};
+/* config.py get_gradient_allreduce_op: lowercased, GRADIENT_ALLREDUCE_OP_SUPPORTED */
+static const char *const ALLRED_NAMES[] = {"mean", "sum"};
+static const enumdef EN_ALLRED = {ALLRED_NAMES, 2, true, "mean, sum"};
 
 /* ---- THE DEFAULTS TABLE: every key, its type, default, "auto" rule and flag ---- */
 
@@ -595,7 +598,8 @@ static const keydef KEYS_TOP[] = {
     NOEFF("timers"),
     NOEFF("tensor_parallel", .flags = F_ERR_SUB, .errkey = "autotp_size",
           .note = "zinf has no tensor parallelism"),
-    NOEFF("gradient_allreduce_op"),
+    /* "mean" (the default) is what zinf does; "sum" is refused in resolve() */
+    {"gradient_allreduce_op", T_ENUM, 0, CO(gradient_allreduce_op), .sdef = "mean", .en = &EN_ALLRED},
     NOEFF("use_data_before_expert_parallelism"),
     NOEFF("sequence_parallel_size", .flags2 = K_DEF, .def = 1, .flags = F_ERR_SUB, .note = "zinf has no sequence parallelism"),
 };
@@ -1368,6 +1372,12 @@ static int resolve(ctx *c, json_t *root)
     if (g->gradient_predivide_factor > 3.4e38 || g->gradient_predivide_factor < 1.2e-38)
         return cerr(c, "gradient_predivide_factor", "%g is outside the fp32 range the gradients are "
                     "divided and multiplied in (1.2e-38 to 3.4e38)", g->gradient_predivide_factor);
+
+    /* gradient_allreduce_op "sum": DeepSpeed leaves the gradients summed over the data-parallel
+     * ranks instead of averaged, a step world-size times larger */
+    if (g->gradient_allreduce_op == 1)
+        return cerr(c, "gradient_allreduce_op", "\"sum\" is not supported: zinf averages gradients over the "
+                    "data-parallel ranks (\"mean\"), and a sum changes the training numerics");
 
     g->ckpt_tag_validation_fail = g->ckpt_tag_validation == 2;
     /* DeepSpeed: wall_clock_breakdown | flops_profiler.enabled */

@@ -1035,6 +1035,29 @@ static void test_torch_dtype(void)
     CHECK_ERR(rc, "--torch_dtype int8: expected bfloat16, float16 or float32");
 }
 
+
+/* ---------------------------------------------------------------- audit against DeepSpeed 0.19.6
+ * Each case cites the DeepSpeed source (deepspeedai/DeepSpeed at edaa722) that fixes the value. */
+static void test_ds_audit(void)
+{
+    zinf_config c;
+    int rc;
+
+    /* gradient_allreduce_op: config.py get_gradient_allreduce_op lowercases a string and raises
+     * ValueError for anything outside GRADIENT_ALLREDUCE_OP_SUPPORTED = ("mean", "sum")
+     * (constants.py); "sum" leaves the reduced gradients summed over the data-parallel ranks, not
+     * averaged (engine.py), so it changes the step: an error in zinf, which averages */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": \"MEAN\"}", 2);
+    CHECK_OK(rc);
+    CHECK(c.gradient_allreduce_op == 0 && c.n_warnings == 0, "\"mean\" is what zinf does: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": \"sum\"}", 2);
+    CHECK_ERR(rc, "gradient_allreduce_op", "\"sum\"", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": \"max\"}", 2);
+    CHECK_ERR(rc, "gradient_allreduce_op", "\"max\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": null}", 2);
+    CHECK_ERR(rc, "gradient_allreduce_op", "null");
+}
+
 int main(void)
 {
     test_flag_rules();
@@ -1050,5 +1073,6 @@ int main(void)
     test_default_and_print();
     test_deepspeed_rules();
     test_torch_dtype();
+    test_ds_audit();
     return check_done("test_config");
 }
