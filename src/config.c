@@ -598,6 +598,11 @@ static const keydef KEYS_TOP[] = {
     NOEFF("timers"),
     NOEFF("tensor_parallel", .flags = F_ERR_SUB, .errkey = "autotp_size",
           .note = "zinf has no tensor parallelism"),
+    /* true (DeepSpeed's default) is zinf's accumulation; false makes every engine step() an
+     * optimizer update (engine.py is_gradient_accumulation_boundary) */
+    NOEFF("managed_gradient_accumulation", .flags2 = K_DEF, .def = 1, .flags = F_ERR_SET,
+          .note = "false makes every micro-batch an optimizer step; zinf accumulates "
+                  "gradient_accumulation_steps micro-batches per step"),
     /* "mean" (the default) is what zinf does; "sum" is refused in resolve() */
     {"gradient_allreduce_op", T_ENUM, 0, CO(gradient_allreduce_op), .sdef = "mean", .en = &EN_ALLRED},
     NOEFF("use_data_before_expert_parallelism"),

@@ -1056,6 +1056,18 @@ static void test_ds_audit(void)
     CHECK_ERR(rc, "gradient_allreduce_op", "\"max\"");
     rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": null}", 2);
     CHECK_ERR(rc, "gradient_allreduce_op", "null");
+
+    /* managed_gradient_accumulation: constants.py MANAGED_GRADIENT_ACCUMULATION_DEFAULT = True,
+     * read by config.py get_managed_gradient_accumulation; false makes every engine step() an
+     * optimizer update (engine.py is_gradient_accumulation_boundary), so accumulation stops:
+     * true is what zinf does, false an error */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2, "
+                   "\"managed_gradient_accumulation\": true}", 2);
+    CHECK_OK(rc);
+    CHECK(c.gradient_accumulation_steps == 2 && c.n_warnings == 0, "true is the default: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2, "
+                   "\"managed_gradient_accumulation\": false}", 2);
+    CHECK_ERR(rc, "managed_gradient_accumulation", "changes the training numerics");
 }
 
 int main(void)
