@@ -269,6 +269,14 @@ static const char *const WTYPE_NAMES[] = {"log", "linear"};
 static const enumdef EN_WTYPE = {WTYPE_NAMES, 2, false, "log, linear"};
 static const char *const COMMDT_NAMES[] = {"", "fp16", "bf16", "fp32"}; /* ZINF_COMM_* */
 static const enumdef EN_COMMDT = {COMMDT_NAMES, 4, true, "fp16, bf16, fp32"};
+/* data_types.*: config.py DtypeEnum's names, stored as the index here and made ZINF_COMM_* by
+ * dtype_canon() in resolve() (int8 -> -1) */
+static const char *const DTYPE_NAMES[] = {"", "fp16", "bf16", "fp32", "float16", "half", "torch.float16",
+                                          "bfloat16", "torch.bfloat16", "float32", "float",
+                                          "torch.float32", "int8", "torch.int8"};
+static const enumdef EN_DTYPE = {DTYPE_NAMES, 14, true,
+                                 "fp16, bf16, fp32 (or DeepSpeed's other names: float16, half, bfloat16, "
+                                 "float32, float, torch.float16, ...)"};
 static const char *const TAGV_NAMES[] = {"Ignore", "Warn", "Fail"};
 static const enumdef EN_TAGV = {TAGV_NAMES, 3, true, "Ignore, Warn, Fail"};
 /* config.py get_gradient_allreduce_op: lowercased, GRADIENT_ALLREDUCE_OP_SUPPORTED */
@@ -489,7 +497,9 @@ static const keydef KEYS_CKPT[] = {
 };
 
 static const keydef KEYS_DTYPES[] = {
-    {"grad_accum_dtype", T_ENUM, F_NULL, CO(grad_accum_dtype), .sdef = "", .en = &EN_COMMDT},
+    {"grad_accum_dtype", T_ENUM, F_NULL, CO(grad_accum_dtype), .sdef = "", .en = &EN_DTYPE},
+    {"param_dtype", T_ENUM, F_NULL, CO(param_dtype), .sdef = "", .en = &EN_DTYPE},
+    {"buffer_dtype", T_ENUM, F_NULL, CO(buffer_dtype), .sdef = "", .en = &EN_DTYPE},
 };
 static const blockdef B_DTYPES = BLOCK(KEYS_DTYPES);
 
@@ -1366,11 +1376,34 @@ static int resolve(ctx *c, json_t *root)
                         COMMDT_NAMES[g->communication_data_type], COMMDT_NAMES[have], g->zero_stage);
     }
 
+    /* data_types: DtypeEnum's names as ZINF_COMM_* (int8: -1) */
+    int *dts[] = {&g->grad_accum_dtype, &g->param_dtype, &g->buffer_dtype};
+    for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+        static const int canon[] = {ZINF_COMM_UNSET, ZINF_COMM_FP16, ZINF_COMM_BF16, ZINF_COMM_FP32,
+                                    ZINF_COMM_FP16, ZINF_COMM_FP16, ZINF_COMM_FP16, ZINF_COMM_BF16,
+                                    ZINF_COMM_BF16, ZINF_COMM_FP32, ZINF_COMM_FP32, ZINF_COMM_FP32, -1, -1};
+        *dts[i] = canon[*dts[i]];
+    }
+    /* data_types.param_dtype: DeepSpeed asserts it is the model dtype (engine.py
+     * _assert_valid_mixed_precision_config) */
+    int model_dt = g->fp16 ? ZINF_COMM_FP16 : g->bf16 ? ZINF_COMM_BF16 : ZINF_COMM_FP32;
+    if (g->param_dtype != ZINF_COMM_UNSET && g->param_dtype != model_dt)
+        return cerr(c, "data_types.param_dtype", "%s conflicts with the precision enabled (%s), as in DeepSpeed: "
+                    "enable the matching fp16 or bf16 block, or leave param_dtype out",
+                    g->param_dtype < 0 ? "int8" : COMMDT_NAMES[g->param_dtype], COMMDT_NAMES[model_dt]);
+    /* data_types.buffer_dtype: DeepSpeed casts the model's floating buffers to it; zinf's only one,
+     * the Llama family's rotary frequencies (HF's inv_freq), stays in fp32 */
+    if (g->buffer_dtype != ZINF_COMM_UNSET && g->buffer_dtype != ZINF_COMM_FP32)
+        return cerr(c, "data_types.buffer_dtype", "%s is not supported: DeepSpeed would round the rotary-embedding "
+                    "frequencies (the Llama family's inv_freq buffer) to it, which changes the training numerics; "
+                    "zinf keeps them in fp32", g->buffer_dtype < 0 ? "int8" : COMMDT_NAMES[g->buffer_dtype]);
+
     /* data_types.grad_accum_dtype: zinf accumulates gradients in fp32 */
     if (g->grad_accum_dtype != ZINF_COMM_UNSET && g->grad_accum_dtype != ZINF_COMM_FP32)
         return cerr(c, "data_types.grad_accum_dtype",
                     "\"%s\" is not supported: zinf accumulates gradients in fp32, and another dtype "
-                    "changes the training numerics", COMMDT_NAMES[g->grad_accum_dtype]);
+                    "changes the training numerics",
+                    g->grad_accum_dtype < 0 ? "int8" : COMMDT_NAMES[g->grad_accum_dtype]);
 
     /* the gradients are divided by the predivide factor in fp32 or 16 bits and multiplied back:
      * a factor whose value or reciprocal is not a normal fp32 number turns them into 0 x inf */

@@ -209,6 +209,7 @@ typedef struct zinf_config {
     char csv_monitor_output_path[1024], csv_monitor_job_name[1024];
     /* HF's --logging_strategy, --eval_strategy, --save_strategy: ZINF_IVAL_* */
     int logging_strategy, eval_strategy, save_strategy;
+    int param_dtype, buffer_dtype; /* data_types.param_dtype / buffer_dtype: ZINF_COMM_*, 0 unset */
     int gradient_allreduce_op;  /* 0 "mean" (DeepSpeed's default and zinf's); 1 "sum" is refused */
 } zinf_config;
 

@@ -1068,6 +1068,37 @@ static void test_ds_audit(void)
     rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2, "
                    "\"managed_gradient_accumulation\": false}", 2);
     CHECK_ERR(rc, "managed_gradient_accumulation", "changes the training numerics");
+
+    /* data_types: config.py _initialize_params reads grad_accum_dtype, param_dtype and
+     * buffer_dtype, each a DtypeEnum name (config.py DtypeEnum: fp16 = "torch.float16", "fp16",
+     * "float16", "half"; fp32 = "torch.float32", "fp32", "float32", "float"; bf16 =
+     * "torch.bfloat16", "bf16", "bfloat16"; int8). engine.py _assert_valid_mixed_precision_config
+     * asserts param_dtype == the model dtype (fp16.enabled -> half, bf16.enabled -> bfloat16,
+     * else float32); _cast_module_mixed_precision casts every floating buffer to buffer_dtype */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"data_types\": "
+                   "{\"param_dtype\": \"bfloat16\", \"buffer_dtype\": \"float32\", "
+                   "\"grad_accum_dtype\": \"torch.float32\"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.param_dtype == ZINF_COMM_BF16 && c.buffer_dtype == ZINF_COMM_FP32 &&
+              c.grad_accum_dtype == ZINF_COMM_FP32 && c.n_warnings == 0,
+          "DtypeEnum spellings: %d %d %d: %s", c.param_dtype, c.buffer_dtype, c.grad_accum_dtype, warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"param_dtype\": \"fp32\", "
+                   "\"buffer_dtype\": null}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.param_dtype == ZINF_COMM_FP32 && c.buffer_dtype == ZINF_COMM_UNSET && c.n_warnings == 0,
+          "fp32 without fp16/bf16: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"data_types\": "
+                   "{\"param_dtype\": \"fp32\"}}", 1);
+    CHECK_ERR(rc, "data_types.param_dtype", "fp32", "bf16");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"data_types\": "
+                   "{\"param_dtype\": \"bf16\"}}", 1);
+    CHECK_ERR(rc, "data_types.param_dtype", "bf16", "fp16");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"buffer_dtype\": \"bf16\"}}", 1);
+    CHECK_ERR(rc, "data_types.buffer_dtype", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"param_dtype\": \"fp8\"}}", 1);
+    CHECK_ERR(rc, "data_types.param_dtype", "\"fp8\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"grad_accum_dtype\": \"half\"}}", 1);
+    CHECK_ERR(rc, "data_types.grad_accum_dtype", "fp16");
 }
 
 int main(void)
