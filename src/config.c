@@ -816,6 +816,13 @@ static int fill_auto(const ctx *c, const keydef *k, void *slot, const char *path
         return cerr(c, path, "\"auto\" has no single meaning here: accelerate fills it from its "
                              "zero_stage (default 2) and DeepSpeed alone uses 0; write the stage");
     case A_HH: case A_HH09: case A_10H:
+        /* HF fills the two stage-3 sizes only at stage 3 (trainer_config_finalize's is_zero3());
+         * below it DeepSpeedConfigModel drops the "auto" and zero/config.py's default applies.
+         * "stage" comes first in KEYS_ZERO, so it is read by now */
+        if (k->autok != A_HH && c->cfg->zero_stage != 3) {
+            slot_set(slot, k, (double)k->idef, 0);
+            return 0;
+        }
         if (h <= 0)
             return cerr(c, path, "\"auto\" needs the model's hidden size, which is not known here");
         slot_set(slot, k, k->autok == A_HH ? (double)(h * h)

@@ -1099,6 +1099,42 @@ static void test_ds_audit(void)
     CHECK_ERR(rc, "data_types.param_dtype", "\"fp8\"");
     rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"grad_accum_dtype\": \"half\"}}", 1);
     CHECK_ERR(rc, "data_types.grad_accum_dtype", "fp16");
+
+    /* stage-3 "auto" sizes below stage 3: transformers' integrations/deepspeed.py
+     * trainer_config_finalize fills stage3_prefetch_bucket_size (0.9 h^2) and
+     * stage3_param_persistence_threshold (10 h) only `if self.is_zero3()`; otherwise the "auto"
+     * reaches DeepSpeedZeroConfig, whose DeepSpeedConfigModel.__init__ (config_utils.py) drops it,
+     * so zero/config.py's defaults pp_int(5e7) and pp_int(1e5) apply. reduce_bucket_size "auto" is
+     * h^2 at every stage */
+    {
+        zinf_flags f;
+        zinf_flags_defaults(&f);
+        f.hidden_size = 768;
+        const char *z = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": %d, "
+                        "\"reduce_bucket_size\": \"auto\", \"stage3_prefetch_bucket_size\": \"auto\", "
+                        "\"stage3_param_persistence_threshold\": \"auto\"}}";
+        char js[512];
+        snprintf(js, sizeof js, z, 2);
+        rc = parse_w(&c, js, &f, 1);
+        CHECK_OK(rc);
+        CHECK(c.reduce_bucket_size == 589824 && c.stage3_prefetch_bucket_size == 50000000 &&
+                  c.stage3_param_persistence_threshold == 100000,
+              "stage 2: %lld %lld %lld", (long long)c.reduce_bucket_size,
+              (long long)c.stage3_prefetch_bucket_size, (long long)c.stage3_param_persistence_threshold);
+        CHECK(c.n_warnings == 0, "no stage-3 warning for an \"auto\" HF leaves alone: %s", warnbuf);
+        snprintf(js, sizeof js, z, 3);
+        rc = parse_w(&c, js, &f, 1);
+        CHECK_OK(rc);
+        CHECK(c.stage3_prefetch_bucket_size == 530841 && c.stage3_param_persistence_threshold == 7680,
+              "stage 3: 0.9 x 768^2 = 530841.6 -> 530841, 10 x 768");
+        f.hidden_size = 0; /* below stage 3 the hidden size is not needed */
+        snprintf(js, sizeof js, z, 1);
+        js[strlen("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, ")] = 0;
+        strcat(js, "\"stage3_prefetch_bucket_size\": \"auto\"}}");
+        rc = parse_w(&c, js, &f, 1);
+        CHECK_OK(rc);
+        CHECK(c.stage3_prefetch_bucket_size == 50000000, "stage 1 without a hidden size");
+    }
 }
 
 int main(void)
