@@ -292,7 +292,8 @@ static const keydef KEYS_FP16[] = {
     {"loss_scale_window", T_INT, 0, CO(fp16_loss_scale_window), .idef = 1000},
     {"hysteresis", T_INT, 0, CO(fp16_hysteresis), .idef = 2},
     {"consecutive_hysteresis", T_BOOL, 0, CO(fp16_consecutive_hysteresis), .def = 0},
-    {"min_loss_scale", T_NUM, F_SCALE | F_POS, CO(fp16_min_loss_scale), .def = 1},
+    /* > 0 (and loss_scale_window > 0) only with dynamic scaling on: see resolve() */
+    {"min_loss_scale", T_NUM, F_SCALE, CO(fp16_min_loss_scale), .def = 1},
     VACUOUS("auto_cast", "DeepSpeed casts floating-point inputs; a token-id model has none"),
     NOEFF("fp16_master_weights_and_grads", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
     NOEFF("fused_mode"),
@@ -1314,6 +1315,14 @@ static int resolve(ctx *c, json_t *root)
     /* precision */
     if (g->fp16 && g->bf16)
         return cerr(c, NULL, "fp16.enabled and bf16.enabled are both true; choose one");
+    /* precision_config.py _validate_dynamic_loss_scale_params: checked only when dynamic scaling
+     * runs (fp16 on, loss_scale 0); a disabled block or a static scale carries them unchecked */
+    if (g->fp16 && g->fp16_loss_scale == 0 && g->fp16_loss_scale_window <= 0)
+        return cerr(c, "fp16.loss_scale_window", "must be above 0 with dynamic loss scaling (loss_scale 0), as in "
+                    "DeepSpeed: the scale would never grow");
+    if (g->fp16 && g->fp16_loss_scale == 0 && !(g->fp16_min_loss_scale > 0))
+        return cerr(c, "fp16.min_loss_scale", "must be above 0 with dynamic loss scaling (loss_scale 0), as in "
+                    "DeepSpeed: it is the floor the scale falls to");
 
     /* zero: overlap_comm defaults to (stage == 3), DeepSpeed's overlap_comm_valid */
     json_t *z = json_object_get(root, "zero_optimization");

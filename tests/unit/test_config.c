@@ -393,8 +393,8 @@ static void test_types(void)
     CHECK_ERR(rc, "fp16.loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e39}}", 1);
     CHECK_ERR(rc, "fp16.loss_scale", "a normal float");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0}}", 1);
-    CHECK_ERR(rc, "fp16.min_loss_scale: expected a number from 1.18e-38 to 3.4e38 (a normal float)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 1e-320}}", 1);
+    CHECK_ERR(rc, "fp16.min_loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 128}}", 1);
     CHECK_ERR(rc, "fp16.initial_scale_power: expected an integer 0-127");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 127, "
@@ -1135,6 +1135,25 @@ static void test_ds_audit(void)
         CHECK_OK(rc);
         CHECK(c.stage3_prefetch_bucket_size == 50000000, "stage 1 without a hidden size");
     }
+
+    /* fp16's dynamic-scaling keys: precision_config.py DeepSpeedFP16Config
+     * _validate_dynamic_loss_scale_params raises ValueError for loss_scale_window <= 0 or
+     * min_loss_scale <= 0 only "if self.enabled and self.loss_scale == 0"; a disabled block or a
+     * static scale carries them unchecked ("Validating them otherwise would reject valid
+     * static-loss-scale configs that carry unused values") */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale_window\": 0}}", 1);
+    CHECK_ERR(rc, "fp16.loss_scale_window", "dynamic loss scaling");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0}}", 1);
+    CHECK_ERR(rc, "fp16.min_loss_scale", "dynamic loss scaling");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 128, "
+                   "\"loss_scale_window\": 0, \"min_loss_scale\": 0}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.fp16_loss_scale == 128 && c.fp16_loss_scale_window == 0 && c.fp16_min_loss_scale == 0,
+          "a static scale carries them unchecked");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": false, "
+                   "\"loss_scale_window\": 0, \"min_loss_scale\": 0}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.bf16 && !c.fp16, "a disabled fp16 block carries them unchecked");
 }
 
 int main(void)
