@@ -1698,7 +1698,7 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     if (rc == 0) rc = resolve(&c, root);
     json_decref(root);
     if (rc == 0 && flags->total_steps > 0)
-        rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags);
+        rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags, warn);
     return rc;
 }
 
@@ -1809,7 +1809,8 @@ int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_siz
     return rc;
 }
 
-int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags)
+int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags,
+                               FILE *warn)
 {
     const char *src = cfg->path[0] ? cfg->path : "(built-in default config)";
     if (total_steps < 1)
@@ -1827,11 +1828,16 @@ int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf
     if (s->type >= ZINF_SCHED_HF_LINEAR && s->warmup_num_steps > total_steps)
         return zinf_err("--warmup_steps %lld is more than the run's %lld steps", (long long)s->warmup_num_steps,
                         (long long)total_steps);
+    /* lr_schedules.py WarmupDecayLR.__init__ and WarmupCosineLR.__init__ only warn; the schedule
+     * warms up to its end and then stays at its floor (sched.c, as DeepSpeed computes it) */
     if ((s->type == ZINF_SCHED_WARMUP_DECAY_LR || s->type == ZINF_SCHED_WARMUP_COSINE_LR) &&
-        s->total_num_steps < s->warmup_num_steps)
-        return zinf_err("%s: scheduler.params.total_num_steps %lld is less than warmup_num_steps "
-                        "%lld",
-                        src, (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+        s->total_num_steps < s->warmup_num_steps) {
+        ctx c = {cfg, flags, src, warn};
+        cwarn(&c, "scheduler.params.total_num_steps %lld is less than warmup_num_steps %lld: as in DeepSpeed, the "
+                  "warm-up runs to its end and the rate then stays at %s", (long long)s->total_num_steps,
+              (long long)s->warmup_num_steps,
+              s->type == ZINF_SCHED_WARMUP_DECAY_LR ? "warmup_min_lr" : "cos_min_ratio x the optimizer's lr");
+    }
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "err.h"
+#include "sched.h"
 
 static const char *fixtures(void)
 {
@@ -21,10 +22,9 @@ static const char *fixtures(void)
 /* warnings printed by the last parse */
 static char warnbuf[8192];
 
-static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int world)
+/* what was written to w (a tmpfile(), or NULL) into warnbuf; closes w */
+static void capture(FILE *w)
 {
-    FILE *w = tmpfile();
-    int rc = zinf_config_parse(c, json, strlen(json), "cfg.json", f, world, w);
     size_t n = 0;
     if (w) {
         rewind(w);
@@ -32,6 +32,13 @@ static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int wo
         fclose(w);
     }
     warnbuf[n] = 0;
+}
+
+static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int world)
+{
+    FILE *w = tmpfile();
+    int rc = zinf_config_parse(c, json, strlen(json), "cfg.json", f, world, w);
+    capture(w);
     return rc;
 }
 
@@ -48,13 +55,7 @@ static int load(zinf_config *c, const char *name, const zinf_flags *f, int world
     snprintf(path, sizeof path, "%s/%s", fixtures(), name);
     FILE *w = tmpfile();
     int rc = zinf_config_load(c, path, f, world, w);
-    size_t n = 0;
-    if (w) {
-        rewind(w);
-        n = fread(warnbuf, 1, sizeof warnbuf - 1, w);
-        fclose(w);
-    }
-    warnbuf[n] = 0;
+    capture(w);
     return rc;
 }
 
@@ -668,7 +669,7 @@ static void test_auto(void)
           (long long)c.stage3_prefetch_bucket_size, (long long)c.stage3_param_persistence_threshold);
     /* finalize: total steps, warmup from --warmup_ratio */
     f.warmup_ratio = 0.03, f.warmup_ratio_set = true;
-    rc = zinf_config_finalize_steps(&c, 1000, &f);
+    rc = zinf_config_finalize_steps(&c, 1000, &f, NULL);
     CHECK_OK(rc);
     CHECK(c.sched.total_num_steps == 1000 && c.sched.warmup_num_steps == 30 && c.max_steps == 1000,
           "finalize %lld %lld", (long long)c.sched.total_num_steps,
@@ -678,8 +679,20 @@ static void test_auto(void)
     rc = parse_w(&c, tmpl, &f, 1);
     CHECK_OK(rc);
     CHECK(c.sched.warmup_num_steps == 50, "warmup from --warmup_steps");
-    rc = zinf_config_finalize_steps(&c, 40, &f);
-    CHECK_ERR(rc, "total_num_steps 40", "warmup_num_steps 50");
+    /* total_num_steps below warmup_num_steps: lr_schedules.py WarmupDecayLR.__init__ (and
+     * WarmupCosineLR.__init__) only logger.warning('total_num_steps {} is less than
+     * warmup_num_steps {}'); the schedule runs: the warm-up to its end, then
+     * max(0, (total - t) / max(1, total - W)) = 0, so warmup_min_lr */
+    {
+        FILE *w = tmpfile();
+        rc = zinf_config_finalize_steps(&c, 40, &f, w);
+        capture(w);
+    }
+    CHECK_OK(rc);
+    CHECK(c.sched.total_num_steps == 40 && c.sched.warmup_num_steps == 50, "kept as given");
+    CHECK(strstr(warnbuf, "total_num_steps 40 is less than warmup_num_steps 50") != NULL, "said: %s", warnbuf);
+    CHECK_CLOSE(zinf_sched_lr(&c.sched, c.lr, 41), 1e-4 * log(41.0) / log(50.0), 1e-15, 0, "warm-up runs on");
+    CHECK(zinf_sched_lr(&c.sched, c.lr, 51) == 0.0, "after it: warmup_min_lr 0");
     /* flags->total_steps known up front */
     f.total_steps = 200;
     rc = parse_w(&c, tmpl, &f, 1);
