@@ -193,6 +193,8 @@ enum {
     F_SCALE = 1 << 17,     /* number: a loss scale (zinf_loss_scale_ok), or 0 without F_POS */
     F_ERR_SUB = 1 << 15,   /* T_NOEFFECT object whose member `errkey` > 1 (or true) changes
                               numerics: error */
+    F_ENUM_DEFAULT = 1 << 18, /* T_ENUM: any other value (null included) is DeepSpeed's default,
+                                 with a warning, as DeepSpeed itself does */
 };
 
 enum { K_DEF = 1 << 0, K_DEFNULL = 1 << 1 };
@@ -338,7 +340,8 @@ static const keydef KEYS_SCHED_PARAMS[] = {
      .autok = A_FLAG, .flag = FL_LR, .smask = SW | SD}, /* WarmupLR: optimizer lr; Decay 1e-3 */
     {"warmup_num_steps", T_INT, F_AUTO, CO(sched.warmup_num_steps), .idef = 1000,
      .autok = A_WARMUP, .smask = SW | SD | SC},
-    {"warmup_type", T_ENUM, 0, CO(sched.warmup_type_linear), .sdef = "log", .en = &EN_WTYPE,
+    /* lr_schedules.py: an unknown warmup_type is a warning there, and log */
+    {"warmup_type", T_ENUM, F_ENUM_DEFAULT, CO(sched.warmup_type_linear), .sdef = "log", .en = &EN_WTYPE,
      .smask = SW | SD | SC},
     {"total_num_steps", T_INT, F_AUTO, CO(sched.total_num_steps), .idef = 0, .autok = A_STEPS,
      .smask = SD | SC, .sreq = SD | SC},
@@ -1190,6 +1193,12 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         if (!v) {
             ZINF_TRY(absent(c, k, slot, path, obj != NULL, as_auto, stype));
             continue;
+        }
+        if ((k->flags & F_ENUM_DEFAULT) && !(json_is_string(v) && enum_index(k->en, json_string_value(v)) >= 0)) {
+            char got[128];
+            cwarn(c, "%s: %s is not one of %s; as DeepSpeed does, \"%s\" is used", path, shown(v, got, sizeof got),
+                  k->en->list, k->sdef);
+            continue; /* the default, set above */
         }
         if (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
             if (!(k->flags & F_AUTO))

@@ -1167,6 +1167,23 @@ static void test_ds_audit(void)
                    "\"loss_scale_window\": 0, \"min_loss_scale\": 0}}", 1);
     CHECK_OK(rc);
     CHECK(c.bf16 && !c.fp16, "a disabled fp16 block carries them unchecked");
+
+    /* warmup_type: lr_schedules.py WarmupLR.__init__ (and WarmupCosineLR.__init__): `if
+     * warmup_type not in {WARMUP_LOG_RATE, WARMUP_LINEAR_RATE}: logger.warning(f"Using unknown
+     * warmup_type: {warmup_type}. The increasing function is set to default (log)")`: any other
+     * value, another case or null included, runs the log warm-up */
+    const char *wt[] = {"\"cosine\"", "\"Linear\"", "null", "1", "\"auto\""};
+    for (size_t i = 0; i < sizeof wt / sizeof *wt; i++) {
+        char js[256];
+        snprintf(js, sizeof js, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"%s\", \"params\": "
+                 "{%s\"warmup_type\": %s}}}", i % 2 ? "WarmupCosineLR" : "WarmupLR",
+                 i % 2 ? "\"total_num_steps\": 100, " : "", wt[i]);
+        rc = parse(&c, js, 1);
+        CHECK_OK(rc);
+        CHECK(c.sched.warmup_type_linear == 0 && c.n_warnings == 1 &&
+                  strstr(warnbuf, "scheduler.params.warmup_type") && strstr(warnbuf, "log"),
+              "warmup_type %s: log, with a warning: %s", wt[i], warnbuf);
+    }
 }
 
 int main(void)
