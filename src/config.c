@@ -620,6 +620,10 @@ static const keydef KEYS_TOP[] = {
     /* "mean" (the default) is what zinf does; "sum" is refused in resolve() */
     {"gradient_allreduce_op", T_ENUM, 0, CO(gradient_allreduce_op), .sdef = "mean", .en = &EN_ALLRED},
     NOEFF("use_data_before_expert_parallelism"),
+    NOEFF("log_level", .flags2 = K_DEFNULL),
+    NOEFF("datastates_ckpt", .flags2 = K_DEF, .def = 0,
+          .note = "zinf writes its own checkpoint (zinf-checkpoint(5))"),
+    NOEFF("expert_parallel", .note = "zinf's models have no mixture-of-experts layers to replace"),
     NOEFF("sequence_parallel_size", .flags2 = K_DEF, .def = 1, .flags = F_ERR_SUB, .note = "zinf has no sequence parallelism"),
 };
 static const blockdef B_TOP = BLOCK(KEYS_TOP);

@@ -1184,6 +1184,21 @@ static void test_ds_audit(void)
                   strstr(warnbuf, "scheduler.params.warmup_type") && strstr(warnbuf, "log"),
               "warmup_type %s: log, with a warning: %s", wt[i], warnbuf);
     }
+
+    /* top-level keys config.py DeepSpeedConfig._initialize_params reads that zinf does not
+     * implement: log_level (get_log_level, LOG_LEVEL_DEFAULT None), datastates_ckpt
+     * (datastates/config.py: enabled = the value `is not False`) and expert_parallel
+     * (get_expert_parallel_config -> module_inject/auto_ep_config.py, "enabled" default False):
+     * DeepSpeed keys, so not "unknown"; at their defaults (null, false) nothing is said */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"log_level\": \"info\", \"datastates_ckpt\": {}, "
+                   "\"expert_parallel\": {\"enabled\": true}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 3 && !strstr(warnbuf, "unknown key") && strstr(warnbuf, "log_level is a DeepSpeed key") &&
+              strstr(warnbuf, "datastates_ckpt is a DeepSpeed key") && strstr(warnbuf, "expert_parallel is a DeepSpeed key"),
+          "DeepSpeed's keys: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"log_level\": null, \"datastates_ckpt\": false}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 0, "at their defaults: %s", warnbuf);
 }
 
 int main(void)
