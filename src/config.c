@@ -193,6 +193,7 @@ enum {
     F_SCALE = 1 << 17,     /* number: a loss scale (zinf_loss_scale_ok), or 0 without F_POS */
     F_ERR_SUB = 1 << 15,   /* T_NOEFFECT object whose member `errkey` > 1 (or true) changes
                               numerics: error */
+    F_NULL_ABSENT = 1 << 19, /* null is the key left out (DeepSpeed's get_scalar_param gives None) */
     F_ENUM_DEFAULT = 1 << 18, /* T_ENUM: any other value (null included) is DeepSpeed's default,
                                  with a warning, as DeepSpeed itself does */
 };
@@ -545,11 +546,11 @@ static const blockdef B_FP16 = PBLOCK(KEYS_FP16), B_BF16 = PBLOCK(KEYS_BF16),
 
 static const keydef KEYS_TOP[] = {
     /* batch: 0 = not given; resolve() applies the batch rule */
-    {"train_batch_size", T_INT, F_AUTO | F_POS, CO(train_batch_size), .idef = 0,
+    {"train_batch_size", T_INT, F_AUTO | F_POS | F_NULL_ABSENT, CO(train_batch_size), .idef = 0,
      .autok = A_DERIVE},
-    {"train_micro_batch_size_per_gpu", T_INT, F_AUTO | F_POS | F_FILL,
+    {"train_micro_batch_size_per_gpu", T_INT, F_AUTO | F_POS | F_FILL | F_NULL_ABSENT,
      CO(train_micro_batch_size_per_gpu), .idef = 0, .autok = A_FLAG, .flag = FL_MICRO},
-    {"gradient_accumulation_steps", T_INT, F_AUTO | F_POS | F_FILL,
+    {"gradient_accumulation_steps", T_INT, F_AUTO | F_POS | F_FILL | F_NULL_ABSENT,
      CO(gradient_accumulation_steps), .idef = 0, .autok = A_FLAG, .flag = FL_GAS},
     {"gradient_clipping", T_NUM, F_AUTO, CO(gradient_clipping), .def = 1.0, .autok = A_FLAG,
      .flag = FL_CLIP},
@@ -1175,7 +1176,7 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
             }
             continue;
         }
-        if (dropped) v = NULL;
+        if (dropped || (v && json_is_null(v) && (k->flags & F_NULL_ABSENT))) v = NULL;
         if (v && json_is_null(v) && (k->flags & F_NULL) && k->type == T_OBJ) v = NULL;
 
         if (k->type == T_OBJ) {

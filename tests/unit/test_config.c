@@ -1199,6 +1199,22 @@ static void test_ds_audit(void)
     rc = parse(&c, "{\"train_batch_size\": 8, \"log_level\": null, \"datastates_ckpt\": false}", 1);
     CHECK_OK(rc);
     CHECK(c.n_warnings == 0, "at their defaults: %s", warnbuf);
+
+    /* batch keys written null: config.py get_train_batch_size & co. are get_scalar_param =
+     * param_dict.get(key, None), so null is None, "not provided", and
+     * _set_batch_related_parameters derives it (config_utils.py get_scalar_param; config.py) */
+    rc = parse(&c, "{\"train_batch_size\": null, \"train_micro_batch_size_per_gpu\": 4, "
+                   "\"gradient_accumulation_steps\": null}", 2);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 8 && c.train_micro_batch_size_per_gpu == 4 && c.gradient_accumulation_steps == 1,
+          "null batch keys derived: %lld %lld %lld", (long long)c.train_batch_size,
+          (long long)c.train_micro_batch_size_per_gpu, (long long)c.gradient_accumulation_steps);
+    rc = parse(&c, "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": null}", 2);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 16 && c.train_micro_batch_size_per_gpu == 8 && c.gradient_accumulation_steps == 1,
+          "micro null: 16 / 2");
+    rc = parse(&c, "{\"train_batch_size\": null, \"gradient_accumulation_steps\": 2}", 2);
+    CHECK_ERR(rc, "neither train_batch_size nor train_micro_batch_size_per_gpu");
 }
 
 int main(void)
