@@ -428,7 +428,7 @@ static int cmd_config(zinf_comm *comm, int argc, char **argv, int first, bool *h
     /* what train resolves next: the step count (known here from --max_steps only; from epochs it
      * needs the data) and the notices for the backend */
     if (f.max_steps_set && f.max_steps > 0)
-        ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&cfg, f.max_steps, &f)));
+        ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&cfg, f.max_steps, &f, comm->rank == 0 ? stderr : NULL)));
     ZINF_TRY(zinf_comm_agree(comm, zinf_config_notices(&cfg, device,
                                                        comm->rank == 0 ? stderr : NULL)));
     if (comm->rank == 0) zinf_config_print(&cfg, stdout);

@@ -193,6 +193,9 @@ enum {
     F_SCALE = 1 << 17,     /* number: a loss scale (zinf_loss_scale_ok), or 0 without F_POS */
     F_ERR_SUB = 1 << 15,   /* T_NOEFFECT object whose member `errkey` > 1 (or true) changes
                               numerics: error */
+    F_NULL_ABSENT = 1 << 19, /* null is the key left out (DeepSpeed's get_scalar_param gives None) */
+    F_ENUM_DEFAULT = 1 << 18, /* T_ENUM: any other value (null included) is DeepSpeed's default,
+                                 with a warning, as DeepSpeed itself does */
 };
 
 enum { K_DEF = 1 << 0, K_DEFNULL = 1 << 1 };
@@ -269,8 +272,19 @@ static const char *const WTYPE_NAMES[] = {"log", "linear"};
 static const enumdef EN_WTYPE = {WTYPE_NAMES, 2, false, "log, linear"};
 static const char *const COMMDT_NAMES[] = {"", "fp16", "bf16", "fp32"}; /* ZINF_COMM_* */
 static const enumdef EN_COMMDT = {COMMDT_NAMES, 4, true, "fp16, bf16, fp32"};
+/* data_types.*: config.py DtypeEnum's names, stored as the index here and made ZINF_COMM_* by
+ * dtype_canon() in resolve() (int8 -> -1) */
+static const char *const DTYPE_NAMES[] = {"", "fp16", "bf16", "fp32", "float16", "half", "torch.float16",
+                                          "bfloat16", "torch.bfloat16", "float32", "float",
+                                          "torch.float32", "int8", "torch.int8"};
+static const enumdef EN_DTYPE = {DTYPE_NAMES, 14, true,
+                                 "fp16, bf16, fp32 (or DeepSpeed's other names: float16, half, bfloat16, "
+                                 "float32, float, torch.float16, ...)"};
 static const char *const TAGV_NAMES[] = {"Ignore", "Warn", "Fail"};
 static const enumdef EN_TAGV = {TAGV_NAMES, 3, true, "Ignore, Warn, Fail"};
+/* config.py get_gradient_allreduce_op: lowercased, GRADIENT_ALLREDUCE_OP_SUPPORTED */
+static const char *const ALLRED_NAMES[] = {"mean", "sum"};
+static const enumdef EN_ALLRED = {ALLRED_NAMES, 2, true, "mean, sum"};
 
 /* ---- THE DEFAULTS TABLE: every key, its type, default, "auto" rule and flag ---- */
 
@@ -281,7 +295,8 @@ static const keydef KEYS_FP16[] = {
     {"loss_scale_window", T_INT, 0, CO(fp16_loss_scale_window), .idef = 1000},
     {"hysteresis", T_INT, 0, CO(fp16_hysteresis), .idef = 2},
     {"consecutive_hysteresis", T_BOOL, 0, CO(fp16_consecutive_hysteresis), .def = 0},
-    {"min_loss_scale", T_NUM, F_SCALE | F_POS, CO(fp16_min_loss_scale), .def = 1},
+    /* > 0 (and loss_scale_window > 0) only with dynamic scaling on: see resolve() */
+    {"min_loss_scale", T_NUM, F_SCALE, CO(fp16_min_loss_scale), .def = 1},
     VACUOUS("auto_cast", "DeepSpeed casts floating-point inputs; a token-id model has none"),
     NOEFF("fp16_master_weights_and_grads", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
     NOEFF("fused_mode"),
@@ -326,7 +341,8 @@ static const keydef KEYS_SCHED_PARAMS[] = {
      .autok = A_FLAG, .flag = FL_LR, .smask = SW | SD}, /* WarmupLR: optimizer lr; Decay 1e-3 */
     {"warmup_num_steps", T_INT, F_AUTO, CO(sched.warmup_num_steps), .idef = 1000,
      .autok = A_WARMUP, .smask = SW | SD | SC},
-    {"warmup_type", T_ENUM, 0, CO(sched.warmup_type_linear), .sdef = "log", .en = &EN_WTYPE,
+    /* lr_schedules.py: an unknown warmup_type is a warning there, and log */
+    {"warmup_type", T_ENUM, F_ENUM_DEFAULT, CO(sched.warmup_type_linear), .sdef = "log", .en = &EN_WTYPE,
      .smask = SW | SD | SC},
     {"total_num_steps", T_INT, F_AUTO, CO(sched.total_num_steps), .idef = 0, .autok = A_STEPS,
      .smask = SD | SC, .sreq = SD | SC},
@@ -486,7 +502,9 @@ static const keydef KEYS_CKPT[] = {
 };
 
 static const keydef KEYS_DTYPES[] = {
-    {"grad_accum_dtype", T_ENUM, F_NULL, CO(grad_accum_dtype), .sdef = "", .en = &EN_COMMDT},
+    {"grad_accum_dtype", T_ENUM, F_NULL, CO(grad_accum_dtype), .sdef = "", .en = &EN_DTYPE},
+    {"param_dtype", T_ENUM, F_NULL, CO(param_dtype), .sdef = "", .en = &EN_DTYPE},
+    {"buffer_dtype", T_ENUM, F_NULL, CO(buffer_dtype), .sdef = "", .en = &EN_DTYPE},
 };
 static const blockdef B_DTYPES = BLOCK(KEYS_DTYPES);
 
@@ -528,11 +546,11 @@ static const blockdef B_FP16 = PBLOCK(KEYS_FP16), B_BF16 = PBLOCK(KEYS_BF16),
 
 static const keydef KEYS_TOP[] = {
     /* batch: 0 = not given; resolve() applies the batch rule */
-    {"train_batch_size", T_INT, F_AUTO | F_POS, CO(train_batch_size), .idef = 0,
+    {"train_batch_size", T_INT, F_AUTO | F_POS | F_NULL_ABSENT, CO(train_batch_size), .idef = 0,
      .autok = A_DERIVE},
-    {"train_micro_batch_size_per_gpu", T_INT, F_AUTO | F_POS | F_FILL,
+    {"train_micro_batch_size_per_gpu", T_INT, F_AUTO | F_POS | F_FILL | F_NULL_ABSENT,
      CO(train_micro_batch_size_per_gpu), .idef = 0, .autok = A_FLAG, .flag = FL_MICRO},
-    {"gradient_accumulation_steps", T_INT, F_AUTO | F_POS | F_FILL,
+    {"gradient_accumulation_steps", T_INT, F_AUTO | F_POS | F_FILL | F_NULL_ABSENT,
      CO(gradient_accumulation_steps), .idef = 0, .autok = A_FLAG, .flag = FL_GAS},
     {"gradient_clipping", T_NUM, F_AUTO, CO(gradient_clipping), .def = 1.0, .autok = A_FLAG,
      .flag = FL_CLIP},
@@ -595,8 +613,18 @@ static const keydef KEYS_TOP[] = {
     NOEFF("timers"),
     NOEFF("tensor_parallel", .flags = F_ERR_SUB, .errkey = "autotp_size",
           .note = "zinf has no tensor parallelism"),
-    NOEFF("gradient_allreduce_op"),
+    /* true (DeepSpeed's default) is zinf's accumulation; false makes every engine step() an
+     * optimizer update (engine.py is_gradient_accumulation_boundary) */
+    NOEFF("managed_gradient_accumulation", .flags2 = K_DEF, .def = 1, .flags = F_ERR_SET,
+          .note = "false makes every micro-batch an optimizer step; zinf accumulates "
+                  "gradient_accumulation_steps micro-batches per step"),
+    /* "mean" (the default) is what zinf does; "sum" is refused in resolve() */
+    {"gradient_allreduce_op", T_ENUM, 0, CO(gradient_allreduce_op), .sdef = "mean", .en = &EN_ALLRED},
     NOEFF("use_data_before_expert_parallelism"),
+    NOEFF("log_level", .flags2 = K_DEFNULL),
+    NOEFF("datastates_ckpt", .flags2 = K_DEF, .def = 0,
+          .note = "zinf writes its own checkpoint (zinf-checkpoint(5))"),
+    NOEFF("expert_parallel", .note = "zinf's models have no mixture-of-experts layers to replace"),
     NOEFF("sequence_parallel_size", .flags2 = K_DEF, .def = 1, .flags = F_ERR_SUB, .note = "zinf has no sequence parallelism"),
 };
 static const blockdef B_TOP = BLOCK(KEYS_TOP);
@@ -797,6 +825,13 @@ static int fill_auto(const ctx *c, const keydef *k, void *slot, const char *path
         return cerr(c, path, "\"auto\" has no single meaning here: accelerate fills it from its "
                              "zero_stage (default 2) and DeepSpeed alone uses 0; write the stage");
     case A_HH: case A_HH09: case A_10H:
+        /* HF fills the two stage-3 sizes only at stage 3 (trainer_config_finalize's is_zero3());
+         * below it DeepSpeedConfigModel drops the "auto" and zero/config.py's default applies.
+         * "stage" comes first in KEYS_ZERO, so it is read by now */
+        if (k->autok != A_HH && c->cfg->zero_stage != 3) {
+            slot_set(slot, k, (double)k->idef, 0);
+            return 0;
+        }
         if (h <= 0)
             return cerr(c, path, "\"auto\" needs the model's hidden size, which is not known here");
         slot_set(slot, k, k->autok == A_HH ? (double)(h * h)
@@ -1141,7 +1176,7 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
             }
             continue;
         }
-        if (dropped) v = NULL;
+        if (dropped || (v && json_is_null(v) && (k->flags & F_NULL_ABSENT))) v = NULL;
         if (v && json_is_null(v) && (k->flags & F_NULL) && k->type == T_OBJ) v = NULL;
 
         if (k->type == T_OBJ) {
@@ -1163,6 +1198,12 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         if (!v) {
             ZINF_TRY(absent(c, k, slot, path, obj != NULL, as_auto, stype));
             continue;
+        }
+        if ((k->flags & F_ENUM_DEFAULT) && !(json_is_string(v) && enum_index(k->en, json_string_value(v)) >= 0)) {
+            char got[128];
+            cwarn(c, "%s: %s is not one of %s; as DeepSpeed does, \"%s\" is used", path, shown(v, got, sizeof got),
+                  k->en->list, k->sdef);
+            continue; /* the default, set above */
         }
         if (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
             if (!(k->flags & F_AUTO))
@@ -1288,6 +1329,14 @@ static int resolve(ctx *c, json_t *root)
     /* precision */
     if (g->fp16 && g->bf16)
         return cerr(c, NULL, "fp16.enabled and bf16.enabled are both true; choose one");
+    /* precision_config.py _validate_dynamic_loss_scale_params: checked only when dynamic scaling
+     * runs (fp16 on, loss_scale 0); a disabled block or a static scale carries them unchecked */
+    if (g->fp16 && g->fp16_loss_scale == 0 && g->fp16_loss_scale_window <= 0)
+        return cerr(c, "fp16.loss_scale_window", "must be above 0 with dynamic loss scaling (loss_scale 0), as in "
+                    "DeepSpeed: the scale would never grow");
+    if (g->fp16 && g->fp16_loss_scale == 0 && !(g->fp16_min_loss_scale > 0))
+        return cerr(c, "fp16.min_loss_scale", "must be above 0 with dynamic loss scaling (loss_scale 0), as in "
+                    "DeepSpeed: it is the floor the scale falls to");
 
     /* zero: overlap_comm defaults to (stage == 3), DeepSpeed's overlap_comm_valid */
     json_t *z = json_object_get(root, "zero_optimization");
@@ -1357,17 +1406,46 @@ static int resolve(ctx *c, json_t *root)
                         COMMDT_NAMES[g->communication_data_type], COMMDT_NAMES[have], g->zero_stage);
     }
 
+    /* data_types: DtypeEnum's names as ZINF_COMM_* (int8: -1) */
+    int *dts[] = {&g->grad_accum_dtype, &g->param_dtype, &g->buffer_dtype};
+    for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+        static const int canon[] = {ZINF_COMM_UNSET, ZINF_COMM_FP16, ZINF_COMM_BF16, ZINF_COMM_FP32,
+                                    ZINF_COMM_FP16, ZINF_COMM_FP16, ZINF_COMM_FP16, ZINF_COMM_BF16,
+                                    ZINF_COMM_BF16, ZINF_COMM_FP32, ZINF_COMM_FP32, ZINF_COMM_FP32, -1, -1};
+        *dts[i] = canon[*dts[i]];
+    }
+    /* data_types.param_dtype: DeepSpeed asserts it is the model dtype (engine.py
+     * _assert_valid_mixed_precision_config) */
+    int model_dt = g->fp16 ? ZINF_COMM_FP16 : g->bf16 ? ZINF_COMM_BF16 : ZINF_COMM_FP32;
+    if (g->param_dtype != ZINF_COMM_UNSET && g->param_dtype != model_dt)
+        return cerr(c, "data_types.param_dtype", "%s conflicts with the precision enabled (%s), as in DeepSpeed: "
+                    "enable the matching fp16 or bf16 block, or leave param_dtype out",
+                    g->param_dtype < 0 ? "int8" : COMMDT_NAMES[g->param_dtype], COMMDT_NAMES[model_dt]);
+    /* data_types.buffer_dtype: DeepSpeed casts the model's floating buffers to it; zinf's only one,
+     * the Llama family's rotary frequencies (HF's inv_freq), stays in fp32 */
+    if (g->buffer_dtype != ZINF_COMM_UNSET && g->buffer_dtype != ZINF_COMM_FP32)
+        return cerr(c, "data_types.buffer_dtype", "%s is not supported: DeepSpeed would round the rotary-embedding "
+                    "frequencies (the Llama family's inv_freq buffer) to it, which changes the training numerics; "
+                    "zinf keeps them in fp32", g->buffer_dtype < 0 ? "int8" : COMMDT_NAMES[g->buffer_dtype]);
+
     /* data_types.grad_accum_dtype: zinf accumulates gradients in fp32 */
     if (g->grad_accum_dtype != ZINF_COMM_UNSET && g->grad_accum_dtype != ZINF_COMM_FP32)
         return cerr(c, "data_types.grad_accum_dtype",
                     "\"%s\" is not supported: zinf accumulates gradients in fp32, and another dtype "
-                    "changes the training numerics", COMMDT_NAMES[g->grad_accum_dtype]);
+                    "changes the training numerics",
+                    g->grad_accum_dtype < 0 ? "int8" : COMMDT_NAMES[g->grad_accum_dtype]);
 
     /* the gradients are divided by the predivide factor in fp32 or 16 bits and multiplied back:
      * a factor whose value or reciprocal is not a normal fp32 number turns them into 0 x inf */
     if (g->gradient_predivide_factor > 3.4e38 || g->gradient_predivide_factor < 1.2e-38)
         return cerr(c, "gradient_predivide_factor", "%g is outside the fp32 range the gradients are "
                     "divided and multiplied in (1.2e-38 to 3.4e38)", g->gradient_predivide_factor);
+
+    /* gradient_allreduce_op "sum": DeepSpeed leaves the gradients summed over the data-parallel
+     * ranks instead of averaged, a step world-size times larger */
+    if (g->gradient_allreduce_op == 1)
+        return cerr(c, "gradient_allreduce_op", "\"sum\" is not supported: zinf averages gradients over the "
+                    "data-parallel ranks (\"mean\"), and a sum changes the training numerics");
 
     g->ckpt_tag_validation_fail = g->ckpt_tag_validation == 2;
     /* DeepSpeed: wall_clock_breakdown | flops_profiler.enabled */
@@ -1634,7 +1712,7 @@ int zinf_config_parse(zinf_config *cfg, const char *text, size_t len, const char
     if (rc == 0) rc = resolve(&c, root);
     json_decref(root);
     if (rc == 0 && flags->total_steps > 0)
-        rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags);
+        rc = zinf_config_finalize_steps(cfg, flags->total_steps, flags, warn);
     return rc;
 }
 
@@ -1745,7 +1823,8 @@ int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_siz
     return rc;
 }
 
-int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags)
+int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags,
+                               FILE *warn)
 {
     const char *src = cfg->path[0] ? cfg->path : "(built-in default config)";
     if (total_steps < 1)
@@ -1763,11 +1842,16 @@ int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf
     if (s->type >= ZINF_SCHED_HF_LINEAR && s->warmup_num_steps > total_steps)
         return zinf_err("--warmup_steps %lld is more than the run's %lld steps", (long long)s->warmup_num_steps,
                         (long long)total_steps);
+    /* lr_schedules.py WarmupDecayLR.__init__ and WarmupCosineLR.__init__ only warn; the schedule
+     * warms up to its end and then stays at its floor (sched.c, as DeepSpeed computes it) */
     if ((s->type == ZINF_SCHED_WARMUP_DECAY_LR || s->type == ZINF_SCHED_WARMUP_COSINE_LR) &&
-        s->total_num_steps < s->warmup_num_steps)
-        return zinf_err("%s: scheduler.params.total_num_steps %lld is less than warmup_num_steps "
-                        "%lld",
-                        src, (long long)s->total_num_steps, (long long)s->warmup_num_steps);
+        s->total_num_steps < s->warmup_num_steps) {
+        ctx c = {cfg, flags, src, warn};
+        cwarn(&c, "scheduler.params.total_num_steps %lld is less than warmup_num_steps %lld: as in DeepSpeed, the "
+                  "warm-up runs to its end and the rate then stays at %s", (long long)s->total_num_steps,
+              (long long)s->warmup_num_steps,
+              s->type == ZINF_SCHED_WARMUP_DECAY_LR ? "warmup_min_lr" : "cos_min_ratio x the optimizer's lr");
+    }
     return 0;
 }
 

@@ -209,6 +209,8 @@ typedef struct zinf_config {
     char csv_monitor_output_path[1024], csv_monitor_job_name[1024];
     /* HF's --logging_strategy, --eval_strategy, --save_strategy: ZINF_IVAL_* */
     int logging_strategy, eval_strategy, save_strategy;
+    int param_dtype, buffer_dtype; /* data_types.param_dtype / buffer_dtype: ZINF_COMM_*, 0 unset */
+    int gradient_allreduce_op;  /* 0 "mean" (DeepSpeed's default and zinf's); 1 "sum" is refused */
 } zinf_config;
 
 /* When the loop logs, evaluates or saves: every *_steps steps, never (but logging's last step),
@@ -238,7 +240,8 @@ int zinf_config_default(zinf_config *cfg, const zinf_flags *flags, int world_siz
  * fill scheduler values that were "auto" or came from the flags and need it (total_num_steps,
  * warmup_num_steps from --warmup_ratio when --warmup_steps was not given), then re-check them.
  * Before this call such values are -1. */
-int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags);
+int zinf_config_finalize_steps(zinf_config *cfg, int64_t total_steps, const zinf_flags *flags,
+                               FILE *warn);
 /* ms-swift's built-in DeepSpeed config names (--deepspeed zero0 ... zero3_offload), bundled with
  * zinf as the same JSON: when `spec` is one of them, the path of its file (installed under
  * ZINF_PKGDATADIR/deepspeed, or in the source tree's jobs/configs/deepspeed when run from the

@@ -1131,7 +1131,7 @@ static int setup(run *r)
                   (long long)r->cfg.gradient_accumulation_steps, comm->size);
     if (total <= 0) total = (int64_t)ceil(r->cfg.num_train_epochs * (double)nseq / (double)r->cfg.train_batch_size);
     if (total < 1) total = 1;
-    ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&r->cfg, total, &flags)));
+    ZINF_TRY(zinf_comm_agree(comm, zinf_config_finalize_steps(&r->cfg, total, &flags, comm->rank == 0 ? stderr : NULL)));
     r->cfg.max_steps = total;
 
     zinf_recompute rp = !r->ac ? ZINF_RECOMPUTE_NONE

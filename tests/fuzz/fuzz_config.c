@@ -312,10 +312,11 @@ static int check_invariants(verdict *v, const zinf_config *g, const setting *s, 
             "finalize", "after finalize: max_steps %lld total %lld warmup %lld",
             (long long)g->max_steps, (long long)sc->total_num_steps,
             (long long)sc->warmup_num_steps);
+        /* a total below the warm-up is DeepSpeed's warning (lr_schedules.py), and zinf's */
         REQ(!(sc->type == ZINF_SCHED_WARMUP_DECAY_LR || sc->type == ZINF_SCHED_WARMUP_COSINE_LR) ||
-                sc->total_num_steps >= sc->warmup_num_steps,
-            "finalize-order", "total_num_steps %lld < warmup %lld", (long long)sc->total_num_steps,
-            (long long)sc->warmup_num_steps);
+                sc->total_num_steps >= sc->warmup_num_steps || g->n_warnings > 0,
+            "finalize-order", "total_num_steps %lld < warmup %lld without a warning",
+            (long long)sc->total_num_steps, (long long)sc->warmup_num_steps);
     } else {
         REQ(g->max_steps == -1 && sc->total_num_steps >= -1 && sc->warmup_num_steps >= -1,
             "unfinalized", "max_steps %lld total %lld warmup %lld", (long long)g->max_steps,
@@ -1294,7 +1295,7 @@ static int train_parse(zinf_config *g, const char *text, size_t len, int w)
     f.logging_steps = 1, f.logging_steps_set = true;
     zinf_err_clear();
     if (zinf_config_parse(g, text, len, SRC, &f, w, NULL)) return 1;
-    return zinf_config_finalize_steps(g, 2, &f) ? 1 : 0;
+    return zinf_config_finalize_steps(g, 2, &f, NULL) ? 1 : 0;
 }
 
 /* The batch numbers made small (micro <= EMIT_MICRO_MAX, accumulation <= EMIT_GAS_MAX, all three

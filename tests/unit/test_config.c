@@ -11,6 +11,7 @@
 #include "check.h"
 #include "config.h"
 #include "err.h"
+#include "sched.h"
 
 static const char *fixtures(void)
 {
@@ -21,10 +22,9 @@ static const char *fixtures(void)
 /* warnings printed by the last parse */
 static char warnbuf[8192];
 
-static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int world)
+/* what was written to w (a tmpfile(), or NULL) into warnbuf; closes w */
+static void capture(FILE *w)
 {
-    FILE *w = tmpfile();
-    int rc = zinf_config_parse(c, json, strlen(json), "cfg.json", f, world, w);
     size_t n = 0;
     if (w) {
         rewind(w);
@@ -32,6 +32,13 @@ static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int wo
         fclose(w);
     }
     warnbuf[n] = 0;
+}
+
+static int parse_w(zinf_config *c, const char *json, const zinf_flags *f, int world)
+{
+    FILE *w = tmpfile();
+    int rc = zinf_config_parse(c, json, strlen(json), "cfg.json", f, world, w);
+    capture(w);
     return rc;
 }
 
@@ -48,13 +55,7 @@ static int load(zinf_config *c, const char *name, const zinf_flags *f, int world
     snprintf(path, sizeof path, "%s/%s", fixtures(), name);
     FILE *w = tmpfile();
     int rc = zinf_config_load(c, path, f, world, w);
-    size_t n = 0;
-    if (w) {
-        rewind(w);
-        n = fread(warnbuf, 1, sizeof warnbuf - 1, w);
-        fclose(w);
-    }
-    warnbuf[n] = 0;
+    capture(w);
     return rc;
 }
 
@@ -393,8 +394,8 @@ static void test_types(void)
     CHECK_ERR(rc, "fp16.loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e39}}", 1);
     CHECK_ERR(rc, "fp16.loss_scale", "a normal float");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0}}", 1);
-    CHECK_ERR(rc, "fp16.min_loss_scale: expected a number from 1.18e-38 to 3.4e38 (a normal float)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 1e-320}}", 1);
+    CHECK_ERR(rc, "fp16.min_loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 128}}", 1);
     CHECK_ERR(rc, "fp16.initial_scale_power: expected an integer 0-127");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 127, "
@@ -668,7 +669,7 @@ static void test_auto(void)
           (long long)c.stage3_prefetch_bucket_size, (long long)c.stage3_param_persistence_threshold);
     /* finalize: total steps, warmup from --warmup_ratio */
     f.warmup_ratio = 0.03, f.warmup_ratio_set = true;
-    rc = zinf_config_finalize_steps(&c, 1000, &f);
+    rc = zinf_config_finalize_steps(&c, 1000, &f, NULL);
     CHECK_OK(rc);
     CHECK(c.sched.total_num_steps == 1000 && c.sched.warmup_num_steps == 30 && c.max_steps == 1000,
           "finalize %lld %lld", (long long)c.sched.total_num_steps,
@@ -678,8 +679,20 @@ static void test_auto(void)
     rc = parse_w(&c, tmpl, &f, 1);
     CHECK_OK(rc);
     CHECK(c.sched.warmup_num_steps == 50, "warmup from --warmup_steps");
-    rc = zinf_config_finalize_steps(&c, 40, &f);
-    CHECK_ERR(rc, "total_num_steps 40", "warmup_num_steps 50");
+    /* total_num_steps below warmup_num_steps: lr_schedules.py WarmupDecayLR.__init__ (and
+     * WarmupCosineLR.__init__) only logger.warning('total_num_steps {} is less than
+     * warmup_num_steps {}'); the schedule runs: the warm-up to its end, then
+     * max(0, (total - t) / max(1, total - W)) = 0, so warmup_min_lr */
+    {
+        FILE *w = tmpfile();
+        rc = zinf_config_finalize_steps(&c, 40, &f, w);
+        capture(w);
+    }
+    CHECK_OK(rc);
+    CHECK(c.sched.total_num_steps == 40 && c.sched.warmup_num_steps == 50, "kept as given");
+    CHECK(strstr(warnbuf, "total_num_steps 40 is less than warmup_num_steps 50") != NULL, "said: %s", warnbuf);
+    CHECK_CLOSE(zinf_sched_lr(&c.sched, c.lr, 41), 1e-4 * log(41.0) / log(50.0), 1e-15, 0, "warm-up runs on");
+    CHECK(zinf_sched_lr(&c.sched, c.lr, 51) == 0.0, "after it: warmup_min_lr 0");
     /* flags->total_steps known up front */
     f.total_steps = 200;
     rc = parse_w(&c, tmpl, &f, 1);
@@ -1035,6 +1048,175 @@ static void test_torch_dtype(void)
     CHECK_ERR(rc, "--torch_dtype int8: expected bfloat16, float16 or float32");
 }
 
+
+/* ---------------------------------------------------------------- audit against DeepSpeed 0.19.6
+ * Each case cites the DeepSpeed source (deepspeedai/DeepSpeed at edaa722) that fixes the value. */
+static void test_ds_audit(void)
+{
+    zinf_config c;
+    int rc;
+
+    /* gradient_allreduce_op: config.py get_gradient_allreduce_op lowercases a string and raises
+     * ValueError for anything outside GRADIENT_ALLREDUCE_OP_SUPPORTED = ("mean", "sum")
+     * (constants.py); "sum" leaves the reduced gradients summed over the data-parallel ranks, not
+     * averaged (engine.py), so it changes the step: an error in zinf, which averages */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": \"MEAN\"}", 2);
+    CHECK_OK(rc);
+    CHECK(c.gradient_allreduce_op == 0 && c.n_warnings == 0, "\"mean\" is what zinf does: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": \"sum\"}", 2);
+    CHECK_ERR(rc, "gradient_allreduce_op", "\"sum\"", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": \"max\"}", 2);
+    CHECK_ERR(rc, "gradient_allreduce_op", "\"max\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_allreduce_op\": null}", 2);
+    CHECK_ERR(rc, "gradient_allreduce_op", "null");
+
+    /* managed_gradient_accumulation: constants.py MANAGED_GRADIENT_ACCUMULATION_DEFAULT = True,
+     * read by config.py get_managed_gradient_accumulation; false makes every engine step() an
+     * optimizer update (engine.py is_gradient_accumulation_boundary), so accumulation stops:
+     * true is what zinf does, false an error */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2, "
+                   "\"managed_gradient_accumulation\": true}", 2);
+    CHECK_OK(rc);
+    CHECK(c.gradient_accumulation_steps == 2 && c.n_warnings == 0, "true is the default: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2, "
+                   "\"managed_gradient_accumulation\": false}", 2);
+    CHECK_ERR(rc, "managed_gradient_accumulation", "changes the training numerics");
+
+    /* data_types: config.py _initialize_params reads grad_accum_dtype, param_dtype and
+     * buffer_dtype, each a DtypeEnum name (config.py DtypeEnum: fp16 = "torch.float16", "fp16",
+     * "float16", "half"; fp32 = "torch.float32", "fp32", "float32", "float"; bf16 =
+     * "torch.bfloat16", "bf16", "bfloat16"; int8). engine.py _assert_valid_mixed_precision_config
+     * asserts param_dtype == the model dtype (fp16.enabled -> half, bf16.enabled -> bfloat16,
+     * else float32); _cast_module_mixed_precision casts every floating buffer to buffer_dtype */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"data_types\": "
+                   "{\"param_dtype\": \"bfloat16\", \"buffer_dtype\": \"float32\", "
+                   "\"grad_accum_dtype\": \"torch.float32\"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.param_dtype == ZINF_COMM_BF16 && c.buffer_dtype == ZINF_COMM_FP32 &&
+              c.grad_accum_dtype == ZINF_COMM_FP32 && c.n_warnings == 0,
+          "DtypeEnum spellings: %d %d %d: %s", c.param_dtype, c.buffer_dtype, c.grad_accum_dtype, warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"param_dtype\": \"fp32\", "
+                   "\"buffer_dtype\": null}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.param_dtype == ZINF_COMM_FP32 && c.buffer_dtype == ZINF_COMM_UNSET && c.n_warnings == 0,
+          "fp32 without fp16/bf16: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"data_types\": "
+                   "{\"param_dtype\": \"fp32\"}}", 1);
+    CHECK_ERR(rc, "data_types.param_dtype", "fp32", "bf16");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"data_types\": "
+                   "{\"param_dtype\": \"bf16\"}}", 1);
+    CHECK_ERR(rc, "data_types.param_dtype", "bf16", "fp16");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"buffer_dtype\": \"bf16\"}}", 1);
+    CHECK_ERR(rc, "data_types.buffer_dtype", "changes the training numerics");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"param_dtype\": \"fp8\"}}", 1);
+    CHECK_ERR(rc, "data_types.param_dtype", "\"fp8\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"data_types\": {\"grad_accum_dtype\": \"half\"}}", 1);
+    CHECK_ERR(rc, "data_types.grad_accum_dtype", "fp16");
+
+    /* stage-3 "auto" sizes below stage 3: transformers' integrations/deepspeed.py
+     * trainer_config_finalize fills stage3_prefetch_bucket_size (0.9 h^2) and
+     * stage3_param_persistence_threshold (10 h) only `if self.is_zero3()`; otherwise the "auto"
+     * reaches DeepSpeedZeroConfig, whose DeepSpeedConfigModel.__init__ (config_utils.py) drops it,
+     * so zero/config.py's defaults pp_int(5e7) and pp_int(1e5) apply. reduce_bucket_size "auto" is
+     * h^2 at every stage */
+    {
+        zinf_flags f;
+        zinf_flags_defaults(&f);
+        f.hidden_size = 768;
+        const char *z = "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": %d, "
+                        "\"reduce_bucket_size\": \"auto\", \"stage3_prefetch_bucket_size\": \"auto\", "
+                        "\"stage3_param_persistence_threshold\": \"auto\"}}";
+        char js[512];
+        snprintf(js, sizeof js, z, 2);
+        rc = parse_w(&c, js, &f, 1);
+        CHECK_OK(rc);
+        CHECK(c.reduce_bucket_size == 589824 && c.stage3_prefetch_bucket_size == 50000000 &&
+                  c.stage3_param_persistence_threshold == 100000,
+              "stage 2: %lld %lld %lld", (long long)c.reduce_bucket_size,
+              (long long)c.stage3_prefetch_bucket_size, (long long)c.stage3_param_persistence_threshold);
+        CHECK(c.n_warnings == 0, "no stage-3 warning for an \"auto\" HF leaves alone: %s", warnbuf);
+        snprintf(js, sizeof js, z, 3);
+        rc = parse_w(&c, js, &f, 1);
+        CHECK_OK(rc);
+        CHECK(c.stage3_prefetch_bucket_size == 530841 && c.stage3_param_persistence_threshold == 7680,
+              "stage 3: 0.9 x 768^2 = 530841.6 -> 530841, 10 x 768");
+        f.hidden_size = 0; /* below stage 3 the hidden size is not needed */
+        snprintf(js, sizeof js, z, 1);
+        js[strlen("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, ")] = 0;
+        strcat(js, "\"stage3_prefetch_bucket_size\": \"auto\"}}");
+        rc = parse_w(&c, js, &f, 1);
+        CHECK_OK(rc);
+        CHECK(c.stage3_prefetch_bucket_size == 50000000, "stage 1 without a hidden size");
+    }
+
+    /* fp16's dynamic-scaling keys: precision_config.py DeepSpeedFP16Config
+     * _validate_dynamic_loss_scale_params raises ValueError for loss_scale_window <= 0 or
+     * min_loss_scale <= 0 only "if self.enabled and self.loss_scale == 0"; a disabled block or a
+     * static scale carries them unchecked ("Validating them otherwise would reject valid
+     * static-loss-scale configs that carry unused values") */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale_window\": 0}}", 1);
+    CHECK_ERR(rc, "fp16.loss_scale_window", "dynamic loss scaling");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0}}", 1);
+    CHECK_ERR(rc, "fp16.min_loss_scale", "dynamic loss scaling");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 128, "
+                   "\"loss_scale_window\": 0, \"min_loss_scale\": 0}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.fp16_loss_scale == 128 && c.fp16_loss_scale_window == 0 && c.fp16_min_loss_scale == 0,
+          "a static scale carries them unchecked");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": false, "
+                   "\"loss_scale_window\": 0, \"min_loss_scale\": 0}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.bf16 && !c.fp16, "a disabled fp16 block carries them unchecked");
+
+    /* warmup_type: lr_schedules.py WarmupLR.__init__ (and WarmupCosineLR.__init__): `if
+     * warmup_type not in {WARMUP_LOG_RATE, WARMUP_LINEAR_RATE}: logger.warning(f"Using unknown
+     * warmup_type: {warmup_type}. The increasing function is set to default (log)")`: any other
+     * value, another case or null included, runs the log warm-up */
+    const char *wt[] = {"\"cosine\"", "\"Linear\"", "null", "1", "\"auto\""};
+    for (size_t i = 0; i < sizeof wt / sizeof *wt; i++) {
+        char js[256];
+        snprintf(js, sizeof js, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"%s\", \"params\": "
+                 "{%s\"warmup_type\": %s}}}", i % 2 ? "WarmupCosineLR" : "WarmupLR",
+                 i % 2 ? "\"total_num_steps\": 100, " : "", wt[i]);
+        rc = parse(&c, js, 1);
+        CHECK_OK(rc);
+        CHECK(c.sched.warmup_type_linear == 0 && c.n_warnings == 1 &&
+                  strstr(warnbuf, "scheduler.params.warmup_type") && strstr(warnbuf, "log"),
+              "warmup_type %s: log, with a warning: %s", wt[i], warnbuf);
+    }
+
+    /* top-level keys config.py DeepSpeedConfig._initialize_params reads that zinf does not
+     * implement: log_level (get_log_level, LOG_LEVEL_DEFAULT None), datastates_ckpt
+     * (datastates/config.py: enabled = the value `is not False`) and expert_parallel
+     * (get_expert_parallel_config -> module_inject/auto_ep_config.py, "enabled" default False):
+     * DeepSpeed keys, so not "unknown"; at their defaults (null, false) nothing is said */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"log_level\": \"info\", \"datastates_ckpt\": {}, "
+                   "\"expert_parallel\": {\"enabled\": true}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 3 && !strstr(warnbuf, "unknown key") && strstr(warnbuf, "log_level is a DeepSpeed key") &&
+              strstr(warnbuf, "datastates_ckpt is a DeepSpeed key") && strstr(warnbuf, "expert_parallel is a DeepSpeed key"),
+          "DeepSpeed's keys: %s", warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"log_level\": null, \"datastates_ckpt\": false}", 1);
+    CHECK_OK(rc);
+    CHECK(c.n_warnings == 0, "at their defaults: %s", warnbuf);
+
+    /* batch keys written null: config.py get_train_batch_size & co. are get_scalar_param =
+     * param_dict.get(key, None), so null is None, "not provided", and
+     * _set_batch_related_parameters derives it (config_utils.py get_scalar_param; config.py) */
+    rc = parse(&c, "{\"train_batch_size\": null, \"train_micro_batch_size_per_gpu\": 4, "
+                   "\"gradient_accumulation_steps\": null}", 2);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 8 && c.train_micro_batch_size_per_gpu == 4 && c.gradient_accumulation_steps == 1,
+          "null batch keys derived: %lld %lld %lld", (long long)c.train_batch_size,
+          (long long)c.train_micro_batch_size_per_gpu, (long long)c.gradient_accumulation_steps);
+    rc = parse(&c, "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": null}", 2);
+    CHECK_OK(rc);
+    CHECK(c.train_batch_size == 16 && c.train_micro_batch_size_per_gpu == 8 && c.gradient_accumulation_steps == 1,
+          "micro null: 16 / 2");
+    rc = parse(&c, "{\"train_batch_size\": null, \"gradient_accumulation_steps\": 2}", 2);
+    CHECK_ERR(rc, "neither train_batch_size nor train_micro_batch_size_per_gpu");
+}
+
 int main(void)
 {
     test_flag_rules();
@@ -1050,5 +1232,6 @@ int main(void)
     test_default_and_print();
     test_deepspeed_rules();
     test_torch_dtype();
+    test_ds_audit();
     return check_done("test_config");
 }

@@ -275,7 +275,7 @@ int main(int argc, char **argv)
     zinf_flags fl;
     zinf_flags_defaults(&fl);
     zinf_model_cfg mc;
-    if (zinf_config_parse(&cfg, js, strlen(js), "test", &fl, W, NULL) || zinf_config_finalize_steps(&cfg, 10, &fl) ||
+    if (zinf_config_parse(&cfg, js, strlen(js), "test", &fl, W, NULL) || zinf_config_finalize_steps(&cfg, 10, &fl, NULL) ||
         zinf_backend_cpu_init(&be) || zinf_model_cfg_load(&mc, "test-tiny") || zinf_model_init(&model, &mc, &be)) {
         fprintf(stderr, "setup: %s\n", zinf_errmsg());
         return 1;

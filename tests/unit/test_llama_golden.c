@@ -124,7 +124,7 @@ static void one(const char *gdir, const char *name)
     const char *js = "{\"train_batch_size\": 1, \"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
                      "\"AdamW\", \"params\": {\"lr\": 0.001}}, \"zero_optimization\": {\"stage\": 3}}";
     CHECK(zinf_config_parse(&cfg, js, strlen(js), "test", &fl, 1, NULL) == 0 &&
-              zinf_config_finalize_steps(&cfg, 10, &fl) == 0, "config: %s", zinf_errmsg());
+              zinf_config_finalize_steps(&cfg, 10, &fl, NULL) == 0, "config: %s", zinf_errmsg());
     zinf_zero *z = NULL;
     CHECK(zinf_zero_init(&z, &m, &cfg, &comm, &be, 99) == 0, "%s: zero: %s", name, zinf_errmsg());
     CHECK(zinf_hf_import(dir, &comm, &m, z, NULL) == 0, "%s: import %s: %s", name, dir, zinf_errmsg());
