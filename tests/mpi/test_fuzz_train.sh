@@ -75,7 +75,9 @@ while read -r f w desc; do
     # (through the page cache: the scratch file system may lack O_DIRECT)
     sed 's|"nvme_path": *"[^"]*"|"nvme_path": "'"$TMP/nvme"'"|g' "$TMP/emit/$f" > "$TMP/emit/$f.run"
     t0=$(now_ms)
-    OUTPUT=$(timeout -k 5 "$LIMIT" "$MPIRUN" --oversubscribe -np "$w" "$ZINF" train --config "$TMP/emit/$f.run" \
+    # from $TMP: a config's relative paths (a monitor's empty output_path writes ./DeepSpeedJobName,
+    # as DeepSpeed does) land there, not in the source tree
+    OUTPUT=$(cd "$TMP" && timeout -k 5 "$LIMIT" "$MPIRUN" --oversubscribe -np "$w" "$ZINF" train --config "$TMP/emit/$f.run" \
         --model test-mini --data "$TMP/add_train_*.bin" --max_length 16 --max_steps 2 --logging_steps 1 --swap_engine psync \
         --out "$out" < /dev/null 2>&1); RC=$?
     ms=$(($(now_ms) - t0))
