@@ -262,8 +262,11 @@ expect_has "job $J (mpirun)" "got SIGUSR1" "stopped by signal 10 after step $S" 
     fail "job $J stopped at step '$S', latest is '$(cat "$TMP/run2/latest" 2>/dev/null)'"
 
 # ---- 3. srun on the nodes of the allocation, resubmitted by hand: goes on from that checkpoint -
+# (from a copy of jobs/ whose path has a space: the scripts find requeue.sh from the path the
+# job was submitted as, which scontrol show job prints whole)
 N=3
-J=$(sbatch --parsable --nodes=1 --ntasks-per-node=2 --output="$TMP/job3.out" "$JOBS/slurm/train-multinode.sbatch" "$@" --out "$TMP/run2")
+mkdir -p "$TMP/a b" && cp -r "$JOBS" "$TMP/a b/jobs"
+J=$(sbatch --parsable --nodes=1 --ntasks-per-node=2 --output="$TMP/job3.out" "$TMP/a b/jobs/slurm/train-multinode.sbatch" "$@" --out "$TMP/run2")
 J=${J%%;*}
 wait_for 60 job_state_is "$J" $ENDED || give_up "job $J did not end within 60 s"
 OUTPUT=$(cat "$TMP/job3.out")
