@@ -34,6 +34,16 @@ zinf_job_setup() {
     local nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
     if [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
         ZINF_RANKS_PER_NODE=$SLURM_NTASKS_PER_NODE
+    elif [ -n "${SLURM_TASKS_PER_NODE:-}" ]; then
+        # the tasks Slurm placed on each node (sbatch(1)): "N" or "N(xM)" when every node has N,
+        # "4,2" or "2(x3),1" when not; --ntasks alone may place them unevenly, which one count
+        # per node for srun and mpirun cannot start
+        case $SLURM_TASKS_PER_NODE in
+        *,*)
+            zinf_job_log "Slurm placed the tasks unevenly (SLURM_TASKS_PER_NODE=$SLURM_TASKS_PER_NODE): give the ranks per node with --ntasks-per-node (one per GPU)"
+            exit 2 ;;
+        esac
+        ZINF_RANKS_PER_NODE=${SLURM_TASKS_PER_NODE%%(*}
     elif [ -n "${SLURM_NTASKS:-}" ] && [ $((SLURM_NTASKS % nodes)) -eq 0 ]; then
         ZINF_RANKS_PER_NODE=$((SLURM_NTASKS / nodes))
     else

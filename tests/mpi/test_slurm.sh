@@ -14,6 +14,20 @@
 # installs them as root), or the daemons do not come up here.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
 PATH=$PATH:/usr/sbin:/sbin
+JOBS=$(cd "${top_srcdir:-.}/jobs" && pwd)
+
+# ---- 0. zinf_job_setup alone, under bash with Slurm's variables and no Slurm ------------------
+# setup_ranks VAR=VALUE...: its log line and ZINF_RANKS_PER_NODE, or its refusal
+setup_ranks() {
+    env -i PATH="$PATH" SLURM_JOB_ID=1 "$@" bash -c '. "$1/slurm/requeue.sh"; zinf_job_setup; echo "ranks=$ZINF_RANKS_PER_NODE"' _ "$JOBS" 2>&1
+}
+# --ntasks=6 on 3 nodes placed 2 per node (sbatch(1): SLURM_TASKS_PER_NODE=2(x3)): 2 ranks a node
+OUTPUT=$(setup_ranks SLURM_JOB_NUM_NODES=3 SLURM_NTASKS=6 'SLURM_TASKS_PER_NODE=2(x3)')
+expect_has "SLURM_TASKS_PER_NODE=2(x3)" "ranks=2"
+# --ntasks=6 on 2 nodes placed 4 and 2: refused, not started as 3 a node
+OUTPUT=$(setup_ranks SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=6 SLURM_TASKS_PER_NODE=4,2)
+expect_has "SLURM_TASKS_PER_NODE=4,2" "placed the tasks unevenly"
+[ "$(count_lines ranks=)" -eq 0 ] && pass || fail "zinf_job_setup took SLURM_TASKS_PER_NODE=4,2 as $OUTPUT"
 STEPS=400 # long enough (several seconds) for the signal to land mid-run
 
 skip() { echo "$(basename "$0"): skipped: $*"; exit 77; }
@@ -22,7 +36,6 @@ for b in munged slurmctld slurmd sbatch scontrol scancel squeue sinfo srun; do
     command -v "$b" > /dev/null || skip "$b is missing (jobs/install-deps.sh installs slurmctld slurmd slurm-client munge as root)"
 done
 case $ZINF in /*) ;; *) ZINF=$(pwd)/$ZINF ;; esac
-JOBS=$(cd "${top_srcdir:-.}/jobs" && pwd)
 export ZINF
 
 # Stop every daemon this test started (by the pids they wrote) and remove $TMP, on every exit.
