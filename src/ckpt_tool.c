@@ -179,49 +179,43 @@ static void fmt_bytes(char *b, size_t cap, double x)
     snprintf(b, cap, i ? "%.1f %s" : "%.0f %s", x, u[i]);
 }
 
-static int info_report(ck *c, FILE *out);
-
 int zinf_ckpt_info(const char *spec, FILE *out)
 {
     ck c;
     int rc = ck_open(&c, spec);
-    if (!rc) rc = info_report(&c, out);
-    ck_close(&c);
-    return rc;
-}
-
-static int info_report(ck *c, FILE *out)
-{
-    int rc = 0;
-    const zinf_model_cfg *mc = &c->m.c;
-    fprintf(out, "checkpoint       %s\n", c->path);
-    fprintf(out, "format           %lld (written by zinf %s)\n", (long long)c->format, c->version[0] ? c->version : "?");
-    fprintf(out, "step             %lld\n", (long long)c->step);
-    fprintf(out, "optimizer steps  %lld\n", (long long)c->opt_steps);
-    fprintf(out, "loss scale       %.17g (hysteresis %lld, iteration %lld, last overflow at %lld)\n", c->loss_scale,
-            (long long)c->ls_hysteresis, (long long)c->ls_iter, (long long)c->ls_last_overflow);
-    fprintf(out, "seed             %llu\n", (unsigned long long)c->seed);
-    fprintf(out, "batch size       %lld sequences per step\n", (long long)c->train_batch_size);
-    fprintf(out, "data position    %lld sequences read (the next step starts there)\n", (long long)c->consumed_samples);
-    if (c->max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c->max_length);
-    if (c->run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c->run_id);
-    fprintf(out, "saved by         %lld rank%s\n", (long long)c->saved_world_size, c->saved_world_size == 1 ? "" : "s");
+    if (rc) {
+        ck_close(&c);
+        return rc;
+    }
+    const zinf_model_cfg *mc = &c.m.c;
+    fprintf(out, "checkpoint       %s\n", c.path);
+    fprintf(out, "format           %lld (written by zinf %s)\n", (long long)c.format, c.version[0] ? c.version : "?");
+    fprintf(out, "step             %lld\n", (long long)c.step);
+    fprintf(out, "optimizer steps  %lld\n", (long long)c.opt_steps);
+    fprintf(out, "loss scale       %.17g (hysteresis %lld, iteration %lld, last overflow at %lld)\n", c.loss_scale,
+            (long long)c.ls_hysteresis, (long long)c.ls_iter, (long long)c.ls_last_overflow);
+    fprintf(out, "seed             %llu\n", (unsigned long long)c.seed);
+    fprintf(out, "batch size       %lld sequences per step\n", (long long)c.train_batch_size);
+    fprintf(out, "data position    %lld sequences read (the next step starts there)\n", (long long)c.consumed_samples);
+    if (c.max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c.max_length);
+    if (c.run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c.run_id);
+    fprintf(out, "saved by         %lld rank%s\n", (long long)c.saved_world_size, c.saved_world_size == 1 ? "" : "s");
     fprintf(out, "model            n_layer %d, n_embd %d, n_head %d, vocab_size %d (padded to %d), n_positions %d\n",
             mc->n_layer, mc->n_embd, mc->n_head, mc->vocab_size, mc->padded_vocab, mc->n_positions);
-    char *cfg = zinf_ckf_config(&c->k);
+    char *cfg = zinf_ckf_config(&c.k);
     fprintf(out, "config:\n%s", cfg ? cfg : "(none stored)\n");
     if (cfg && cfg[0] && cfg[strlen(cfg) - 1] != '\n') fputc('\n', out);
     free(cfg);
     fprintf(out, "tensors (/master; /optim/m and /optim/v hold the same shapes):\n");
     fprintf(out, "  %-34s %-16s %-8s %14s\n", "name", "shape", "dtype", "bytes");
     int64_t params = 0, bytes = 0;
-    for (int u = 0; u < c->m.nunits && !rc; u++)
-        for (int t = 0; t < c->m.units[u].ntensors && !rc; t++) {
-            const zinf_tensor_view *tv = &c->m.units[u].t[t];
+    for (int u = 0; u < c.m.nunits && !rc; u++)
+        for (int t = 0; t < c.m.units[u].ntensors && !rc; t++) {
+            const zinf_tensor_view *tv = &c.m.units[u].t[t];
             hid_t d;
             char name[128], shape[48];
             uint64_t want;
-            rc = open_tensor(c, 0, tv, &d, name, sizeof name, &want);
+            rc = open_tensor(&c, 0, tv, &d, name, sizeof name, &want);
             if (rc) break;
             H5Dclose(d);
             if (tv->shape[1]) snprintf(shape, sizeof shape, "%lld x %lld", (long long)tv->shape[0], (long long)tv->shape[1]);
@@ -238,12 +232,13 @@ static int info_report(ck *c, FILE *out)
         fprintf(out, "parameters       %lld", (long long)params);
         if (pad) fprintf(out, " (%lld of them in the %d padded vocabulary rows)", (long long)pad, mc->padded_vocab - mc->vocab_size);
         fprintf(out, ", %s of fp32 in each of /master, /optim/m, /optim/v\n", hb);
-        if (stat(c->path, &st)) rc = zinf_errc(-errno, "%s: %s", c->path, strerror(errno));
+        if (stat(c.path, &st)) rc = zinf_errc(-errno, "%s: %s", c.path, strerror(errno));
         else {
             fmt_bytes(fb, sizeof fb, (double)st.st_size);
             fprintf(out, "file bytes       %lld (%s)\n", (long long)st.st_size, fb);
         }
     }
+    ck_close(&c);
     return rc;
 }
 
