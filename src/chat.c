@@ -1181,7 +1181,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_cou
     zinf_chat_set tr = {0}, va = {0};
     zinf_sft_samples train = {0}, val = {0};
     int64_t *ti = NULL, *vi = NULL, nt = 0, nv = 0, drop_t = 0, drop_v = 0, cut_t = 0, cut_v = 0;
-    int rc = zinf_chat_read(o->input_flag ? o->input_flag : "--input", o->input, &tr);
+    int rc = zinf_chat_read(zinf_chat_input_flag(o), o->input, &tr);
     if (!rc && tr.n == 0)
         rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)", tr.path,
                       (long long)tr.no_assistant);
@@ -1191,7 +1191,7 @@ int zinf_chat_make_shards(const zinf_chat_data_opts *o, FILE *out, zinf_chat_cou
         if (o->split_ratio > 0 && out)
             zinf_warn("--split_dataset_ratio %g is ignored: --val_dataset is given", o->split_ratio);
         int64_t *none = NULL, nn;
-        rc = zinf_chat_read("--val_dataset", o->val_input, &va);
+        rc = zinf_chat_read(ZINF_CHAT_VAL_FLAG, o->val_input, &va);
         if (!rc && va.n == 0)
             rc = zinf_err("%s: the dataset is empty after filtering (%lld samples without an assistant turn)",
                           va.path, (long long)va.no_assistant);

@@ -138,6 +138,13 @@ typedef struct zinf_chat_data_opts {
     uint32_t seed;             /* --data_seed (ms-swift's 42) */
     zinf_chat_opts chat;
 } zinf_chat_data_opts;
+/* The options that gave o's files, as messages about them name them: the training set's
+ * (input_flag, "--input" when unset) and the validation set's */
+static inline const char *zinf_chat_input_flag(const zinf_chat_data_opts *o)
+{
+    return o->input_flag ? o->input_flag : "--input";
+}
+#define ZINF_CHAT_VAL_FLAG "--val_dataset"
 
 /* The samples longer than --max_length, of the training and the validation set: deleted, or
  * truncated to it (as o->truncation says) */

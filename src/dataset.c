@@ -69,7 +69,7 @@ int zinf_dataset_key(const zinf_chat_data_opts *o, unsigned long long *key)
     unsigned long long h = FNV_OFFSET;
     char path[4200];
     fnv_str(&h, "zinf sft shards 1"); /* the shard format and the rules that make them */
-    const char *specs[2] = {o->input, o->val_input}, *flags[2] = {o->input_flag ? o->input_flag : "--input", "--val_dataset"};
+    const char *specs[2] = {o->input, o->val_input}, *flags[2] = {zinf_chat_input_flag(o), ZINF_CHAT_VAL_FLAG};
     for (int k = 0; k < 2; k++) {
         fnv_str(&h, specs[k]);
         if (!specs[k]) continue;
