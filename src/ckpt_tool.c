@@ -200,8 +200,13 @@ int zinf_ckpt_info(const char *spec, FILE *out)
     if (c.max_length) fprintf(out, "max length       %lld tokens per sequence\n", (long long)c.max_length);
     if (c.run_id) fprintf(out, "run id           %016llx\n", (unsigned long long)c.run_id);
     fprintf(out, "saved by         %lld rank%s\n", (long long)c.saved_world_size, c.saved_world_size == 1 ? "" : "s");
-    fprintf(out, "model            n_layer %d, n_embd %d, n_head %d, vocab_size %d (padded to %d), n_positions %d\n",
-            mc->n_layer, mc->n_embd, mc->n_head, mc->vocab_size, mc->padded_vocab, mc->n_positions);
+    char *shape = zinf_model_describe(mc, 17, 100);
+    if (!shape) { /* the message is zinf_model_describe's; cli.c prints no part of the report */
+        ck_close(&c);
+        return ZINF_ENOMEM;
+    }
+    fprintf(out, "model            %s\n", shape);
+    free(shape);
     char *cfg = zinf_ckf_config(&c.k);
     fprintf(out, "config:\n%s", cfg ? cfg : "(none stored)\n");
     if (cfg && cfg[0] && cfg[strlen(cfg) - 1] != '\n') fputc('\n', out);

@@ -539,10 +539,10 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
     fprintf(out, "  hardware: %d node%s x %d GPU%s per node = %d GPU%s (data-parallel world %d)\n",
             nodes, nodes > 1 ? "s" : "", gpus_per_node, gpus_per_node > 1 ? "s" : "", world,
             world > 1 ? "s" : "", world);
-    fprintf(out, "  model:    %s: %d layers, n_embd %d, n_head %d, vocab %d (padded %d), "
-                 "%d positions\n",
-            m->name, m->n_layer, m->n_embd, m->n_head, m->vocab_size, m->padded_vocab,
-            m->n_positions);
+    char *shape = zinf_model_describe(m, 12, 100);
+    if (!shape) return ZINF_ENOMEM;
+    fprintf(out, "  model:    %s (%s)\n            %s\n", m->name, m->model_type[0] ? m->model_type : "gpt2", shape);
+    free(shape);
     fprintf(out, "  params:   Psi = %" PRId64 " (%.1fM); largest unit: %s, %" PRId64 " (%.1fM)\n",
             psi, (double)psi / 1e6, lname, L, (double)L / 1e6);
     if (fp32)

@@ -29,6 +29,82 @@ const char *zinf_model_positions_key(const zinf_model_cfg *c)
     return f && f->positions_key ? f->positions_key : "n_positions";
 }
 
+/* zinf_model_describe's writer: fields separated by ", ", a new line (indent spaces) before a field
+ * that would pass width */
+typedef struct {
+    FILE *out;
+    int col, indent, width;
+    const zinf_model_cfg *c;
+} describer;
+
+static void describe_put(describer *d, const char *field)
+{
+    int n = (int)strlen(field);
+    if (d->col > d->indent && d->col + 2 + n > d->width) {
+        fprintf(d->out, ",\n%*s", d->indent, "");
+        d->col = d->indent;
+    } else if (d->col > d->indent) {
+        fputs(", ", d->out);
+        d->col += 2;
+    }
+    fputs(field, d->out);
+    d->col += n;
+}
+
+/* one value under its key; an object's members as key.member, so that none is one long field */
+static void describe_value(describer *d, const char *key, json_t *v)
+{
+    char field[512];
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s.%s", key, k);
+            describe_value(d, sub, x);
+        }
+        return;
+    }
+    if (json_is_null(v) || !strcmp(key, "padded_vocab")) return; /* unset; beside vocab_size */
+    if (json_is_integer(v) && !strcmp(key, "vocab_size")) /* with the rows the tensors have */
+        snprintf(field, sizeof field, "%s %lld (padded to %d)", key, (long long)json_integer_value(v),
+                 d->c->padded_vocab);
+    else if (json_is_integer(v)) snprintf(field, sizeof field, "%s %lld", key, (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(field, sizeof field, "%s %.10g", key, json_real_value(v));
+    else if (json_is_boolean(v)) snprintf(field, sizeof field, "%s %s", key, json_is_true(v) ? "true" : "false");
+    else if (json_is_string(v)) snprintf(field, sizeof field, "%s %s", key, json_string_value(v));
+    else {
+        char *val = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(field, sizeof field, "%s %s", key, val ? val : "?");
+        free(val);
+    }
+    describe_put(d, field);
+}
+
+char *zinf_model_describe(const zinf_model_cfg *c, int indent, int width)
+{
+    const zinf_family *f = family_of(c->model_type[0] ? c->model_type : "gpt2", "the model");
+    if (!f) return NULL;
+    json_t *o = f->cfg_json(c);
+    char *buf = NULL;
+    size_t cap = 0;
+    FILE *out = o ? open_memstream(&buf, &cap) : NULL;
+    if (out) {
+        /* the first line's prefix is the caller's: it counts as the indent */
+        describer d = {out, indent, indent, width, c};
+        const char *key;
+        json_t *v;
+        json_object_foreach(o, key, v) describe_value(&d, key, v);
+    }
+    json_decref(o);
+    if (!out || fclose(out) || !buf) {
+        free(buf);
+        zinf_errc(ZINF_ENOMEM, "out of host memory");
+        return NULL;
+    }
+    return buf;
+}
+
 /* the family of a config.json object (model_type, default gpt2) reads its fields into c */
 int zinf_model_cfg_from_json(zinf_model_cfg *c, json_t *root, const char *src)
 {

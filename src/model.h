@@ -54,6 +54,12 @@ enum { ZINF_ROPE_NONE = 0, ZINF_ROPE_DEFAULT, ZINF_ROPE_LLAMA3, ZINF_ROPE_LINEAR
  * "max_position_embeddings" for the Llama family), for messages about the limit. */
 const char *zinf_model_positions_key(const zinf_model_cfg *c);
 
+/* The model's shape for reports (zinf estimate, ckpt info): its family's fields under config.json's
+ * names, in the family's order ("num_hidden_layers 16, hidden_size 2048, ..."; the padded vocabulary
+ * beside vocab_size), cut into lines of at most `width` columns at a field, each line after the
+ * first starting with `indent` spaces. NULL (and an error message) when it cannot be made. */
+char *zinf_model_describe(const zinf_model_cfg *c, int indent, int width);
+
 /* A preset (zinf_model_presets) or a JSON file with HF config.json names: model_type (default
  * "gpt2") names the family, which reads its fields (GPT-2: n_layer, n_embd, n_head, vocab_size,
  * n_positions). */

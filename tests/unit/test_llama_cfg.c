@@ -180,6 +180,29 @@ int main(void)
     CHECK(c.rope_type == ZINF_ROPE_LLAMA3 && c.rope_factor == 32 && c.rope_original_max == 8192 &&
               c.rope_high_freq_factor == 4 && !c.qkv_bias && c.tie_embeddings,
           "llama-3.2-1b rope %d factor %g", c.rope_type, c.rope_factor);
+    /* the reports' model line (zinf estimate, ckpt info): the published config.json's values under
+     * its own names, whole fields on lines of at most 100 columns after a 12-column indent */
+    char *desc = zinf_model_describe(&c, 12, 100);
+    CHECK(desc != NULL, "describe: %s", zinf_errmsg());
+    static const char *const l32_fields[] = {
+        "num_hidden_layers 16", "hidden_size 2048", "intermediate_size 8192", "num_attention_heads 32",
+        "num_key_value_heads 8", "head_dim 64", "vocab_size 128256 (padded to 128256)",
+        "max_position_embeddings 131072", "rms_norm_eps 1e-05", "rope_theta 500000", "rope_scaling.rope_type llama3",
+        "rope_scaling.factor 32", "rope_scaling.original_max_position_embeddings 8192", "tie_word_embeddings true"};
+    for (size_t i = 0; desc && i < sizeof l32_fields / sizeof *l32_fields; i++)
+        CHECK(strstr(desc, l32_fields[i]) != NULL, "describe lacks '%s': %s", l32_fields[i], desc);
+    int lines = 0;
+    for (const char *p = desc; p && *p; lines++) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        /* the first line follows the caller's 12-column prefix */
+        CHECK((lines ? 0 : 12) + len <= 100, "describe line %d is %zu columns: %.*s", lines, len, (int)len, p);
+        CHECK(!lines || (len > 12 && strncmp(p, "            ", 12) == 0 && p[12] != ' '), "line %d's indent: %.*s",
+              lines, (int)len, p);
+        p = e ? e + 1 : p + len;
+    }
+    CHECK(lines >= 2, "describe: %d lines", lines);
+    free(desc);
     n = zinf_model_num_params(&c);
     CHECK(n == closed_form(128256, 2048, 8192, 16, 32, 8, 64, 1, 0, 0, 0), "llama-3.2-1b: %lld", (long long)n);
     CHECK_CLOSE(n / 1e9, 1.236, 0.002, 0, "llama-3.2-1b against 1.24B");
