@@ -769,8 +769,18 @@ int zinf_launch_cli_main(int argc, char **argv)
         return 2;
     }
     if (rest >= argc) {
-        fprintf(stderr, "zinf-launch: error: no program to launch (zinf-launch [flags] PROGRAM [ARGS...]; "
-                        "see zinf-launch --help)\n");
+        /* `--dry-run true`: a true/false after a switch is its value here, where DeepSpeed's
+         * store_true switches take none and would launch the program `true` */
+        const char *last = argv[argc - 1], *prev = argc > 2 ? argv[argc - 2] : "";
+        const flag *sw = NULL;
+        for (const flag *t = tab; t->name && !strchr(prev, '=') && !strncmp(prev, "--", 2); t++)
+            if (t->type == F_BOOL && flag_name_eq(t->name, prev + 2)) sw = t;
+        if (sw && (!strcasecmp(last, "true") || !strcasecmp(last, "false")))
+            fprintf(stderr, "zinf-launch: error: no program to launch: '%s' after %s is read as its value; to launch "
+                            "the program %s, write %s -- %s\n", last, prev, last, prev, last);
+        else
+            fprintf(stderr, "zinf-launch: error: no program to launch (zinf-launch [flags] PROGRAM [ARGS...]; "
+                            "see zinf-launch --help)\n");
         return 2;
     }
     o.prog = argv + rest;

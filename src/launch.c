@@ -3,6 +3,7 @@
 #endif
 #include "launch.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <dirent.h>
@@ -97,6 +98,13 @@ static int check_host_name(const char *h, size_t hl, const char *fname, int line
         if (c == ',')
             return zinf_err("%s:%d: host %.*s: a ',' separates hosts in mpirun's --host list; a host name has none",
                             fname, lineno, (int)hl, h);
+        /* DeepSpeed's hostfile takes user@host (pdsh logs in as user), but its --include splits at
+         * every '@' too, so it cannot name that host; OpenMPI's --host refuses it */
+        if (c == '@')
+            return zinf_err("%s:%d: host %.*s: mpirun's --host takes no user@ (OpenMPI refuses the name), and "
+                            "--include/--exclude could not name it ('@' separates hosts there, as in DeepSpeed): set "
+                            "the user in ~/.ssh/config (Host %.*s, User %.*s) and write the host alone", fname, lineno,
+                            (int)hl, h, (int)(hl - i - 1), h + i + 1, (int)i, h);
         if (c < 0x21 || c > 0x7e)
             return zinf_err("%s:%d: host %.*s: byte %zu is 0x%02X: a host name is printable ASCII", fname, lineno,
                             (int)hl, h, i + 1, c);
@@ -104,12 +112,41 @@ static int check_host_name(const char *h, size_t hl, const char *fname, int line
     return 0;
 }
 
+/* A name of this node whatever the machine: localhost, localhost.localdomain, or an IPv4 address
+ * in 127.0.0.0/8 as the resolver reads one (127.0.0.1, 127.1, 2130706433 alike). */
+static bool loopback(const char *h, size_t hl)
+{
+    if ((hl == 9 && !strncasecmp(h, "localhost", 9)) || (hl == 21 && !strncasecmp(h, "localhost.localdomain", 21)))
+        return true;
+    char name[256];
+    struct in_addr a;
+    if (hl >= sizeof name) return false;
+    memcpy(name, h, hl);
+    name[hl] = 0;
+    return inet_aton(name, &a) && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* The host of the pool that h names as well, or -1: the same name in other letter case (host
+ * names ignore it), or both names of this node. *why says which. */
+static int same_node(const zinf_launch_pool *pool, const char *h, size_t hl, const char **why)
+{
+    for (int i = 0; i < pool->n; i++) {
+        const char *n = pool->h[i].name;
+        *why = "host names ignore case";
+        if (strlen(n) == hl && !strncasecmp(n, h, hl)) return i;
+        *why = "both name this node";
+        if (loopback(h, hl) && loopback(n, strlen(n))) return i;
+    }
+    return -1;
+}
+
 int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_pool *pool, FILE *notes)
 {
     pool->h = NULL;
     pool->n = 0;
     int *line_of = NULL; /* where each host was named, for the duplicate message */
-    int lineno = 0, rc = 0;
+    int lineno = 0, rc = 0, same;
+    const char *why;
     /* a UTF-8 byte order mark (Notepad's, PowerShell's) is no part of the first host's name */
     if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3;
     for (const char *p = text; *p && !rc;) {
@@ -142,6 +179,11 @@ int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_
         } else if (find_host(pool, p, hl) >= 0) {
             rc = zinf_err("%s:%d: host %.*s is listed twice (first on line %d)", fname, lineno, (int)hl, p,
                           line_of[find_host(pool, p, hl)]);
+        } else if ((same = same_node(pool, p, hl, &why)) >= 0) {
+            /* DeepSpeed's _parse_hostfile compares the text alone and would start a second set of
+             * ranks on that node's GPUs */
+            rc = zinf_err("%s:%d: host %.*s is host %s of line %d (%s): list the node once, with all its slots", fname,
+                          lineno, (int)hl, p, pool->h[same].name, line_of[same], why);
         } else {
             const char *tail = s + sl;
             size_t tl = rest - sl;
@@ -178,6 +220,8 @@ static void host_names(const zinf_launch_pool *pool, char *buf, size_t cap)
     }
 }
 
+/* Each host's slots, as DeepSpeed's parse_node_config_list leaves them: ascending whatever the
+ * order written, a repeated slot once, blanks around a slot number ignored (Python's int()). */
 int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *exclude)
 {
     if (include && exclude) return zinf_err("--include and --exclude exclude each other");
@@ -194,10 +238,6 @@ int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *
         /* exclude starts from what is chosen, include from nothing */
         for (int s = 0; s < pool->h[i].n && exclude && !rc; s++) keep[i][pool->h[i].slot[s]] = 1;
     }
-    /* include: the order of the slots as written is the order of the ranks on the host */
-    int **order = include && !rc ? calloc((size_t)nh + 1, sizeof *order) : NULL;
-    int *norder = include && !rc ? calloc((size_t)nh + 1, sizeof *norder) : NULL;
-    if (include && !rc && (!order || !norder)) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
     if (!*spec && !rc) rc = zinf_err("%s: empty (expected HOST[:SLOT,...][@HOST...])", flag);
     for (const char *p = spec; *p && !rc;) {
         const char *end = strchr(p, '@');
@@ -216,30 +256,22 @@ int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *
         } else {
             named[h] = true;
             zinf_launch_host *H = &pool->h[h];
-            if (include) {
-                order[h] = malloc((size_t)H->nslots * sizeof **order);
-                if (!order[h]) rc = zinf_errc(ZINF_ENOMEM, "out of memory");
-            }
-            if (colon && colon + 1 == p + len && !rc)
+            if (colon && colon + 1 == p + len)
                 rc = zinf_err("%s: host %s: no slot after ':'", flag, H->name);
-            if (!colon && !rc) { /* the whole host */
-                for (int s = 0; s < H->nslots; s++) {
-                    keep[h][s] = include ? 1 : 0;
-                    if (include) order[h][norder[h]++] = s;
-                }
-            }
+            for (int s = 0; !colon && s < H->nslots; s++) keep[h][s] = include ? 1 : 0; /* the whole host */
             for (const char *q = colon ? colon + 1 : p + len; q < p + len && !rc;) {
                 const char *comma = memchr(q, ',', (size_t)(p + len - q));
                 size_t sl = comma ? (size_t)(comma - q) : (size_t)(p + len - q);
+                const char *d = q;
+                size_t dl = sl;
+                while (dl && isspace((unsigned char)*d)) d++, dl--;
+                while (dl && isspace((unsigned char)d[dl - 1])) dl--;
                 int s;
-                if (!parse_count(q, sl, MAX_SLOTS, &s))
+                if (!parse_count(d, dl, MAX_SLOTS, &s))
                     rc = zinf_err("%s: host %s: slot '%.*s' is not a whole number", flag, H->name, (int)sl, q);
                 else if (s >= H->nslots)
                     rc = zinf_err("%s: host %s has slots 0-%d, not %d", flag, H->name, H->nslots - 1, s);
-                else if (include) {
-                    if (!keep[h][s]) order[h][norder[h]++] = s; /* a repeated slot counts once */
-                    keep[h][s] = 1;
-                } else keep[h][s] = 0;
+                else keep[h][s] = include ? 1 : 0;
                 q += sl + (comma ? 1 : 0);
                 if (comma && q == p + len) rc = zinf_err("%s: host %s: an empty slot after ','", flag, H->name);
             }
@@ -251,22 +283,13 @@ int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *
     for (int i = 0; i < nh && !rc; i++) {
         zinf_launch_host *H = &pool->h[i];
         H->n = 0;
-        if (include) {
-            for (int k = 0; k < norder[i]; k++) H->slot[H->n++] = order[i][k];
-        } else {
-            for (int s = 0; s < H->nslots; s++)
-                if (keep[i][s]) H->slot[H->n++] = s;
-        }
+        for (int s = 0; s < H->nslots; s++)
+            if (keep[i][s]) H->slot[H->n++] = s;
         total += H->n;
     }
     if (!rc && !total) rc = zinf_err("%s '%s' leaves no slots to run on", flag, spec);
-    for (int i = 0; i < nh; i++) {
-        if (keep) free(keep[i]);
-        if (order) free(order[i]);
-    }
+    for (int i = 0; i < nh && keep; i++) free(keep[i]);
     free(keep);
-    free(order);
-    free(norder);
     free(named);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* launch: zinf-launch, DeepSpeed's launcher options turned into one OpenMPI mpirun command.
  *
  * The resource pool is a DeepSpeed hostfile ("HOST slots=N" lines; blank lines are skipped, a '#'
- * starts a comment anywhere on a line, a host may appear once) or, without one, this node with its GPUs. Each
+ * starts a comment anywhere on a line, a node may appear once, under one name) or, without one, this node with its GPUs. Each
  * host's slots are the GPU indices 0..N-1. --include / --exclude ("HOST[:SLOT[,SLOT...]][@HOST...]")
  * pick slots, --num_nodes keeps the first hosts, --num_gpus the first slots of each. One rank runs
  * per chosen slot, ranks numbered host by host in the hostfile's order. A rank picks its GPU by its
@@ -20,7 +20,7 @@
 typedef struct {
     char *name;
     int nslots; /* slots the pool gives the host */
-    int *slot;  /* the chosen slots, in order */
+    int *slot;  /* the chosen slots, ascending */
     int n;      /* how many are chosen; 0 drops the host */
 } zinf_launch_host;
 
@@ -32,7 +32,8 @@ typedef struct {
 /* Parse hostfile text; fname names it in errors ("FILE:LINE: ..."). Every host starts with all
  * of its slots chosen. Text after "slots=N" other than a comment is named in a note. */
 int zinf_launch_parse_hostfile(const char *text, const char *fname, zinf_launch_pool *pool, FILE *notes);
-/* Apply an --include or --exclude filter (at most one of them non-NULL), in DeepSpeed's syntax. */
+/* Apply an --include or --exclude filter (at most one of them non-NULL), in DeepSpeed's syntax;
+ * each host's chosen slots ascend, as DeepSpeed sorts them. */
 int zinf_launch_filter(zinf_launch_pool *pool, const char *include, const char *exclude);
 /* Keep the first num_nodes hosts (< 0: all) and the first num_gpus slots of each (< 0: all).
  * Asking for more than the pool has is an error. */

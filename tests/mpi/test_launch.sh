@@ -55,14 +55,19 @@ printf 'DS_FROM_FILE=a b=c\n' > "$TMP/ds_env"
 OUTPUT=$(cd "$TMP" && NCCL_SOCKET_IFNAME=eth9 ZINF_COMM_TIMEOUT=77 DS_ENV_FILE="$TMP/ds_env" \
     "$LAUNCH" -H "$TMP/hosts" -i localhost:2,0 "$TMP/show.sh" 2>&1); RC=$?
 expect_ok "include localhost:2,0"
-# slot order is rank order: rank 0 on GPU 2, rank 1 on GPU 0, each picking by its local rank
-expect_has "include" "rank=0 local=0 cvd=2,0 nccl=eth9 zinf=77 ds=a b=c" "rank=1 local=1 cvd=2,0 nccl=eth9 zinf=77 ds=a b=c"
+# the slots ascend whatever the order written, as DeepSpeed sorts them: rank 0 on GPU 0, rank 1
+# on GPU 2, each picking by its local rank
+expect_has "include" "zinf-launch: 2 ranks on 1 host: localhost:0,2" \
+    "rank=0 local=0 cvd=0,2 nccl=eth9 zinf=77 ds=a b=c" "rank=1 local=1 cvd=0,2 nccl=eth9 zinf=77 ds=a b=c"
 expect_has "include" "-x NCCL_SOCKET_IFNAME" "-x ZINF_COMM_TIMEOUT" "-x 'DS_FROM_FILE=a b=c'"
 # the printed line is a command: a shell running it gets the same ranks
 LINE=$(printed)
 OUT2=$(cd "$TMP" && export NCCL_SOCKET_IFNAME=eth9 ZINF_COMM_TIMEOUT=77 && eval "$LINE" 2>&1 | grep '^rank=' | sort)
 [ -n "$OUT2" ] && [ "$OUT2" = "$(printf '%s\n' "$OUTPUT" | grep '^rank=' | sort)" ] && pass ||
     fail "the printed command, run by sh, gives '$OUT2'"
+# blanks around a slot number, as DeepSpeed's int() takes them
+launch --dry-run -H "$TMP/hosts" -i 'localhost:2, 1' true
+expect_has "include 'localhost:2, 1'" "zinf-launch: 2 ranks on 1 host: localhost:1,2" "env CUDA_VISIBLE_DEVICES=1,2 "
 launch -H "$TMP/hosts" -e localhost:1 "$TMP/show.sh"
 expect_has "exclude localhost:1" "rank=1 local=1 cvd=0,2"
 # without a hostfile the slots are the entries of CUDA_VISIBLE_DEVICES
@@ -110,7 +115,11 @@ printf 'a slots=2\nb slots=2\na slots=1\n' > "$TMP/dup"
 printf 'a slots=2\nb   # no slots\n' > "$TMP/noslots"
 printf '# nothing\n\n' > "$TMP/empty"
 printf 'a slots=2\nb slots=1\n' > "$TMP/ab"
+printf 'localhost slots=2\n127.0.0.1 slots=2\n' > "$TMP/twice_here"
+printf 'a slots=2\nuser@b slots=2\n' > "$TMP/user_at"
 bad "duplicate host" "$TMP/dup:3: host a is listed twice (first on line 1)" -H "$TMP/dup" true
+bad "this node twice" "$TMP/twice_here:2: host 127.0.0.1 is host localhost of line 1 (both name this node): list the node once, with all its slots" -H "$TMP/twice_here" true
+bad "user@host" "$TMP/user_at:2: host user@b: mpirun's --host takes no user@ (OpenMPI refuses the name), and --include/--exclude could not name it ('@' separates hosts there, as in DeepSpeed): set the user in ~/.ssh/config (Host b, User user) and write the host alone" -H "$TMP/user_at" -i a true
 bad "bad line" "$TMP/noslots:2: expected 'HOST slots=N', got 'b'" -H "$TMP/noslots" true
 bad "empty hostfile" "$TMP/empty: names no hosts" -H "$TMP/empty" true
 bad "missing hostfile" "hostfile $TMP/none: No such file or directory" -H "$TMP/none" true
@@ -123,6 +132,12 @@ bad "nodes without hostfile" "--num_nodes 2 needs a --hostfile" --num_nodes 2 --
 bad "include with num_gpus" "--num_nodes and --num_gpus cannot be combined with --include" -H "$TMP/ab" -i a --num_gpus 1 true
 bad "pdsh" "--launcher pdsh: zinf-launch runs OpenMPI's mpirun" --launcher pdsh --num_gpus 1 true
 bad "no program" "no program to launch" --num_gpus 2
+# a true/false after a switch is its value (DeepSpeed's store_true switches take none, and would
+# launch the program true): with nothing after it, the error says both readings
+bad "dry-run true" "no program to launch: 'true' after --dry-run is read as its value; to launch the program true, write --dry-run -- true" --num_gpus 1 --dry-run true
+bad "bind false" "no program to launch: 'false' after --bind_cores_to_rank is read as its value; to launch the program false, write --bind_cores_to_rank -- false" --num_gpus 1 --bind_cores_to_rank false
+launch --num_gpus 1 --dry-run -- true
+expect_has "--dry-run -- true" "zinf-launch: 1 rank on 1 host: localhost:0" "zinf-launch --rank_bind auto true"
 bad "unknown flag" "unknown flag --num_gpu (did you mean --num_gpus?)" --num_gpu 2 true
 bad "bad number" "--num_gpus expects an integer, got 'two'" --num_gpus two true
 bad "ssh port 0" "--ssh_port 0: expected 1-65535" --ssh_port 0 --num_gpus 1 true

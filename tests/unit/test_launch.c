@@ -70,6 +70,25 @@ static void test_hostfile(void)
     zinf_launch_pool_free(&p);
 
     expect_err(parse(&p, "a slots=2\nb slots=1\na slots=3\n"), "hf:3: host a is listed twice (first on line 1)", "dup");
+    /* one node listed under two names: the same name in other case, or two names of this node,
+     * where DeepSpeed's text comparison would start two sets of ranks on it */
+    expect_err(parse(&p, "Node1 slots=2\nb slots=1\nnode1 slots=2\n"),
+               "hf:3: host node1 is host Node1 of line 1 (host names ignore case): list the node once, with all its "
+               "slots", "case");
+    expect_err(parse(&p, "localhost slots=2\n127.0.0.1 slots=2\n"),
+               "hf:2: host 127.0.0.1 is host localhost of line 1 (both name this node): list the node once", "loopback");
+    expect_err(parse(&p, "127.0.0.1 slots=2\nLOCALHOST.localdomain slots=2\n"),
+               "hf:2: host LOCALHOST.localdomain is host 127.0.0.1 of line 1 (both name this node)", "localdomain");
+    expect_err(parse(&p, "127.0.1.1 slots=2\n127.1 slots=2\n"), "hf:2: host 127.1 is host 127.0.1.1 of line 1",
+               "127/8 as the resolver reads it");
+    CHECK(parse(&p, "localhost slots=2\n128.0.0.1 slots=1\nlocalhost2 slots=1\n127.0.0.1.5 slots=1\n") == 0 && p.n == 4,
+          "names that are not this node: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
+    /* user@host: DeepSpeed's --include could not name it (it splits at '@'), OpenMPI's --host refuses it */
+    expect_err(parse(&p, "b slots=1\nuser@node-1 slots=2\n"),
+               "hf:2: host user@node-1: mpirun's --host takes no user@ (OpenMPI refuses the name), and "
+               "--include/--exclude could not name it ('@' separates hosts there, as in DeepSpeed): set the user in "
+               "~/.ssh/config (Host node-1, User user) and write the host alone", "user@host");
     expect_err(parse(&p, "a slots=2\nb\n"), "hf:2: expected 'HOST slots=N', got 'b'", "no slots");
     expect_err(parse(&p, "a slot=2\n"), "hf:1: expected 'HOST slots=N'", "slot=");
     expect_err(parse(&p, "a slots=x\n"), "hf:1: host a: slots=x", "slots=x");
@@ -125,16 +144,29 @@ static void test_filter(void)
     CHECK(p.h[0].n == 0 && p.h[1].n == 4 && !strcmp(slots_of(&p, 2), "0"), "exclude a host and a slot");
     zinf_launch_pool_free(&p);
 
-    /* slots keep the order written, a repeated one counts once */
+    /* slots ascend whatever the order written and a repeated one counts once, as DeepSpeed's
+     * parse_node_config_list sorts them: rank 0 of the host is on GPU 1 */
     parse(&p, HOSTFILE);
-    CHECK(zinf_launch_filter(&p, "worker-1:3,1,3", NULL) == 0 && !strcmp(slots_of(&p, 1), "3,1"), "order: %s",
+    CHECK(zinf_launch_filter(&p, "worker-1:3,1,3", NULL) == 0 && !strcmp(slots_of(&p, 1), "1,3"), "order: %s",
           slots_of(&p, 1));
+    zinf_launch_pool_free(&p);
+    /* blanks around a slot number are ignored, as Python's int() in DeepSpeed's parse_node_config */
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_filter(&p, "worker-1: 2, 0 @worker-2", NULL) == 0 && !strcmp(slots_of(&p, 1), "0,2") &&
+              !strcmp(slots_of(&p, 2), "0,1") && p.h[0].n == 0,
+          "blanks: %s", zinf_errmsg());
+    zinf_launch_pool_free(&p);
+    parse(&p, HOSTFILE);
+    CHECK(zinf_launch_filter(&p, NULL, "worker-0:\t3 ,1") == 0 && !strcmp(slots_of(&p, 0), "0,2"), "exclude blanks: %s",
+          zinf_errmsg());
     zinf_launch_pool_free(&p);
 
     const struct { const char *inc, *exc, *want; } bad[] = {
         {"worker-9", NULL, "--include: host 'worker-9' is not among the hosts (worker-0, worker-1, worker-2)"},
         {"worker-2:2", NULL, "--include: host worker-2 has slots 0-1, not 2"},
         {"worker-1:a", NULL, "slot 'a' is not a whole number"},
+        {"worker-1:0 1", NULL, "--include: host worker-1: slot '0 1' is not a whole number"},
+        {"worker-1:0, ", NULL, "--include: host worker-1: slot ' ' is not a whole number"},
         {"worker-1:", NULL, "host worker-1: no slot after ':'"},
         {"worker-1:0,", NULL, "an empty slot after ','"},
         {"worker-1@", NULL, "an empty host name after '@'"},
@@ -265,7 +297,7 @@ static void test_plan(const char *dir)
     o.include = "localhost:2,0";
     CHECK(zinf_launch_plan(&o, &argv, &n, NULL) == 0, "%s", zinf_errmsg());
     s = joined(argv);
-    CHECK(strstr(s, "-np 2 --host localhost:2 env CUDA_VISIBLE_DEVICES=GPU-cc,GPU-aa zinf") != NULL, "%s", s);
+    CHECK(strstr(s, "-np 2 --host localhost:2 env CUDA_VISIBLE_DEVICES=GPU-aa,GPU-cc zinf") != NULL, "%s", s);
     free(s);
     zinf_launch_argv_free(argv);
     o.include = NULL;
