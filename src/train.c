@@ -1177,6 +1177,13 @@ static int setup(run *r)
         lock_wait(&w);
         rc = zinf_ckpt_lock_dir(o->out, w, &r->lock_fd, said_removed);
     }
+    /* an earlier run's mark of its end goes: from here on it can only be this run's */
+    if (!rc && comm->rank == 0) {
+        char fin[4200];
+        snprintf(fin, sizeof fin, "%s/" ZINF_FINISHED_FILE, o->out);
+        if (unlink(fin) && errno != ENOENT)
+            rc = zinf_errc(-errno, "cannot remove %s (an earlier run's mark that it finished): %s", fin, strerror(errno));
+    }
     ZINF_TRY(zinf_comm_agree(comm, rc));
     /* --resume: the newest complete checkpoint (auto) or the one named; rank 0 finds it. A fresh
      * run does not start where another run's checkpoints are, unless told to (HF's
@@ -1773,6 +1780,37 @@ static int check_params_agree(run *r)
     return 0;
 }
 
+/* OUT/finished (ZINF_FINISHED_FILE) at the end of a run that succeeded: rank 0 writes it as a
+ * temporary file and renames it into place, so that a reader sees all of it or none. Collective. */
+static int write_finished(run *r)
+{
+    int rc = 0;
+    if (r->comm->rank == 0) {
+        char tmp[4200], fin[4200];
+        snprintf(tmp, sizeof tmp, "%s/" ZINF_FINISHED_FILE ".tmp", r->o->out);
+        snprintf(fin, sizeof fin, "%s/" ZINF_FINISHED_FILE, r->o->out);
+        FILE *fp = fopen(tmp, "w");
+        if (!fp) rc = zinf_errc(-errno, "%s: %s", tmp, strerror(errno));
+        else {
+            errno = 0;
+            bool ok = fprintf(fp, "{\"status\": \"finished\", \"step\": %lld, \"start_step\": %lld}\n",
+                              (long long)r->cfg.max_steps, (long long)r->start_step) > 0;
+            ok = !fflush(fp) && ok && !fsync(fileno(fp));
+            int e = errno ? errno : EIO;
+            if (fclose(fp) || !ok) {
+                unlink(tmp);
+                rc = zinf_errc(-e, "%s: cannot write: %s", tmp, strerror(e));
+            } else if (rename(tmp, fin)) {
+                rc = zinf_errc(-errno, "rename %s: %s", tmp, strerror(errno));
+                unlink(tmp);
+            } else rc = zinf_fsync_path(r->o->out, true);
+        }
+    }
+    rc = zinf_comm_agree(r->comm, rc);
+    if (rc) r->agreed = true;
+    return rc;
+}
+
 int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
 {
     run r;
@@ -1803,6 +1841,7 @@ int zinf_train_run(zinf_comm *comm, const zinf_train_opts *o)
     if (!rc) rc = check_params_agree(&r);
     if (!rc && o->prompts) rc = check_prompts(&r, o->prompts);
     if (!rc) rc = finish_logs(&r);
+    if (!rc) rc = write_finished(&r);
     if (rc && !r.agreed && comm->size > 1) zinf_comm_abort(comm, zinf_errmsg()); /* one rank failing mid-run */
     if (rc && !r.agreed) fprintf(stderr, "zinf: error: %s\n", zinf_errmsg());
     teardown(&r);

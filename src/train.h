@@ -45,6 +45,12 @@ typedef struct zinf_train_opts {
 #define ZINF_TRAIN_STOPPED 1
 #define ZINF_EXIT_STOPPED 75
 
+/* OUT/ZINF_FINISHED_FILE: rank 0 removes it when the run takes --out's lock and writes it (to a
+ * temporary file, renamed into place) when the run ends with status 0, one JSON line naming the
+ * step reached. A job script (jobs/slurm/requeue.sh) that removed it before its launch can tell
+ * a run that finished from a launcher that exited 0 without running zinf to its end. */
+#define ZINF_FINISHED_FILE "finished"
+
 /* Catch SIGUSR1 and SIGTERM from now on: the signal is only recorded, and zinf_train_run acts on
  * it. main calls this first, before MPI_Init, so that a signal during the start-up (MPI_Init,
  * the config, the model, a checkpoint's load) stops the run with 75 instead of killing it. */

@@ -11,7 +11,18 @@
 #      script again, with SLURM_RESTART_COUNT one higher, and `--resume auto` continues from
 #      OUT/latest.
 #   5. Any other status is the job's status. After ZINF_MAX_REQUEUES requeues (default 10) a 75
-#      is passed through, so a job that can never finish does not come back forever.
+#      is passed through, so a job that can never finish does not come back forever. A value
+#      that is not a count (0 or more) is refused before anything is launched (exit 2).
+#   6. Status 0 is a finished run only with its mark: zinf train writes OUT/finished (one JSON
+#      line naming the step, renamed into place) when it ends with 0, and the shell removes that
+#      file before each launch, so a mark found after the launcher returns is this start's. A
+#      launcher that returns 0 without it (srun whose "task launch failed", a zinf that never ran)
+#      is a failure: one line says so and the job exits 1. OUT is the --out (or --output_dir)
+#      of the flags, default zinf-out, as zinf takes it.
+#   7. A stop that reaches the shell before the launcher runs (during the set-up) launches
+#      nothing: the shell acts as if zinf had stopped during its start-up, with 75 (step 4). One
+#      that comes between the launch and the moment the shell knows the launcher's pid is passed
+#      on as soon as it does. The batch scripts catch the two signals from their first line.
 #
 # Why "B:": without it Slurm signals only the job steps that srun started, never the batch step,
 # and mpirun run from the script (with its ranks on the first node) lives in the batch step. With
@@ -65,19 +76,32 @@ zinf_job_setup() {
     fi
     export OMP_NUM_THREADS
     export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}
+    # the cap on requeues, checked now, since a 75 is the wrong time to find it unreadable
+    case ${ZINF_MAX_REQUEUES-10} in
+    '' | *[!0-9]* | ??????????*)
+        zinf_job_log "ZINF_MAX_REQUEUES='${ZINF_MAX_REQUEUES-}' is not a count of requeues (0 to 999999999): set it to one, or unset it for the default 10"
+        exit 2 ;;
+    esac
     zinf_job_log "start $(( ${SLURM_RESTART_COUNT:-0} + 1 )) (SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}) on $nodes node(s): $ZINF_RANKS_PER_NODE rank(s) per node, OMP_NUM_THREADS=$OMP_NUM_THREADS"
 }
 
 # zinf_train_args ARGS...: ZINF_ARGS becomes `zinf train ARGS`, with "--resume auto" added unless
 # ARGS choose a --resume, since every start of the job, the first and each requeue, must go on
-# from OUT/latest
+# from OUT/latest; ZINF_FINISHED is OUT/finished, the mark of a finished run (step 6 above), OUT
+# being --out or --output_dir (dashes or underscores, "=V" or " V", as zinf reads flags)
 zinf_train_args() {
-    local a resume=1
+    local a resume=1 out=zinf-out next=0
     for a in "$@"; do
-        case $a in --resume|--resume=*) resume=0 ;; esac
+        if [ "$next" = 1 ]; then out=$a; next=0; continue; fi
+        case $a in
+        --resume|--resume=*) resume=0 ;;
+        --out|--output[-_]dir) next=1 ;;
+        --out=*|--output[-_]dir=*) out=${a#*=} ;;
+        esac
     done
     ZINF_ARGS=("$ZINF_BIN" train "$@")
     if [ "$resume" = 1 ]; then ZINF_ARGS+=(--resume auto); fi
+    ZINF_FINISHED=$out/finished
 }
 
 # zinf_job_srun ARGS...: the ranks as one srun job step, one per task. PMIx is the MPI rendezvous
@@ -117,25 +141,49 @@ zinf_job_mpirun() {
 # Stop requests that reach the batch shell: Slurm's warning (USR1, from --signal=B:USR1@T or
 # `scancel --batch --signal=USR1`) and SIGTERM (preemption, scancel, the time limit). Both are
 # passed on as SIGUSR1, because mpirun answers SIGTERM by killing its ranks, while it (and srun)
-# forward SIGUSR1 to them; zinf treats the two signals alike.
+# forward SIGUSR1 to them; zinf treats the two signals alike. One that comes while no launcher's
+# pid is known is kept (_zinf_pending) for zinf_job_run (step 7 above).
 _zinf_stop() {
     _zinf_woken=1
-    zinf_job_log "got SIG$1: asking the ranks to finish their step and checkpoint"
-    if [ -n "${_zinf_launcher:-}" ]; then kill -USR1 "$_zinf_launcher" 2>/dev/null || true; fi
+    if [ -n "${_zinf_launcher:-}" ]; then
+        zinf_job_log "got SIG$1: asking the ranks to finish their step and checkpoint"
+        kill -USR1 "$_zinf_launcher" 2>/dev/null || true
+    else
+        _zinf_pending=1
+        zinf_job_log "got SIG$1 before the launcher runs: a stop is pending"
+    fi
 }
+_zinf_woken=0 _zinf_pending=0 _zinf_launcher=
+trap '_zinf_stop USR1' USR1
+trap '_zinf_stop TERM' TERM
+# a signal the batch script caught before it sourced this file
+if [ -n "${_zinf_early_sig:-}" ]; then _zinf_stop "$_zinf_early_sig"; fi
 
 # zinf_job_run LAUNCHER ARGS...: run the launch line with the requeue protocol (above), then exit
 # with the job's status: 0 after a requeue or a finished run, otherwise the launcher's.
 zinf_job_run() {
-    _zinf_woken=0
-    trap '_zinf_stop USR1' USR1
-    trap '_zinf_stop TERM' TERM
-    # A shell runs its traps only between commands, so the launcher runs in the background and
-    # the shell waits for it: a trapped signal ends the `wait` at once.
-    "$@" &
-    _zinf_launcher=$!
     local st=0 again
-    wait "$_zinf_launcher" || st=$?
+    # the mark of a finished run must be this start's (step 6 above)
+    if [ -n "${ZINF_FINISHED:-}" ] && ! rm -f "$ZINF_FINISHED"; then
+        zinf_job_log "cannot remove $ZINF_FINISHED, an earlier start's mark that zinf finished: not launching"
+        exit 1
+    fi
+    if [ "$_zinf_pending" = 1 ]; then
+        zinf_job_log "not launching $1: a stop came before the launch; as zinf does on a stop during its start-up, the status is 75"
+        st=75 _zinf_woken=0
+    else
+        _zinf_woken=0
+        # A shell runs its traps only between commands, so the launcher runs in the background
+        # and the shell waits for it: a trapped signal ends the `wait` at once.
+        "$@" &
+        _zinf_launcher=$!
+        # a stop trapped between the launch and the line above had no pid to go to
+        if [ "$_zinf_pending" = 1 ]; then
+            zinf_job_log "passing the pending stop on to $1"
+            kill -USR1 "$_zinf_launcher" 2>/dev/null || true
+        fi
+        wait "$_zinf_launcher" || st=$?
+    fi
     # A signal ends `wait` early with 128+signal while the launcher runs on: wait again. A second
     # wait on a launcher whose status was already collected answers 127; the first status stands.
     while [ "$_zinf_woken" = 1 ]; do
@@ -149,7 +197,11 @@ zinf_job_run() {
 
     case $st in
     0)
-        zinf_job_log "zinf finished"
+        if [ -n "${ZINF_FINISHED:-}" ] && [ ! -f "$ZINF_FINISHED" ]; then
+            zinf_job_log "$1 exited 0 but zinf wrote no $ZINF_FINISHED in this start: its ranks did not run to the end (a launch that failed?); exiting 1"
+            exit 1
+        fi
+        zinf_job_log "zinf finished${ZINF_FINISHED:+ ($ZINF_FINISHED: $(cat "$ZINF_FINISHED" 2>/dev/null))}"
         exit 0 ;;
     75)
         local restarts=${SLURM_RESTART_COUNT:-0} max=${ZINF_MAX_REQUEUES:-10}

@@ -10,6 +10,12 @@
 #  3. train-multinode.sbatch (srun) finishes that job's run from its checkpoint, to the
 #     reference's parameters.
 #  4. A job the user cancels checkpoints on its SIGTERM, and stays cancelled.
+#  5. train-multinode-mpirun.sbatch passes a SIGTERM of the batch shell on to its ranks as SIGUSR1.
+#  6. A launcher that exits 0 without running zinf (no OUT/finished) fails the job, with a line.
+# Before the cluster (0, under bash alone, with stand-ins for srun and scontrol): the ranks per
+# node, a ZINF_MAX_REQUEUES that is no count refused before any launch, OUT/finished telling a
+# finished run from an srun that exited 0 without one, and a stop before the launch that
+# launches nothing and requeues as zinf's 75 would.
 # Skipped (77) where it cannot run: not root, Slurm or munge missing (jobs/install-deps.sh
 # installs them as root), or the daemons do not come up here.
 . "${top_srcdir:-.}/tests/mpi/lib.sh"
@@ -28,6 +34,92 @@ expect_has "SLURM_TASKS_PER_NODE=2(x3)" "ranks=2"
 OUTPUT=$(setup_ranks SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=6 SLURM_TASKS_PER_NODE=4,2)
 expect_has "SLURM_TASKS_PER_NODE=4,2" "placed the tasks unevenly"
 [ "$(count_lines ranks=)" -eq 0 ] && pass || fail "zinf_job_setup took SLURM_TASKS_PER_NODE=4,2 as $OUTPUT"
+
+# ---- 0b. the batch script under bash, with stand-ins for srun and scontrol (no Slurm) ----------
+# FAKE/srun logs its command line to FAKE_LOG and runs the command after its options (one task),
+# or with FAKE_SRUN=noop says "task launch failed" and exits 0, as srun once did on a requeued
+# start; FAKE/scontrol logs its command line, and for `show job` prints Command=FAKE_CMD, first
+# sending FAKE_SIG (when set) to the batch shell: a signal before the script sources requeue.sh
+FAKE=$TMP/fake
+mkdir -p "$FAKE"
+cat > "$FAKE/srun" <<'EOF'
+#!/bin/bash
+echo "srun $*" >> "$FAKE_LOG"
+while [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done
+if [ "${FAKE_SRUN:-}" = noop ]; then echo "srun: error: task launch failed" >&2; exit 0; fi
+exec "$@"
+EOF
+cat > "$FAKE/scontrol" <<'EOF'
+#!/bin/bash
+echo "scontrol $*" >> "$FAKE_LOG"
+if [ "$1 $2" = "show job" ]; then
+    # the batch shell: the parent of the command substitution that runs this
+    if [ -n "${FAKE_SIG:-}" ]; then kill -"$FAKE_SIG" "$(awk '{ print $4 }' "/proc/$PPID/stat")"; fi
+    echo "   Command=$FAKE_CMD"
+fi
+EOF
+chmod +x "$FAKE/srun" "$FAKE/scontrol"
+ZABS=$(cd "$(dirname "$ZINF")" && pwd)/$(basename "$ZINF")
+# job_run FLAGS...: train.sbatch FLAGS under bash as job 7, one task, environment VAR=VALUE words
+# from JOBENV; its output in OUTPUT, its status in RC, what it ran in $TMP/fake.log
+job_run() {
+    : > "$TMP/fake.log"
+    # shellcheck disable=SC2086 # JOBENV is words
+    OUTPUT=$(cd "$TMP" && env -i PATH="$FAKE:$PATH" HOME="$TMP" FAKE_LOG="$TMP/fake.log" FAKE_CMD="$JOBS/slurm/train.sbatch" \
+        SLURM_JOB_ID=7 SLURM_SUBMIT_DIR="$TMP" SLURM_NTASKS_PER_NODE=1 ZINF="$ZABS" OMP_NUM_THREADS=1 \
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 \
+        $JOBENV bash "$JOBS/slurm/train.sbatch" "$@" 2>&1)
+    RC=$?
+}
+launched() { grep -c '^srun ' "$TMP/fake.log"; }
+make_text "$TMP/sm.txt" 300
+run data --input "$TMP/sm.txt" --out "$TMP/sm"
+expect_ok "zinf data (the stand-in srun's runs)"
+set -- --model test-mini --data "$TMP/sm_train_*.bin" --max_length 32 --max_steps 3 --save_steps 2
+# zinf finishes: its mark names the step, and the script says so
+JOBENV= job_run "$@" --out "$TMP/j0"
+expect_has "srun stand-in, zinf runs to the end" \
+    "zinf-job 7: zinf finished ($TMP/j0/finished: {\"status\": \"finished\", \"step\": 3, \"start_step\": 0})"
+[ "$RC" -eq 0 ] && [ "$(launched)" -eq 1 ] && pass || fail "a finished run: status $RC, $(launched) launches; want 0, 1"
+# again with --output_dir=: resumed at its last step, nothing to train, finished all the same
+JOBENV= job_run "$@" --output_dir="$TMP/j0"
+expect_has "srun stand-in, --output_dir=, nothing left to train" \
+    "zinf-job 7: zinf finished ($TMP/j0/finished: {\"status\": \"finished\", \"step\": 3, \"start_step\": 3})"
+# srun exits 0 without starting zinf, with the previous start's mark in --out: a failure
+JOBENV=FAKE_SRUN=noop job_run "$@" --out "$TMP/j0"
+expect_has "srun stand-in whose launch failed" \
+    "zinf-job 7: srun exited 0 but zinf wrote no $TMP/j0/finished in this start: its ranks did not run to the end (a launch that failed?); exiting 1"
+[ "$RC" -eq 1 ] && [ "$(count_lines 'zinf finished')" -eq 0 ] && [ ! -e "$TMP/j0/finished" ] && pass ||
+    fail "srun 0 without zinf: status $RC, output: $OUTPUT"
+# a ZINF_MAX_REQUEUES that is no count is refused before anything runs
+for v in ten "" -1 3x 1234567890; do
+    JOBENV="ZINF_MAX_REQUEUES=$v" job_run "$@" --out "$TMP/j1"
+    expect_has "ZINF_MAX_REQUEUES=$v" "zinf-job 7: ZINF_MAX_REQUEUES='$v' is not a count of requeues (0 to 999999999)"
+    [ "$RC" -eq 2 ] && [ "$(launched)" -eq 0 ] && [ ! -e "$TMP/j1" ] && pass || fail "ZINF_MAX_REQUEUES=$v: status $RC, $(launched) launches; want 2, 0"
+done
+for v in 0 12; do
+    OUTPUT=$(setup_ranks SLURM_NTASKS_PER_NODE=1 ZINF_MAX_REQUEUES=$v)
+    expect_has "ZINF_MAX_REQUEUES=$v" "ranks=1"
+done
+# a stop before the launch: nothing is launched, and the job is requeued as after zinf's 75 (or,
+# past the cap, ends with 75): during the script's own start (before it sources requeue.sh) ...
+for sig in USR1 TERM; do
+    JOBENV=FAKE_SIG=$sig job_run "$@" --out "$TMP/j2"
+    expect_has "SIG$sig before requeue.sh" "zinf-job 7: got SIG$sig before the launcher runs: a stop is pending" \
+        "zinf-job 7: not launching srun: a stop came before the launch; as zinf does on a stop during its start-up, the status is 75" \
+        "zinf-job 7: zinf stopped on a signal and exited 75: asking Slurm to requeue the job (requeue 1 of at most 10)"
+    [ "$RC" -eq 0 ] && [ "$(launched)" -eq 0 ] && [ "$(grep -c '^scontrol requeue Incomplete 7$' "$TMP/fake.log")" -eq 1 ] && pass ||
+        fail "SIG$sig before the launch: status $RC, $(launched) launches, log: $(cat "$TMP/fake.log")"
+done
+JOBENV="FAKE_SIG=USR1 SLURM_RESTART_COUNT=2 ZINF_MAX_REQUEUES=2" job_run "$@" --out "$TMP/j2"
+expect_has "SIGUSR1 before the launch, past the cap" "not launching srun" "the job was requeued 2 times already (ZINF_MAX_REQUEUES=2): not requeueing"
+[ "$RC" -eq 75 ] && [ "$(launched)" -eq 0 ] && pass || fail "a stop before the launch past the cap: status $RC, $(launched) launches; want 75, 0"
+# ... and after it sourced requeue.sh, before the launch line
+OUTPUT=$(env -i PATH="$FAKE:$PATH" FAKE_LOG="$TMP/fake.log" SLURM_JOB_ID=7 SLURM_NTASKS_PER_NODE=1 ZINF="$ZABS" \
+    bash -c '. "$1/slurm/requeue.sh"; kill -TERM $$; zinf_job_srun --out "$2"' _ "$JOBS" "$TMP/j3" 2>&1)
+RC=$?
+expect_has "SIGTERM after requeue.sh, before the launch" "got SIGTERM before the launcher runs" "not launching srun" "asking Slurm to requeue"
+[ "$RC" -eq 0 ] && pass || fail "SIGTERM before the launch: status $RC; want 0"
 STEPS=400 # long enough (several seconds) for the signal to land mid-run
 
 skip() { echo "$(basename "$0"): skipped: $*"; exit 77; }
@@ -244,7 +336,8 @@ expect_has "job $J: first start" "zinf-job $J: start 1 (SLURM_RESTART_COUNT=0)" 
     "stopped by signal 10 after step $S, with a checkpoint" \
     "zinf-job $J: zinf stopped on a signal and exited 75: asking Slurm to requeue the job (requeue 1 of at most 10)"
 expect_has "job $J: requeued start" "zinf-job $J: start 2 (SLURM_RESTART_COUNT=1)" \
-    "zinf: resumed from $TMP/run1/checkpoint-$S.h5 after step $S" "step   $STEPS/$STEPS" "zinf-job $J: zinf finished"
+    "zinf: resumed from $TMP/run1/checkpoint-$S.h5 after step $S" "step   $STEPS/$STEPS" \
+    "zinf-job $J: zinf finished ($TMP/run1/finished: {\"status\": \"finished\", \"step\": $STEPS, \"start_step\": $S})"
 [ "$(count_lines 'zinf-job '"$J"': start')" -eq 2 ] && pass || fail "job $J started $(count_lines "zinf-job $J: start") times, not twice"
 [ "$(jobfield "$J" JobState)" = COMPLETED ] && [ "$(jobfield "$J" ExitCode)" = 0:0 ] && [ "$(jobfield "$J" Restarts)" = 1 ] &&
     pass || { fail "job $J: state $(jobfield "$J" JobState), exit code $(jobfield "$J" ExitCode), restarts $(jobfield "$J" Restarts); want COMPLETED, 0:0, 1"; show_tail "$TMP/job1.out"; }
@@ -258,15 +351,23 @@ fi
 [ "$(phash run1)" = "$REF_HASH" ] && pass || fail "job $J: params_hash $(phash run1), the uninterrupted run's $REF_HASH"
 
 # ---- 2. mpirun inside the allocation; a 75 past ZINF_MAX_REQUEUES is passed through ------------
-N=2
-J=$(ZINF_MAX_REQUEUES=0 sbatch --parsable --nodes=1 --ntasks-per-node=2 --output="$TMP/job2.out" \
-    "$JOBS/slurm/train-multinode-mpirun.sbatch" "$@" --out "$TMP/run2")
-J=${J%%;*}
-wait_for 60 logged_steps_ge run2 5 || give_up "job $J logged no 5 steps in 60 s"
-scancel --batch --signal=USR1 "$J"
-wait_for 30 job_state_is "$J" $ENDED || give_up "job $J did not end within 30 s of the signal"
-S=$(stopped_at "$TMP/job2.out")
-OUTPUT=$(cat "$TMP/job2.out")
+# mpirun_stop N SIG FLAGS...: job N, train-multinode-mpirun.sbatch FLAGS --out $TMP/runN with
+# ZINF_MAX_REQUEUES=0, gets SIG in its batch shell alone after 5 steps; J, S (the step it stopped
+# after) and OUTPUT (its output) once it has ended
+mpirun_stop() {
+    N=$1
+    local sig=$2
+    shift 2
+    J=$(ZINF_MAX_REQUEUES=0 sbatch --parsable --nodes=1 --ntasks-per-node=2 --output="$TMP/job$N.out" \
+        "$JOBS/slurm/train-multinode-mpirun.sbatch" "$@" --out "$TMP/run$N")
+    J=${J%%;*}
+    wait_for 60 logged_steps_ge "run$N" 5 || give_up "job $J logged no 5 steps in 60 s"
+    scancel --batch --signal="$sig" "$J"
+    wait_for 30 job_state_is "$J" $ENDED || give_up "job $J did not end within 30 s of SIG$sig"
+    S=$(stopped_at "$TMP/job$N.out")
+    OUTPUT=$(cat "$TMP/job$N.out")
+}
+mpirun_stop 2 USR1 "$@"
 expect_has "job $J (mpirun)" "got SIGUSR1" "stopped by signal 10 after step $S" \
     "zinf stopped on a signal and exited 75, but the job was requeued 0 times already (ZINF_MAX_REQUEUES=0): not requeueing"
 [ "$(jobfield "$J" JobState)" = FAILED ] && [ "$(jobfield "$J" ExitCode)" = 75:0 ] && [ "$(jobfield "$J" Restarts)" = 0 ] &&
@@ -283,7 +384,8 @@ J=$(sbatch --parsable --nodes=1 --ntasks-per-node=2 --output="$TMP/job3.out" "$T
 J=${J%%;*}
 wait_for 60 job_state_is "$J" $ENDED || give_up "job $J did not end within 60 s"
 OUTPUT=$(cat "$TMP/job3.out")
-expect_has "job $J (srun, resubmitted)" "zinf: resumed from $TMP/run2/checkpoint-$S.h5 after step $S" "zinf-job $J: zinf finished"
+expect_has "job $J (srun, resubmitted)" "zinf: resumed from $TMP/run2/checkpoint-$S.h5 after step $S" \
+    "zinf-job $J: zinf finished ($TMP/run2/finished: {\"status\": \"finished\", \"step\": $STEPS, \"start_step\": $S})"
 [ "$(jobfield "$J" JobState)" = COMPLETED ] && pass || { fail "job $J: state $(jobfield "$J" JobState)"; show_tail "$TMP/job3.out"; }
 [ "$(steps run2)" = "$(seq $STEPS | tr '\n' ' ')" ] && [ "$(losses run2)" = "$(cat "$TMP/ref.losses")" ] && [ "$(phash run2)" = "$REF_HASH" ] &&
     pass || fail "jobs 2 and 3 together: steps, losses or parameters differ from the uninterrupted run's"
@@ -303,6 +405,28 @@ expect_has "job $J (cancelled)" "got SIGTERM" "stopped by signal"
     pass || { fail "job $J after scancel: state $(jobfield "$J" JobState), restarts $(jobfield "$J" Restarts); want CANCELLED, 0"; show_tail "$TMP/job4.out"; }
 [ -n "$S" ] && [ "$(cat "$TMP/run4/latest" 2>/dev/null)" = "checkpoint-$S.h5" ] && pass ||
     fail "job $J cancelled at step '$S', latest is '$(cat "$TMP/run4/latest" 2>/dev/null)'"
+
+# ---- 5. mpirun script: SIGTERM to the batch shell alone reaches the ranks as the script's SIGUSR1 -
+# (mpirun answers a SIGTERM of its own by killing its ranks: "stopped by signal 10" shows that the
+# shell passed it on as SIGUSR1, and that mpirun was not sent the SIGTERM)
+mpirun_stop 5 TERM "$@"
+expect_has "job $J (mpirun, SIGTERM)" "zinf-job $J: got SIGTERM: asking the ranks to finish their step and checkpoint" \
+    "stopped by signal 10 after step $S, with a checkpoint" \
+    "zinf stopped on a signal and exited 75, but the job was requeued 0 times already (ZINF_MAX_REQUEUES=0): not requeueing"
+[ "$(jobfield "$J" JobState)" = FAILED ] && [ "$(jobfield "$J" ExitCode)" = 75:0 ] && [ -n "$S" ] &&
+    [ "$(cat "$TMP/run5/latest" 2>/dev/null)" = "checkpoint-$S.h5" ] && [ ! -e "$TMP/run5/finished" ] && pass ||
+    { fail "job $J after SIGTERM: state $(jobfield "$J" JobState), exit code $(jobfield "$J" ExitCode), stopped at '$S', latest '$(cat "$TMP/run5/latest" 2>/dev/null)'; want FAILED, 75:0, checkpoint-S.h5"; show_tail "$TMP/job5.out"; }
+
+# ---- 6. srun returns 0 but zinf never ran (ZINF=/bin/true): no mark of a finish, a failed job ---
+N=6
+J=$(ZINF=/bin/true sbatch --parsable --ntasks-per-node=2 --output="$TMP/job6.out" "$JOBS/slurm/train.sbatch" "$@" --out "$TMP/run6")
+J=${J%%;*}
+wait_for 30 job_state_is "$J" $ENDED || give_up "job $J did not end within 30 s"
+OUTPUT=$(cat "$TMP/job6.out")
+expect_has "job $J (srun 0 without zinf)" \
+    "zinf-job $J: srun exited 0 but zinf wrote no $TMP/run6/finished in this start: its ranks did not run to the end (a launch that failed?); exiting 1"
+[ "$(jobfield "$J" JobState)" = FAILED ] && [ "$(jobfield "$J" ExitCode)" = 1:0 ] && [ "$(count_lines 'zinf finished')" -eq 0 ] && pass ||
+    { fail "job $J: state $(jobfield "$J" JobState), exit code $(jobfield "$J" ExitCode); want FAILED, 1:0"; show_tail "$TMP/job6.out"; }
 
 cd / || exit 1
 finish
