@@ -36,12 +36,16 @@
  *  - LRRangeTest.lr_range_test_step_size: 2000 in the constructor; the argparse helper says 1000.
  *  - flops_profiler.top_modules: 1 (FLOPS_PROFILER_TOP_MODULES_DEFAULT); its FORMAT string and
  *    the docs say 3.
- *  - aio: thread_count was renamed intra_op_parallelism (default 1); both names are accepted.
+ *  - aio: thread_count was renamed intra_op_parallelism (default 1) in 0.16.4, which ignores the old
+ *    name since; zinf accepts both.
+ *  - The pydantic blocks validate in pydantic's lax mode: a bool field takes 0/1 and "yes"/"off"...
+ *    (lax_bool); zinf reads them so there, and keeps true/false elsewhere.
  *  - Unknown keys inside the pydantic blocks are errors in DeepSpeed (extra="forbid"); zinf warns
  *    and names the nearest known key.
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -196,6 +200,8 @@ enum {
     F_NULL_ABSENT = 1 << 19, /* null is the key left out (DeepSpeed's get_scalar_param gives None) */
     F_ENUM_DEFAULT = 1 << 18, /* T_ENUM: any other value (null included) is DeepSpeed's default,
                                  with a warning, as DeepSpeed itself does */
+    F_WHOLE = 1 << 20,     /* T_NUM: no fractional part (a pydantic int field kept as a double) */
+    F_NUMSTR = 1 << 21,    /* T_NUM: a string is read as Python's float() reads it */
 };
 
 enum { K_DEF = 1 << 0, K_DEFNULL = 1 << 1 };
@@ -290,13 +296,14 @@ static const enumdef EN_ALLRED = {ALLRED_NAMES, 2, true, "mean, sum"};
 
 static const keydef KEYS_FP16[] = {
     {"enabled", T_BOOL, F_AUTO, CO(fp16), .def = 0, .autok = A_FLAG, .flag = FL_FP16},
-    {"loss_scale", T_NUM, F_SCALE, CO(fp16_loss_scale), .def = 0},
+    /* precision_config.py _validate_loss_scale: float(v), so "0" or "128" is a number there */
+    {"loss_scale", T_NUM, F_SCALE | F_NUMSTR, CO(fp16_loss_scale), .def = 0},
     {"initial_scale_power", T_INT, F_RANGE, CO(fp16_initial_scale_power), .idef = 16, .lo = 0, .hi = 127},
     {"loss_scale_window", T_INT, 0, CO(fp16_loss_scale_window), .idef = 1000},
     {"hysteresis", T_INT, 0, CO(fp16_hysteresis), .idef = 2},
     {"consecutive_hysteresis", T_BOOL, 0, CO(fp16_consecutive_hysteresis), .def = 0},
     /* > 0 (and loss_scale_window > 0) only with dynamic scaling on: see resolve() */
-    {"min_loss_scale", T_NUM, F_SCALE, CO(fp16_min_loss_scale), .def = 1},
+    {"min_loss_scale", T_NUM, F_SCALE | F_WHOLE, CO(fp16_min_loss_scale), .def = 1}, /* an int field */
     VACUOUS("auto_cast", "DeepSpeed casts floating-point inputs; a token-id model has none"),
     NOEFF("fp16_master_weights_and_grads", .flags2 = K_DEF, .def = 0, .flags = F_ERR_TRUE),
     NOEFF("fused_mode"),
@@ -328,7 +335,9 @@ static const keydef KEYS_OPT_PARAMS[] = {
 static const blockdef B_OPT_PARAMS = BLOCK(KEYS_OPT_PARAMS);
 
 static const keydef KEYS_OPT[] = {
-    {"type", T_ENUM, F_REQ, CO(opt_type), .sdef = "AdamW", .en = &EN_OPT},
+    {"type", T_ENUM, F_REQ, CO(opt_type), .sdef = "AdamW", .en = &EN_OPT,
+     .note = "DeepSpeed builds no optimizer from a block without it (config.py get_optimizer_name gives None) "
+             "and its params have no effect; give the type, or leave the block out for AdamW from the flags"},
     {"params", T_OBJ, 0, 0, .sub = &B_OPT_PARAMS},
     NOEFF("legacy_fusion", .flags2 = K_DEF, .def = 0),
 };
@@ -339,7 +348,8 @@ static const keydef KEYS_SCHED_PARAMS[] = {
      .smask = SW | SD},
     {"warmup_max_lr", T_NUM, F_AUTO | F_DYNAMIC, CO(sched.warmup_max_lr), .def = NAN,
      .autok = A_FLAG, .flag = FL_LR, .smask = SW | SD}, /* WarmupLR: optimizer lr; Decay 1e-3 */
-    {"warmup_num_steps", T_INT, F_AUTO, CO(sched.warmup_num_steps), .idef = 1000,
+    /* WarmupLR.__init__ and WarmupCosineLR.__init__ raise ValueError for one below 1 */
+    {"warmup_num_steps", T_INT, F_AUTO | F_POS, CO(sched.warmup_num_steps), .idef = 1000,
      .autok = A_WARMUP, .smask = SW | SD | SC},
     /* lr_schedules.py: an unknown warmup_type is a warning there, and log */
     {"warmup_type", T_ENUM, F_ENUM_DEFAULT, CO(sched.warmup_type_linear), .sdef = "log", .en = &EN_WTYPE,
@@ -379,7 +389,9 @@ static const blockdef B_SCHED_PARAMS = {KEYS_SCHED_PARAMS,
                                         true, false};
 
 static const keydef KEYS_SCHED[] = {
-    {"type", T_ENUM, F_REQ, CO(sched.type), .sdef = "", .en = &EN_SCHED},
+    {"type", T_ENUM, F_REQ, CO(sched.type), .sdef = "", .en = &EN_SCHED,
+     .note = "DeepSpeed builds no scheduler from a block without it (config.py get_scheduler_name gives None) "
+             "and its params have no effect; give the type, or leave the block out"},
     {"params", T_OBJ, 0, 0, .sub = &B_SCHED_PARAMS},
 };
 
@@ -560,7 +572,8 @@ static const keydef KEYS_TOP[] = {
     {"gradient_predivide_factor", T_NUM, F_POS, CO(gradient_predivide_factor), .def = 1.0},
     {"sparse_gradients", T_BOOL, 0, CO(sparse_gradients), .def = 0},
     {"fp16", T_OBJ, 0, 0, .sub = &B_FP16},
-    {"bf16", T_OBJ, 0, 0, .sub = &B_BF16, .alias = "bfloat16"},
+    /* precision_config.py get_bfloat16_config: a null "bf16" is left out and "bfloat16" read */
+    {"bf16", T_OBJ, F_NULL_ABSENT, 0, .sub = &B_BF16, .alias = "bfloat16"},
     {"optimizer", T_OBJ, F_PRESENT | F_ABSENT_AUTO, 0, .sub = &B_OPT, .off2 = CO(has_optimizer)},
     {"scheduler", T_OBJ, 0, 0, .sub = &B_SCHED},
     {"zero_optimization", T_OBJ, 0, 0, .sub = &B_ZERO},
@@ -858,8 +871,9 @@ static const char *expected(const keydef *k, char *buf, size_t cap)
         return buf;
     case T_NUM:
         if (k->flags & F_SCALE)
-            return k->flags & F_POS ? "a number from 1.18e-38 to 3.4e38 (a normal float)"
-                                    : "0 or a number from 1.18e-38 to 3.4e38 (a normal float)";
+            return k->flags & F_WHOLE ? "0 or an integer from 1 to 3.4e38"
+                   : k->flags & F_POS ? "a number from 1.18e-38 to 3.4e38 (a normal float)"
+                                      : "0 or a number from 1.18e-38 to 3.4e38 (a normal float)";
         return k->flags & F_UNIT     ? "a number from 0 to 1"
                : k->flags & F_POS    ? "a positive number"
                : k->flags & F_SIGNED ? "a number"
@@ -886,12 +900,57 @@ static bool value_ok(const keydef *k, double d)
         return (k->flags & (F_SIGNED | F_RANGE)) || d >= 0;
     case T_NUM:
         if ((k->flags & F_UNIT) && !(d >= 0 && d <= 1)) return false;
+        if ((k->flags & F_WHOLE) && d != floor(d)) return false;
         if ((k->flags & F_SCALE) && d != 0 && !zinf_loss_scale_ok(d)) return false;
         if ((k->flags & F_POS) && !(d > 0)) return false;
         return (k->flags & F_SIGNED) || d >= 0;
     case T_BETAS: return d >= 0 && d < 1;
     default: return true;
     }
+}
+
+/* A string as Python's float() reads it: surrounding whitespace, a sign, digits with single
+ * underscores between them, a decimal point, an exponent, inf/infinity/nan; no hexadecimal. */
+static bool py_float(const char *s, double *out)
+{
+    char buf[128];
+    size_t n = 0, len = strlen(s);
+    while (len && strchr(" \t\n\r\f\v", s[len - 1])) len--;
+    while (len && strchr(" \t\n\r\f\v", *s)) s++, len--;
+    if (!len || len >= sizeof buf) return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '_') {
+            if (!i || i + 1 == len || !isdigit((unsigned char)s[i - 1]) || !isdigit((unsigned char)s[i + 1]))
+                return false;
+            continue;
+        }
+        if (s[i] == 'x' || s[i] == 'X' || s[i] == '(') return false; /* strtod's 0x.. and nan(..) */
+        buf[n++] = s[i];
+    }
+    buf[n] = 0;
+    char *end;
+    errno = 0;
+    *out = strtod(buf, &end);
+    return end == buf + n && end != buf;
+}
+
+/* Pydantic's lax bool (DeepSpeedConfigModel validates in lax mode): 0, 1, 0.0, 1.0 and, in any
+ * case, the strings 0 off f false n no and 1 on t true y yes. 1 true, 0 false, -1 none of them. */
+static int lax_bool(const json_t *v)
+{
+    static const char *const no[] = {"0", "off", "f", "false", "n", "no"},
+                             *const yes[] = {"1", "on", "t", "true", "y", "yes"};
+    if (json_is_boolean(v)) return json_is_true(v);
+    if (json_is_number(v)) {
+        double d = json_number_value(v);
+        return d == 1 ? 1 : d == 0 ? 0 : -1;
+    }
+    if (!json_is_string(v)) return -1;
+    for (int i = 0; i < 6; i++) {
+        if (!strcasecmp(json_string_value(v), yes[i])) return 1;
+        if (!strcasecmp(json_string_value(v), no[i])) return 0;
+    }
+    return -1;
 }
 
 /* Parse one present, non-"auto", non-null value into its field. */
@@ -919,8 +978,14 @@ static int parse_value(const ctx *c, const keydef *k, json_t *v, void *slot, con
         break;
     }
     case T_NUM: {
-        if (!json_is_number(v)) goto type_error;
-        double d = json_number_value(v);
+        double d;
+        if (json_is_string(v) && (k->flags & F_NUMSTR)) {
+            if (!py_float(json_string_value(v), &d)) goto type_error;
+        } else if (!json_is_number(v)) {
+            goto type_error;
+        } else {
+            d = json_number_value(v);
+        }
         if (!value_ok(k, d)) goto type_error;
         *(double *)slot = d;
         break;
@@ -1116,8 +1181,8 @@ static int absent(ctx *c, const keydef *k, void *slot, const char *path, bool bl
         return 0;
     }
     if ((block_present && (k->flags & F_REQ)) || (k->sreq & stype))
-        return cerr(c, path, "missing%s%s", sched_on ? ", and required by " : "",
-                    sched_on ? SCHED_NAMES[c->cfg->sched.type] : "");
+        return cerr(c, path, "missing%s%s%s%s", sched_on ? ", and required by " : "",
+                    sched_on ? SCHED_NAMES[c->cfg->sched.type] : "", k->note ? ": " : "", k->note ? k->note : "");
     if (as_auto || k->flag == FL_NONE || (k->flags & F_DYNAMIC) || stype == S_(ZINF_SCHED_NONE))
         return 0;
     int fl = flag_given(c->fl, k->flag) ? k->flag
@@ -1149,6 +1214,7 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         const keydef *k = &b->keys[i];
         join(path, sizeof path, prefix, k->name);
         json_t *v = obj ? json_object_get(obj, k->name) : NULL;
+        if (v && json_is_null(v) && k->type == T_OBJ && (k->flags & F_NULL_ABSENT)) v = NULL; /* its alias may follow */
         for (int ai = 0; obj && ai < 2; ai++) {
             const char *an = ai ? k->alias2 : k->alias;
             json_t *a = an ? json_object_get(obj, an) : NULL;
@@ -1161,6 +1227,11 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         }
         /* DeepSpeedConfigModel drops an "auto" before validation: the key is as if absent */
         bool dropped = v && b->pydantic && is_auto(v) && !(k->flags & F_AUTO);
+        /* and validates a bool field in pydantic's lax mode: 0/1 and "yes"/"off"... are booleans */
+        bool is_bool = k->type == T_BOOL || k->type == T_VACUOUS || k->type == T_LEGACY ||
+                       (k->type == T_NOEFFECT && (k->flags & F_ERR_TRUE));
+        if (v && !dropped && b->pydantic && is_bool && !json_is_boolean(v) && !is_auto(v) && lax_bool(v) >= 0)
+            v = json_boolean(lax_bool(v)); /* jansson's true and false are static: nothing to free */
         if (k->type == T_NOEFFECT) {
             if (v && !dropped) ZINF_TRY(no_effect(c, k, v, path));
             continue;
@@ -1176,7 +1247,7 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
             }
             continue;
         }
-        if (dropped || (v && json_is_null(v) && (k->flags & F_NULL_ABSENT))) v = NULL;
+        if (dropped || (v && json_is_null(v) && (k->flags & F_NULL_ABSENT) && k->type != T_OBJ)) v = NULL;
         if (v && json_is_null(v) && (k->flags & F_NULL) && k->type == T_OBJ) v = NULL;
 
         if (k->type == T_OBJ) {
@@ -1190,9 +1261,10 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
         void *slot = slot_of(c, k, base);
         set_default(c, k, base);
         if (b->sched_params && stype > 1 && !(k->smask & stype)) {
+            /* engine.py _scheduler_from_config passes the params as keywords: TypeError there */
             if (v)
-                cwarn(c, "%s is not a parameter of %s; it has no effect", path,
-                      SCHED_NAMES[c->cfg->sched.type]);
+                return cerr(c, path, "not a parameter of %s (DeepSpeed's %s() refuses it with a TypeError)",
+                            SCHED_NAMES[c->cfg->sched.type], SCHED_NAMES[c->cfg->sched.type]);
             continue;
         }
         if (!v) {
@@ -1233,6 +1305,9 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
             join(np, sizeof np, prefix, near);
             snprintf(sugg, sizeof sugg, " (did you mean %s?)", np);
         }
+        if (b->sched_params && stype > 1) /* a keyword the constructor does not take, as above */
+            return cerr(c, path, "not a parameter of %s (DeepSpeed's %s() refuses it with a TypeError)%s",
+                        SCHED_NAMES[c->cfg->sched.type], SCHED_NAMES[c->cfg->sched.type], sugg);
         cwarn(c, "unknown key %s%s", path, sugg);
     }
     return 0;
@@ -1301,21 +1376,31 @@ static int batch_rule(ctx *c)
     return 0;
 }
 
-static int check_offload(ctx *c, const zinf_offload_cfg *o, const char *name, bool is_param)
+static int check_offload(ctx *c, zinf_offload_cfg *o, const char *name, bool is_param)
 {
     int stage = c->cfg->zero_stage;
     char path[96];
     snprintf(path, sizeof path, "zero_optimization.%s", name);
+    /* zero/config.py offload_ratio_check asserts stage 3 for a ratio below 1, whatever the device */
+    if (!is_param && o->ratio < 1.0 && stage < 3)
+        return cerr(c, path, "partial offload (ratio %g) needs stage 3 (stage is %d), as DeepSpeed asserts",
+                    o->ratio, stage);
+    if (!is_param && o->ratio < 1.0 && o->device == ZINF_DEV_NONE)
+        cwarn(c, "%s.ratio %g has no effect: the device is \"none\", so no optimizer state is offloaded "
+                 "(DeepSpeed's stage 3 reads the ratio only with an offload device)", path, o->ratio);
     if (o->device == ZINF_DEV_NONE) return 0;
-    if (is_param && stage < 3)
-        return cerr(c, path, "parameter offload needs stage 3 (stage is %d)", stage);
+    /* engine.py _configure_zero_optimizer hands offload_param to the stage-3 optimizer only: below
+     * stage 3 DeepSpeed accepts the block and keeps the parameters on the device */
+    if (is_param && stage < 3) {
+        cwarn(c, "%s.device \"%s\" has no effect at stage %d: DeepSpeed offloads parameters only at stage 3 "
+                 "and keeps them on the device below it, as zinf does", path, DEV_NAMES[o->device], stage);
+        o->device = ZINF_DEV_NONE;
+        return 0;
+    }
     if (!is_param && stage == 0)
         return cerr(c, path, "optimizer offload needs ZeRO stage 1, 2 or 3 (stage is 0)");
     if (!is_param && o->device == ZINF_DEV_NVME && stage < 3)
         return cerr(c, path, "NVMe optimizer offload needs stage 3 (stage is %d)", stage);
-    if (!is_param && o->ratio < 1.0 && stage < 3)
-        return cerr(c, path, "partial offload (ratio %g) needs stage 3 (stage is %d)", o->ratio,
-                    stage);
     if (o->device == ZINF_DEV_NVME && !o->nvme_path[0])
         return cerr(c, path, "device \"nvme\" needs nvme_path");
     return 0;

@@ -347,10 +347,6 @@ static int check_oracle(verdict *v, json_t *root, int rc, const zinf_config *g, 
     int64_t stage = 0;
     bool stage_known = !x || jint(x, &stage);
     if (x && stage_known && (stage < 0 || stage > 3)) want_fail = true, rule = "stage outside 0-3";
-    x = jget(root, "zero_optimization", "offload_param", "device");
-    if (stage_known && stage < 3 && json_is_string(x) &&
-        (!strcasecmp(json_string_value(x), "cpu") || !strcasecmp(json_string_value(x), "nvme")))
-        want_fail = true, rule = "offload_param below stage 3";
     x = jget(root, "train_batch_size", NULL, NULL);
     if (x && jint(x, &n) && n <= 0) want_fail = true, rule = "train_batch_size <= 0";
     if (json_is_true(jget(root, "optimizer", "params", "amsgrad")))
@@ -384,9 +380,17 @@ static int check_oracle(verdict *v, json_t *root, int rc, const zinf_config *g, 
         REQ(g->zero_stage == json_is_true(jget(root, "zero_optimization", NULL, NULL)), "oracle-stage-bool",
             "\"zero_optimization\": bool gave stage %d", g->zero_stage);
     else REQ(g->zero_stage == 0, "oracle-stage-default", "absent stage gave %d", g->zero_stage);
+    /* DeepSpeed keeps parameters on the device below stage 3 whatever offload_param says */
+    if (g->zero_stage < 3)
+        REQ(g->offload_param.device == ZINF_DEV_NONE, "oracle-offload-param", "offload_param device %d at stage %d",
+            g->offload_param.device, g->zero_stage);
+    /* a pydantic bool: true/false, or pydantic's lax 0/1 (strings are left to test_config) */
     x = jget(root, "zero_optimization", "overlap_comm", NULL);
-    if (json_is_boolean(x)) REQ(g->overlap_comm == json_is_true(x), "oracle-overlap", "overlap_comm");
-    else REQ(g->overlap_comm == (g->zero_stage == 3), "oracle-overlap-default",
+    int lax = json_is_boolean(x) ? json_is_true(x)
+              : json_is_number(x) && (json_number_value(x) == 0 || json_number_value(x) == 1) ? json_number_value(x) == 1
+                                                                                              : -1;
+    if (lax >= 0) REQ(g->overlap_comm == lax, "oracle-overlap", "overlap_comm");
+    else if (!json_is_string(x) || is_auto(x)) REQ(g->overlap_comm == (g->zero_stage == 3), "oracle-overlap-default",
              "overlap_comm %d at stage %d", g->overlap_comm, g->zero_stage);
     if (json_is_boolean(fp)) REQ(g->fp16 == json_is_true(fp), "oracle-fp16", "fp16.enabled");
     if (json_is_boolean(bf)) REQ(g->bf16 == json_is_true(bf), "oracle-bf16", "bf16.enabled");
@@ -429,6 +433,7 @@ static int check_oracle(verdict *v, json_t *root, int rc, const zinf_config *g, 
         /* DeepSpeed's deprecated switches: "cpu_offload" / "cpu_offload_param": true is device cpu */
         const json_t *legacy = jget(root, "zero_optimization", k ? "cpu_offload" : "cpu_offload_param", NULL);
         if (is_auto(x)) x = NULL; /* a pydantic model drops "auto": the default */
+        if (!k && g->zero_stage < 3) continue; /* none whatever it says: oracle-offload-param */
         if (!x && json_is_true(legacy))
             REQ(o->device == ZINF_DEV_CPU, "oracle-device-legacy", "%s true gave %s.device %d",
                 k ? "cpu_offload" : "cpu_offload_param", blk, (int)o->device);

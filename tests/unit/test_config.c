@@ -384,22 +384,23 @@ static void test_types(void)
     CHECK_ERR(rc, "zero_optimization.stage: expected an integer 0-3, got \"three\"");
     rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 4}}", 1);
     CHECK_ERR(rc, "zero_optimization.stage", "0-3", "4");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": \"yes\"}}", 1);
-    CHECK_ERR(rc, "fp16.enabled", "true or false");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": 1}}", 1);
-    CHECK_ERR(rc, "fp16.enabled", "true or false", "got 1");
+    /* pydantic's lax bool takes 0/1 and "yes"/"no"...; 2 or "maybe" is none of them */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": \"maybe\"}}", 1);
+    CHECK_ERR(rc, "fp16.enabled: expected true or false, got \"maybe\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": 2}}", 1);
+    CHECK_ERR(rc, "fp16.enabled: expected true or false, got 2");
     /* loss scales the fp32 step can apply (FLT_MIN 1.1754944e-38 to FLT_MAX 3.4028235e38): 1e-320
      * would be 0 as a float (a step that trains nothing), 1e39 and 2^128 infinite */
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e-320}}", 1);
     CHECK_ERR(rc, "fp16.loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 1e39}}", 1);
     CHECK_ERR(rc, "fp16.loss_scale", "a normal float");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 1e-320}}", 1);
-    CHECK_ERR(rc, "fp16.min_loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 1e39}}", 1);
+    CHECK_ERR(rc, "fp16.min_loss_scale: expected 0 or an integer from 1 to 3.4e38, got 9.9999999999999994e38");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 128}}", 1);
     CHECK_ERR(rc, "fp16.initial_scale_power: expected an integer 0-127");
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 127, "
-                   "\"loss_scale\": 0, \"min_loss_scale\": 1.2e-38}}", 1);
+                   "\"loss_scale\": 0, \"min_loss_scale\": 1}}", 1);
     CHECK_OK(rc);
     rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 3.4e38}}", 1);
     CHECK_OK(rc);
@@ -494,15 +495,22 @@ static void test_unknown(void)
     CHECK_OK(rc);
     CHECK(strstr(warnbuf, "unknown key zzzzqqq\n") != NULL, "no suggestion when far: %s",
           warnbuf);
+    /* engine.py _scheduler_from_config: scheduler(optimizer, **params), a TypeError for a keyword
+     * the constructor does not take, misspelt or another schedule's */
     rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", "
-                   "\"params\": {\"warmup_num_step\": 10, \"cos_min_ratio\": 0.1}}}",
+                   "\"params\": {\"warmup_num_step\": 10}}}",
                1);
-    CHECK_OK(rc);
-    CHECK(strstr(warnbuf, "scheduler.params.warmup_num_step (did you mean "
-                          "scheduler.params.warmup_num_steps?)") != NULL,
-          "scheduler param suggestion: %s", warnbuf);
-    CHECK(strstr(warnbuf, "scheduler.params.cos_min_ratio is not a parameter of WarmupLR"),
-          "wrong-schedule param: %s", warnbuf);
+    CHECK_ERR(rc, "cfg.json: scheduler.params.warmup_num_step: not a parameter of WarmupLR (DeepSpeed's WarmupLR() "
+                  "refuses it with a TypeError) (did you mean scheduler.params.warmup_num_steps?)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", "
+                   "\"params\": {\"cos_min_ratio\": 0.1}}}",
+               1);
+    CHECK_ERR(rc, "cfg.json: scheduler.params.cos_min_ratio: not a parameter of WarmupLR (DeepSpeed's WarmupLR() "
+                  "refuses it with a TypeError)");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"OneCycle\", "
+                   "\"params\": {\"cycle_min_lr\": 0, \"cycle_max_lr\": 1, \"warmup_num_steps\": 5}}}",
+               1);
+    CHECK_ERR(rc, "cfg.json: scheduler.params.warmup_num_steps: not a parameter of OneCycle");
     rc = parse(&c, "{\"train_batch_size\": 8, \"wandb\": {\"enabled\": true}, \"tensorboard\": {\"enabled\": true}, "
                    "\"zero_optimization\": {\"stage\": 1, \"cpu_offload\": true}}",
                1);
@@ -530,11 +538,16 @@ static void test_combinations(void)
                    "{\"enabled\": true}}",
                1);
     CHECK_ERR(rc, "fp16.enabled", "bf16.enabled");
+    /* DeepSpeed hands offload_param to the stage-3 optimizer only (engine.py
+     * _configure_zero_optimizer): below stage 3 the block is accepted and the parameters stay */
     rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
                    "\"offload_param\": {\"device\": \"cpu\"}}}",
                1);
-    CHECK_ERR(rc, "cfg.json: zero_optimization.offload_param: parameter offload needs stage 3 "
-                  "(stage is 2)");
+    CHECK_OK(rc);
+    CHECK(c.offload_param.device == ZINF_DEV_NONE, "offload_param below stage 3: not offloaded");
+    CHECK(strstr(warnbuf, "zinf: warning: cfg.json: zero_optimization.offload_param.device \"cpu\" has no effect at "
+                          "stage 2: DeepSpeed offloads parameters only at stage 3") != NULL, "said: %s", warnbuf);
+    CHECK(c.n_warnings == 1, "one warning, got %d", c.n_warnings);
     rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
                    "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/nvme\"}}}",
                1);
@@ -1217,6 +1230,102 @@ static void test_ds_audit(void)
     CHECK_ERR(rc, "neither train_batch_size nor train_micro_batch_size_per_gpu");
 }
 
+/* ---------------------------------------------------------------- DeepSpeed 0.19's edge values */
+
+static void test_ds_edges(void)
+{
+    zinf_config c;
+    int rc;
+    /* 1. lr_schedules.py WarmupLR.__init__ (WarmupDecayLR calls it) and WarmupCosineLR.__init__:
+     * ValueError for warmup_num_steps below 1 */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+                   "{\"warmup_num_steps\": 0}}}", 1);
+    CHECK_ERR(rc, "cfg.json: scheduler.params.warmup_num_steps: expected a positive integer, got 0");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": "
+                   "{\"total_num_steps\": 10, \"warmup_num_steps\": 0}}}", 1);
+    CHECK_ERR(rc, "cfg.json: scheduler.params.warmup_num_steps: expected a positive integer, got 0");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+                   "{\"warmup_num_steps\": 1}}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.sched.warmup_num_steps == 1, "warmup_num_steps 1 kept");
+
+    /* 2. DeepSpeedConfigModel validates in pydantic's lax mode: a bool field takes 0/1 and the
+     * strings of its lax table; blocks that are no pydantic model (aio) keep true/false */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": {\"enabled\": 1, \"check_grad_overflow\": 0}, "
+                   "\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": \"no\", \"contiguous_gradients\": 0.0, "
+                   "\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": \"OFF\"}}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.bf16 && !c.bf16_check_grad_overflow && !c.overlap_comm && !c.contiguous_gradients &&
+              !c.offload_optimizer.pin_memory, "lax bools read as DeepSpeed reads them");
+    CHECK(c.n_warnings == 0, "no warning, got %d: %s", c.n_warnings, warnbuf);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": 1, \"fp16_master_weights_and_grads\": 1}}", 1);
+    CHECK_ERR(rc, "cfg.json: fp16.fp16_master_weights_and_grads: zinf does not implement this DeepSpeed feature");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, \"cpu_offload\": 1}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.offload_optimizer.device == ZINF_DEV_CPU, "cpu_offload 1 is true");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, \"round_robin_gradients\": 2}}", 1);
+    CHECK_ERR(rc, "cfg.json: zero_optimization.round_robin_gradients: expected true or false, got 2");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"aio\": {\"single_submit\": 1}}", 1);
+    CHECK_ERR(rc, "cfg.json: aio.single_submit: expected true or false, got 1");
+
+    /* 3. precision_config.py: min_loss_scale is an int field; pydantic refuses a fraction */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 0.5}}", 1);
+    CHECK_ERR(rc, "cfg.json: fp16.min_loss_scale: expected 0 or an integer from 1 to 3.4e38, got 0.5");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"min_loss_scale\": 4.0}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.fp16_min_loss_scale == 4, "min_loss_scale 4.0 is 4");
+
+    /* 4. precision_config.py _validate_loss_scale: float(v), then finite and >= 0 */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": \"0\"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.fp16_loss_scale == 0, "\"0\" is dynamic scaling");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": \" 1_024 \"}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.fp16_loss_scale == 1024, "\" 1_024 \" is 1024 as float() reads it, got %g", c.fp16_loss_scale);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": \"dynamic\"}}", 1);
+    CHECK_ERR(rc, "cfg.json: fp16.loss_scale: expected 0 or a number from 1.18e-38 to 3.4e38 (a normal float), got "
+                  "\"dynamic\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": \"inf\"}}", 1);
+    CHECK_ERR(rc, "cfg.json: fp16.loss_scale: expected 0 or a number", "got \"inf\"");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": \"0x10\"}}", 1);
+    CHECK_ERR(rc, "cfg.json: fp16.loss_scale: expected 0 or a number", "got \"0x10\"");
+
+    /* 7. zero/config.py offload_ratio_check: a ratio below 1 asserts stage 3, whatever the device */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+                   "\"offload_optimizer\": {\"device\": \"none\", \"ratio\": 0.5}}}", 1);
+    CHECK_ERR(rc, "cfg.json: zero_optimization.offload_optimizer: partial offload (ratio 0.5) needs stage 3 (stage "
+                  "is 2), as DeepSpeed asserts");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+                   "\"offload_optimizer\": {\"device\": \"none\", \"ratio\": 0.5}}}", 1);
+    CHECK_OK(rc);
+    CHECK(strstr(warnbuf, "zinf: warning: cfg.json: zero_optimization.offload_optimizer.ratio 0.5 has no effect: the "
+                          "device is \"none\"") != NULL, "ratio without a device: %s", warnbuf);
+
+    /* 6. below stage 0 too: accepted, not offloaded, said */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0, "
+                   "\"offload_param\": {\"device\": \"nvme\"}}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.offload_param.device == ZINF_DEV_NONE && strstr(warnbuf, "offload_param.device \"nvme\" has no effect at "
+                                                                      "stage 0"), "stage 0: %s", warnbuf);
+
+    /* 9. config.py get_optimizer_name / get_scheduler_name: None without "type" */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"params\": {\"lr\": 0.1}}}", 1);
+    CHECK_ERR(rc, "cfg.json: optimizer.type: missing: DeepSpeed builds no optimizer from a block without it");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"params\": {\"warmup_num_steps\": 10}}}", 1);
+    CHECK_ERR(rc, "cfg.json: scheduler.type: missing: DeepSpeed builds no scheduler from a block without it");
+
+    /* 10. precision_config.py: get_bfloat16_config reads a null "bf16" as absent and then
+     * "bfloat16"; get_float16_config passes a null "fp16" to the model (TypeError) */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": null}", 1);
+    CHECK_OK(rc);
+    CHECK(!c.bf16 && c.n_warnings == 0, "bf16 null is bf16 absent");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"bf16\": null, \"bfloat16\": {\"enabled\": true}}", 1);
+    CHECK_OK(rc);
+    CHECK(c.bf16, "bf16 null: bfloat16 is read");
+    rc = parse(&c, "{\"train_batch_size\": 8, \"fp16\": null}", 1);
+    CHECK_ERR(rc, "cfg.json: fp16: expected an object, got null");
+}
+
 int main(void)
 {
     test_flag_rules();
@@ -1233,5 +1342,6 @@ int main(void)
     test_deepspeed_rules();
     test_torch_dtype();
     test_ds_audit();
+    test_ds_edges();
     return check_done("test_config");
 }
