@@ -10,7 +10,9 @@
  *    and parameter gradients alike; callers zero what must start at zero. That makes the tied
  *    embedding, the residual stream and gradient accumulation one rule. The exceptions, which
  *    overwrite a fresh activation gradient, say so: matmul_bwd's dx, attention_bwd's dqkv,
- *    matmul_dgelu_bwd's dpre and swiglu_bwd's dgu.
+ *    matmul_dgelu_bwd's dpre and swiglu_bwd's dgu; and matmul_bwd's dw and dbias when its `acc`
+ *    is 0: the first write of a parameter gradient that holds nothing yet (model.h's grad_fresh),
+ *    which then need not be zeroed first nor read.
  *  - Operations run in order on the backend's compute stream; results are visible to the host
  *    after zinf_be_sync() (the CPU backend is synchronous).
  */
@@ -114,9 +116,11 @@ struct zinf_backend {
     void (*matmul_fwd_res)(zinf_backend *be, void *out, const void *x, const void *w,
                            const void *bias, const void *res, int64_t N, int K, int OC);
     /* dx[N,K] = dout @ w (overwritten: the model zeroes nothing first); dw[OC,K] += dout^T @ x;
-     * dbias[OC] += sum_n dout (the parameter gradients accumulate; dx, dbias may be NULL) */
+     * dbias[OC] += sum_n dout (the parameter gradients accumulate; dx, dbias may be NULL). acc 0:
+     * dw and dbias are overwritten instead (=), whatever they held: the same values as adding to
+     * zeros */
     void (*matmul_bwd)(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
-                       const void *x, const void *w, int64_t N, int K, int OC);
+                       const void *x, const void *w, int64_t N, int K, int OC, int acc);
     /* Causal self-attention with grouped-query heads of explicit size hs. qkv[B,T,W] rows pack
      * q (NH*hs) | k (NKV*hs) | v (NKV*hs), W = (NH + 2*NKV)*hs; query head h uses kv head
      * h / (NH/NKV) (NKV divides NH; NKV = NH is multi-head attention, GPT-2's case with hs = C/NH).

@@ -32,10 +32,33 @@ void *zinf_carve(zinf_carver *c, size_t bytes);
 zinf_tensor_view *zinf_unit_add(zinf_unit *u, const char *name, int64_t rows, int64_t cols, bool decay, float std,
                                 bool one);
 
+/* Unit u's first gradient write of the step (model.h's grad_fresh): true once, when grads[u] holds
+ * nothing yet and was not zeroed; the caller then overwrites (matmul_bwd acc 0) or zeroes each
+ * tensor of u it writes. */
+static inline bool zinf_grad_first(zinf_model *m, int u)
+{
+    bool f = m->grad_fresh[u];
+    m->grad_fresh[u] = false;
+    return f;
+}
+/* zinf_grad_first for a writer that only accumulates: the whole unit is zeroed when it is first */
+void zinf_grad_zero_first(zinf_model *m, int u);
+/* zinf_grad_first for a writer that overwrites [at, at + n) elements of unit u itself: the rest of
+ * the unit is zeroed when it is first; returns whether it was */
+bool zinf_grad_first_but(zinf_model *m, int u, const void *at, int64_t n);
+
 /* Tensor t of unit u in bufs (m->params or m->grads): its first compute-dtype element. */
 static inline void *zinf_tp(const zinf_model *m, void **bufs, int u, int t)
 {
     return (char *)bufs[u] + (size_t)m->units[u].t[t].offset * zinf_dtype_size(m->be->cdt);
+}
+
+/* Zero tensor t of unit u's gradient (t < 0: none, for a tensor the config leaves out). */
+static inline void zinf_grad_zero_tensor(zinf_model *m, int u, int t)
+{
+    if (t >= 0)
+        m->be->memset0(m->be, zinf_tp(m, m->grads, u, t), (size_t)m->units[u].t[t].numel * zinf_dtype_size(m->be->cdt),
+                       NULL);
 }
 
 /* The hooks around a unit's use; no hooks (NULL) is a model that owns its parameters. */

@@ -194,7 +194,8 @@ int zinf_model_init(zinf_model *m, const zinf_model_cfg *c, zinf_backend *be)
     m->units = calloc((size_t)m->nunits, sizeof *m->units);
     m->params = calloc((size_t)m->nunits, sizeof *m->params);
     m->grads = calloc((size_t)m->nunits, sizeof *m->grads);
-    if (!m->units || !m->params || !m->grads) return zinf_errc(ZINF_ENOMEM, "out of host memory");
+    m->grad_fresh = calloc((size_t)m->nunits, sizeof *m->grad_fresh);
+    if (!m->units || !m->params || !m->grads || !m->grad_fresh) return zinf_errc(ZINF_ENOMEM, "out of host memory");
     ZINF_TRY(m->f->layout(m));
     for (int i = 0; i < m->nunits; i++) {
         zinf_unit *u = &m->units[i];
@@ -481,6 +482,7 @@ void zinf_model_free(zinf_model *m)
         free(m->units);
         free(m->params);
         free(m->grads);
+        free(m->grad_fresh);
         free(m->uses);
     }
     free(m->host_losses);
@@ -498,6 +500,7 @@ int zinf_model_ctx_alloc(const zinf_model *m, zinf_model *ctx)
     ctx->num_params = m->num_params;
     ctx->params = m->params;
     ctx->grads = m->grads;
+    ctx->grad_fresh = m->grad_fresh;
     ctx->uses = m->uses;
     ctx->nuses = m->nuses;
     ctx->nfwd = m->nfwd;
@@ -573,6 +576,22 @@ int zinf_model_forward_layers(zinf_model *const *ms, int k, const zinf_batch *bs
     return forward_uses(ms, k, h);
 }
 
+void zinf_grad_zero_first(zinf_model *m, int u)
+{
+    if (zinf_grad_first(m, u))
+        m->be->memset0(m->be, m->grads[u], (size_t)m->units[u].numel * zinf_dtype_size(m->be->cdt), NULL);
+}
+
+bool zinf_grad_first_but(zinf_model *m, int u, const void *at, int64_t n)
+{
+    if (!zinf_grad_first(m, u)) return false;
+    const size_t es = zinf_dtype_size(m->be->cdt);
+    char *g = m->grads[u], *a = (char *)at, *end = g + (size_t)m->units[u].numel * es;
+    if (a > g) m->be->memset0(m->be, g, (size_t)(a - g), NULL);
+    if (a + (size_t)n * es < end) m->be->memset0(m->be, a + (size_t)n * es, (size_t)(end - (a + (size_t)n * es)), NULL);
+    return true;
+}
+
 int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                              float *mean_loss)
 {
@@ -621,15 +640,17 @@ int zinf_model_head(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h
      * logits again. */
     const bool early = targets && dloss_scale != 0.0f && m->head_dw;
     char *din = early ? m->f->head_din(m) : NULL;
-    if (early) ZINF_TRY(be->memset0(be, m->head_dw, (size_t)Vp * C * es, NULL));
+    int dw_acc = 0; /* the first chunk's product writes head_dw, the others add to it */
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         int64_t R = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         bool last = r0 + R == N;
         be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
         if (targets) head_loss(m, r0, R, dloss, dloss_scale != 0.0f && (last || early));
-        if (early && !last)
+        if (early && !last) {
             be->matmul_bwd(be, din + (size_t)r0 * C * es, m->head_dw, NULL, m->logits, hin + (size_t)r0 * C * es, W, R,
-                           C, Vp);
+                           C, Vp, dw_acc);
+            dw_acc = 1;
+        }
     }
     ZINF_TRY(zinf_release(h, hu, 0));
     if (!targets) return be->sync(be);
@@ -671,6 +692,9 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
     ZINF_TRY(zinf_acquire(h, hu, 1));
     const void *W = m->f->head_w(m, m->params);
     void *dW = m->f->head_w(m, m->grads);
+    /* the head's weight gradient is its unit's first write of the step where the owner left it
+     * unzeroed: the first chunk's product overwrites it, and the rest of the unit is zeroed */
+    bool first = zinf_grad_first_but(m, hu, dW, (int64_t)Vp * C);
     /* the chunks last to first: the last one's gradient is in the logits after a training forward;
      * the training forward ran the others' (head_early), and the weight's part of them is added
      * here; otherwise each one before the last has its logits computed again, then their gradient */
@@ -682,8 +706,11 @@ int zinf_model_backward(zinf_model *m, const zinf_unit_hooks *h, float dloss_sca
             be->matmul_fwd(be, m->logits, hin + (size_t)r0 * C * es, W, NULL, R, C, Vp);
             head_loss(m, r0, R, dloss, true);
         }
-        be->matmul_bwd(be, din + (size_t)r0 * C * es, dW, NULL, m->logits, hin + (size_t)r0 * C * es, W, R, C, Vp);
+        be->matmul_bwd(be, din + (size_t)r0 * C * es, dW, NULL, m->logits, hin + (size_t)r0 * C * es, W, R, C, Vp,
+                       !first);
+        first = false;
     }
+    if (first) be->memset0(be, dW, (size_t)Vp * C * es, NULL); /* no chunk wrote it (none held) */
     if (m->head_early && m->logits_hold_grad) be->add(be, dW, dW, m->head_dw, (int64_t)Vp * C);
     m->logits_hold_grad = false;
     m->head_early = false;

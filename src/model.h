@@ -145,6 +145,10 @@ typedef struct zinf_model {
     int64_t num_params;  /* sum of unit numel */
     void **params;       /* [nunits] compute-dtype unit buffers; set by the owner (ZeRO) */
     void **grads;        /* [nunits] compute-dtype gradient buffers; set by the owner */
+    /* [nunits] all false unless the owner sets one: grads[u] then holds nothing of this step and was
+     * not zeroed. The unit's first backward write takes the flag (zinf_grad_first) and overwrites
+     * (matmul_bwd's acc 0) or zeroes what it writes; the product then reads no zeros. */
+    bool *grad_fresh;
 
     /* activations for B x T */
     int B, T;

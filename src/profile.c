@@ -121,8 +121,8 @@ W(matmul_fwd_res, zinf_prof_matmul_flops(N, K, OC),
   (be, out, x, w, bias, res, N, K, OC))
 W(matmul_bwd, zinf_prof_matmul_flops(N, K, OC) * ((dx != NULL) + (dw != NULL)),
   (zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout, const void *x, const void *w, int64_t N, int K,
-   int OC),
-  (be, dx, dw, dbias, dout, x, w, N, K, OC))
+   int OC, int acc),
+  (be, dx, dw, dbias, dout, x, w, N, K, OC, acc))
 /* packed rows attend within their samples, far less than T^2 a row: not counted */
 W(attention_fwd, rows ? 0 : zinf_prof_attention_flops(B, T, NH, hs, 0),
   (zinf_backend *be, void *out, float *lse, const void *qkv, int B, int T, int NH, int NKV, int hs,

@@ -150,6 +150,7 @@ struct zinf_zero {
     /* device backends: freed transient blocks kept for reuse by size (cudaMalloc/cudaFree in the
      * step would synchronise the device every time) */
     bool caching;
+    bool poison;            /* ZINF_POISON_FRESH_GRADS: see grad_fresh */
     struct { void *p; int64_t bytes; } *cache;
     int ncache, capcache;
     int64_t cached;
@@ -166,8 +167,9 @@ static int update_settle(zinf_zero *z);
 
 /* ---------------------------------------------------------------- memory ------------------- */
 /* Zeroed when freshly allocated; a block reused from the cache is zeroed for gradients only
- * (parameters and staging are overwritten whole). */
-static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes)
+ * (parameters and staging are overwritten whole), unless `dirty`: a gradient the model's first
+ * write fills (grad_fresh). */
+static void *zalloc_k(zinf_zero *z, zinf_mem_kind k, int64_t bytes, bool dirty)
 {
     void *p = NULL;
     for (int i = 0; z->caching && i < z->ncache; i++) {
@@ -175,7 +177,7 @@ static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes)
         p = z->cache[i].p;
         z->cache[i] = z->cache[--z->ncache];
         z->cached -= bytes;
-        if (k == ZINF_MEM_GRAD && z->be->memset0(z->be, p, (size_t)bytes, NULL)) {
+        if (k == ZINF_MEM_GRAD && !dirty && z->be->memset0(z->be, p, (size_t)bytes, NULL)) {
             z->be->free(z->be, ZINF_PLACE_DEVICE, p);
             return NULL;
         }
@@ -195,6 +197,29 @@ static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes)
     z->mem_total += bytes;
     if (z->mem_total + z->cached > z->mem_peak) z->mem_peak = z->mem_total + z->cached;
     return p;
+}
+
+static void *zalloc(zinf_zero *z, zinf_mem_kind k, int64_t bytes) { return zalloc_k(z, k, bytes, false); }
+
+/* Unit u's full gradient holds nothing of this step and is not zeroed: the model's first write of
+ * it overwrites or zeroes the unit's elements (model.h's grad_fresh), so that the products neither
+ * read zeros nor wait for a memset; the padding past them, which no one writes, is zeroed here. */
+static int grad_fresh(zinf_zero *z, int u)
+{
+    zunit *x = &z->u[u];
+    const int64_t n = z->m->units[u].numel;
+    z->m->grad_fresh[u] = true;
+    if (z->poison) memset(x->gfull, 0xff, (size_t)n * z->es); /* all-ones bits: NaN in every dtype */
+    return x->pn > n ? z->be->memset0(z->be, (char *)x->gfull + (size_t)n * z->es, (size_t)(x->pn - n) * z->es, NULL)
+                     : 0;
+}
+
+/* A gradient still fresh when it is read (a unit whose backward wrote nothing) is zero. */
+static int grad_settle(zinf_zero *z, int u)
+{
+    if (!z->m->grad_fresh[u]) return 0;
+    z->m->grad_fresh[u] = false;
+    return z->be->memset0(z->be, z->u[u].gfull, (size_t)z->u[u].pn * z->es, NULL);
 }
 
 static void zfree(zinf_zero *z, zinf_mem_kind k, void *p, int64_t bytes)
@@ -652,11 +677,13 @@ static int hook_acquire(void *ctx, int u, int phase)
         ZINF_TRY(prefetch(z, k, u));
         track_live(z, u);
     }
-    /* transient full gradients (all but stages 0-1 with fp32 compute) start at zero */
+    /* transient full gradients (all but stages 0-1 with fp32 compute) start as nothing: the
+     * model's first write fills them */
     if (phase == 1 && !x->gfull) {
-        x->gfull = zalloc(z, ZINF_MEM_GRAD, x->pn * (int64_t)z->es);
+        x->gfull = zalloc_k(z, ZINF_MEM_GRAD, x->pn * (int64_t)z->es, true);
         if (!x->gfull) return NOMEM(z, "the gradient", u);
         z->m->grads[u] = x->gfull;
+        ZINF_TRY(grad_fresh(z, u));
     }
     return 0;
 }
@@ -679,7 +706,8 @@ static int hook_grad_ready(void *ctx, int u)
 {
     zinf_zero *z = ctx;
     double t0 = zinf_now();
-    int rc = 0;
+    int rc = grad_settle(z, u);
+    if (rc) return rc;
     if (z->stage >= 2) {
         rc = reduce_scatter_unit(z, u);
         /* with the step's update under way, the reductions of the units before this one complete
@@ -1062,6 +1090,9 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->nunits = m->nunits;
     z->es = zinf_dtype_size(be->cdt);
     z->caching = strcmp(be->name, "cpu") != 0;
+    /* tests: a fresh gradient holds NaN instead of what it held, so that a read before its first
+     * write shows (host-visible backends) */
+    z->poison = be->host_visible && getenv("ZINF_POISON_FRESH_GRADS") && *getenv("ZINF_POISON_FRESH_GRADS");
     z->f32 = be->cdt == ZINF_F32;
     z->g16 = zinf_zero_grads16(z->stage, z->f32, z->W, cfg->gradient_accumulation_steps);
     z->current = -1;
@@ -1273,7 +1304,7 @@ int zinf_zero_begin_step(zinf_zero *z)
     z->wait0 = z->comm->wait_s;
     for (int u = 0; u < z->nunits; u++) {
         zunit *x = &z->u[u];
-        if (x->gfull && z->stage < 2) ZINF_TRY(z->be->memset0(z->be, x->gfull, (size_t)x->pn * z->es, NULL));
+        if (x->gfull && z->stage < 2) ZINF_TRY(grad_fresh(z, u)); /* the step's first backward fills it */
         if (x->gacc && z->stage < 2) x->gacc_stale = true; /* see accumulate_unit */
         else if (x->gacc && x->upd_wait) x->gacc_zero = true; /* its update still reads it: update_gate */
         else if (x->gacc) ZINF_TRY(z->be->memset0(z->be, x->gacc, (size_t)x->p * 4, NULL));
@@ -1329,6 +1360,8 @@ int zinf_zero_reduce(zinf_zero *z, double *norm)
     if (z->stage < 2 && !(z->cfg->overlap_comm))
         for (int u = 0; u < z->nunits; u++) ZINF_TRY(allreduce_unit(z, u));
     ZINF_TRY(reductions_done(z));
+    for (int u = 0; u < z->nunits; u++) /* a unit no backward reached */
+        if (z->u[u].gfull) ZINF_TRY(grad_settle(z, u));
     /* the squared norm of every unit's gradient in one backend call: one wait for the device */
     const void **xs = z->norm_x;
     int64_t *ns = z->norm_n;

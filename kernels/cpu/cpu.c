@@ -233,10 +233,16 @@ static void cpu_matmul_fwd(zinf_backend *be, void *out, const void *x, const voi
 }
 
 static void cpu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias_, const void *dout_,
-                           const void *x, const void *w, int64_t N, int K, int OC)
+                           const void *x, const void *w, int64_t N, int K, int OC, int acc)
 {
     const float *dout = dout_;
     float *dbias = dbias_;
+    /* overwrite as accumulating from zeros, so that the bits are those of the zeroed gradient
+     * (0 + -0 is +0: the reference's rule) */
+    if (!acc) {
+        memset(dw, 0, (size_t)OC * K * sizeof(float));
+        if (dbias) memset(dbias, 0, (size_t)OC * sizeof(float));
+    }
     if (dx) /* dx[N,K] = dout[N,OC] @ w[OC,K] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, K, OC, 1.0f, dout, OC, w,
                     K, 0.0f, dx, K);

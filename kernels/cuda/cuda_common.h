@@ -178,7 +178,7 @@ void cu_matmul_fwd_res(zinf_backend *be, void *out, const void *x, const void *w
 void cu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w, const void *bias,
                    int64_t N, int K, int OC);
 void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
-                   const void *x, const void *w, int64_t N, int K, int OC);
+                   const void *x, const void *w, int64_t N, int K, int OC, int acc);
 void cu_matmul_gelu_fwd(zinf_backend *be, void *out, void *pre, const void *x, const void *w,
                         const void *bias, int64_t N, int K, int OC);
 void cu_matmul_dgelu_bwd(zinf_backend *be, void *dpre, const void *dout, const void *w,

@@ -7,7 +7,8 @@
  *   dx : dx[N,K] = dout[N,OC] w[OC,K]       ->  dx^T (K x N)   = w^T (K x OC)     * dout^T (OC x N) "NN"
  *   dw : dw[OC,K] += dout^T[OC,N] x[N,K]    ->  dw^T (K x OC)  = x^T (K x N)      * op_T(dout^T)   "NT"
  * The forward fuses the bias with CUBLASLT_EPILOGUE_BIAS (and the residual of matmul_fwd_res as C,
- * beta = 1); dx is written (beta = 0), dw accumulates with beta = 1 (C == D, in place), and the
+ * beta = 1); dx is written (beta = 0), dw accumulates with beta = 1 (C == D, in place) or, as a
+ * step's first write of it (matmul_bwd's acc 0), is written with beta = 0, and the
  * bias gradient is summed by a deterministic kernel (ops.cu), because the BGRAD epilogues
  * overwrite rather than accumulate.
  *
@@ -335,7 +336,7 @@ void cu_matmul_fwd(zinf_backend *be, void *out, const void *x, const void *w, co
 }
 
 void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void *dout,
-                   const void *x, const void *w, int64_t N, int K, int OC)
+                   const void *x, const void *w, int64_t N, int K, int OC, int acc)
 {
     CudaImpl *im = impl_of(be);
     if (N <= 0 || K <= 0) return;
@@ -344,7 +345,10 @@ void cu_matmul_bwd(zinf_backend *be, void *dx, void *dw, void *dbias, const void
         return;
     }
     if (dx) gemm(im, 2, false, false, K, N, OC, w, dout, dx, 0.0f, NULL, NULL, "matmul_bwd(dx)");
-    gemm(im, 3, false, true, K, OC, N, x, dout, dw, 1.0f, NULL, NULL, "matmul_bwd(dw)");
+    /* acc 0: beta 0, so the product neither reads dw nor needs it zeroed (the first write of a
+     * step's gradient): it differs from adding to zeros only in the sign of an exact zero */
+    gemm(im, 3, false, true, K, OC, N, x, dout, dw, acc ? 1.0f : 0.0f, NULL, NULL, "matmul_bwd(dw)");
+    if (dbias && !acc) cudaMemsetAsync(dbias, 0, (size_t)OC * zinf_dtype_size(im->cdt), im->stream);
     if (dbias) cu_bias_grad(im, dbias, dout, N, OC);
 }
 

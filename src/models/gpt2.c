@@ -385,21 +385,27 @@ static void block_backward(zinf_model *m, int l)
     int u = 1 + l;
     void **P = m->params, **G = m->grads;
     if (l < m->recompute_blocks) block_forward(m, l, true); /* from the kept input */
+    /* the block's first gradient write of the step (grad_fresh): the products overwrite their
+     * weights' and biases' gradients, the LayerNorms' are zeroed to be added to */
+    const bool first = zinf_grad_first(m, u);
+    const int acc = !first;
+    static const int ln[] = {T_LN1W, T_LN1B, T_LN2W, T_LN2B};
+    for (int i = 0; first && i < 4; i++) zinf_grad_zero_tensor(m, u, ln[i]);
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation. The input
      * gradients of the products and of attention overwrite their buffers: nothing is zeroed. */
     /* the MLP projection's weight gradients, then d(fch) = gelu'(fch) * (d_res @ Wp) in one GEMM
      * with a dGELU epilogue (it overwrites d_fch, so d_fch needs no zeroing) */
     be->matmul_bwd(be, NULL, TP(G, u, T_FCPROJW), TP(G, u, T_FCPROJB), A->d_res, a->fchg, TP(P, u, T_FCPROJW), N,
-                   4 * C, C);
+                   4 * C, C, acc);
     be->matmul_dgelu_bwd(be, A->d_fch, A->d_res, TP(P, u, T_FCPROJW), a->fch, N, 4 * C, C);
-    be->matmul_bwd(be, A->d_ln, TP(G, u, T_FCW), TP(G, u, T_FCB), A->d_fch, a->ln2, TP(P, u, T_FCW), N, C, 4 * C);
+    be->matmul_bwd(be, A->d_ln, TP(G, u, T_FCW), TP(G, u, T_FCB), A->d_fch, a->ln2, TP(P, u, T_FCW), N, C, 4 * C, acc);
     be->layernorm_bwd(be, A->d_res, TP(G, u, T_LN2W), TP(G, u, T_LN2B), A->d_ln, a->res2, TP(P, u, T_LN2W),
                       a->ln2_mean, a->ln2_rstd, N, C);
     be->matmul_bwd(be, A->d_atty, TP(G, u, T_PROJW), TP(G, u, T_PROJB), A->d_res, a->atty, TP(P, u, T_PROJW), N, C,
-                   C);
+                   C, acc);
     be->attention_bwd(be, A->d_qkv, A->d_atty, a->qkv, a->atty, a->lse, B, T, NH, NH, C / NH, NULL);
     be->matmul_bwd(be, A->d_ln, TP(G, u, T_QKVW), TP(G, u, T_QKVB), A->d_qkv, a->ln1, TP(P, u, T_QKVW), N, C,
-                   3 * C);
+                   3 * C, acc);
     be->layernorm_bwd(be, A->d_res, TP(G, u, T_LN1W), TP(G, u, T_LN1B), A->d_ln, A->res[l], TP(P, u, T_LN1W),
                       a->ln1_mean, a->ln1_rstd, N, C);
 }
@@ -415,12 +421,14 @@ static int gpt2_backward(zinf_model *m, const zinf_unit_hooks *h)
     /* the head's backward (model.c) left d(lnf) in d_ln */
     ZINF_TRY(zinf_acquire(h, L + 1, 1));
     be->memset0(be, A->d_res, (size_t)N * C * es, NULL);
+    zinf_grad_zero_first(m, L + 1);
     be->layernorm_bwd(be, A->d_res, TP(G, L + 1, T_LNFW), TP(G, L + 1, T_LNFB), A->d_ln, A->res[L],
                       TP(P, L + 1, T_LNFW), A->lnf_mean, A->lnf_rstd, N, C);
     ZINF_TRY(zinf_release(h, L + 1, 1));
     ZINF_TRY(zinf_grad_ready(h, L + 1));
     ZINF_TRY(zinf_blocks_backward(m, h, block_backward));
     ZINF_TRY(zinf_acquire(h, 0, 1));
+    zinf_grad_zero_first(m, 0); /* the head, which reads wte, wrote it first */
     be->encoder_bwd(be, TP(G, 0, T_WTE), TP(G, 0, T_WPE), A->d_res, m->tokens, B, T, C);
     ZINF_TRY(zinf_release(h, 0, 1));
     return zinf_grad_ready(h, 0);

@@ -764,16 +764,22 @@ static void block_backward(zinf_model *m, int l)
         be->rmsnorm_fwd(be, a->ln2, a->ln2_rstd, a->res2, BT(m, P, u, B_LN2), d.N, 1, (int)d.C, d.C, eps);
         be->swiglu_fwd(be, a->h, a->gu, d.N, (int)d.F);
     }
+    /* the block's first gradient write of the step (grad_fresh): the products overwrite their
+     * weights' and biases' gradients, the norms' are zeroed to be added to */
+    const bool first = zinf_grad_first(m, u);
+    const int acc = !first;
+    static const int norms[] = {B_LN1, B_LN2, B_QN, B_KN};
+    for (int i = 0; first && i < 4; i++) zinf_grad_zero_tensor(m, u, blk_t(c, norms[i]));
     /* d_res holds d(res[l+1]); it becomes d(res2), then d(res[l]) by accumulation */
     be->matmul_bwd(be, A->d_h, BT(m, G, u, B_DW), BT(m, G, u, B_DB), A->d_res, a->h, BT(m, P, u, B_DW), d.N, (int)d.F,
-                   (int)d.C);
+                   (int)d.C, acc);
     be->swiglu_bwd(be, A->d_gu, A->d_h, a->gu, d.N, (int)d.F);
     be->matmul_bwd(be, A->d_ln, BT(m, G, u, B_GUW), BT(m, G, u, B_GUB), A->d_gu, a->ln2, BT(m, P, u, B_GUW), d.N,
-                   (int)d.C, (int)(2 * d.F));
+                   (int)d.C, (int)(2 * d.F), acc);
     be->rmsnorm_bwd(be, A->d_res, BT(m, G, u, B_LN2), A->d_ln, a->res2, BT(m, P, u, B_LN2), a->ln2_rstd, d.N, 1, (int)d.C,
                     d.C);
     be->matmul_bwd(be, A->d_atty, BT(m, G, u, B_OW), BT(m, G, u, B_OB), A->d_res, a->atty, BT(m, P, u, B_OW), d.N,
-                   (int)d.A, (int)d.C);
+                   (int)d.A, (int)d.C, acc);
     be->attention_bwd(be, A->d_qkv, A->d_atty, a->qkv, a->atty, a->lse, m->B, m->T, (int)d.NH, (int)d.NKV, (int)d.hs,
                       attn_rows(m));
     be->rope(be, A->d_qkv, d.N, (int)(d.NH + d.NKV), (int)d.hs, d.QKV, positions(m), m->T, A->inv_freq, 1);
@@ -793,7 +799,7 @@ static void block_backward(zinf_model *m, int l)
     if (m->lean) /* the attention's input, into the scratch that held the MLP's */
         be->rmsnorm_fwd(be, a->ln1, a->ln1_rstd, A->res[l], BT(m, P, u, B_LN1), d.N, 1, (int)d.C, d.C, eps);
     be->matmul_bwd(be, A->d_ln, BT(m, G, u, B_QKVW), BT(m, G, u, B_QKVB), dpre, a->ln1, BT(m, P, u, B_QKVW), d.N,
-                   (int)d.C, (int)d.QKV);
+                   (int)d.C, (int)d.QKV, acc);
     be->rmsnorm_bwd(be, A->d_res, BT(m, G, u, B_LN1), A->d_ln, A->res[l], BT(m, P, u, B_LN1), a->ln1_rstd, d.N, 1,
                     (int)d.C, d.C);
 }
@@ -814,12 +820,14 @@ static int llama_backward(zinf_model *m, const zinf_unit_hooks *h)
     /* the head's backward (model.c) left d(lnf) in d_ln */
     ZINF_TRY(zinf_acquire(h, L + 1, 1));
     be->memset0(be, A->d_res, (size_t)d.N * d.C * es, NULL);
+    zinf_grad_zero_first(m, L + 1); /* untied, the head wrote it first */
     be->rmsnorm_bwd(be, A->d_res, TP(G, L + 1, H_NORM), A->d_ln, A->res[L], TP(P, L + 1, H_NORM), A->lnf_rstd, d.N, 1,
                     (int)d.C, d.C);
     ZINF_TRY(zinf_release(h, L + 1, 1));
     ZINF_TRY(zinf_grad_ready(h, L + 1));
     ZINF_TRY(zinf_blocks_backward(m, h, block_backward));
     ZINF_TRY(zinf_acquire(h, 0, 1));
+    zinf_grad_zero_first(m, 0); /* tied, the head wrote it first */
     be->encoder_bwd(be, TP(G, 0, E_WTE), NULL, A->d_res, m->tokens, m->B, m->T, (int)d.C);
     /* nn.Embedding's padding_idx: the pad token's row gets no gradient */
     if (m->c.pad_token_id >= 0)

@@ -557,7 +557,7 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
     for (int r = 0; r < 2; r++) {
         void *dgx = with_dx ? up(c, nan_x, N * K) : NULL, *dgw = up(c, gw, (int64_t)OC * K);
         void *dgb = bias ? up(c, gb, OC) : NULL;
-        c->gpu->matmul_bwd(c->gpu, dgx, dgw, dgb, ddy, dx_, dw_, N, K, OC);
+        c->gpu->matmul_bwd(c->gpu, dgx, dgw, dgb, ddy, dx_, dw_, N, K, OC, 1);
         gsync(c, "matmul_bwd");
         raw[r][0] = with_dx ? down_raw(c, dgx, N * K * es(c)) : NULL;
         raw[r][1] = down_raw(c, dgw, (size_t)OC * K * es(c));
@@ -567,7 +567,7 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
         if (dgb) dfree(c, dgb);
     }
     free(nan_x);
-    c->cpu->matmul_bwd(c->cpu, with_dx ? gx : NULL, gw, bias ? gb : NULL, dy, x, w, N, K, OC);
+    c->cpu->matmul_bwd(c->cpu, with_dx ? gx : NULL, gw, bias ? gb : NULL, dy, x, w, N, K, OC, 1);
     if (with_dx) {
         float *h = dec(c, raw[0][0], N * K);
         compare(c, "matmul_bwd", "dx", h, gx, N * K, tol_of(c, 2e-5, 1e-2, 5e-3));
@@ -586,6 +586,25 @@ static void test_matmul(ctx *c, int64_t N, int K, int OC, int bias, int with_dx)
     }
     for (int r = 0; r < 2; r++)
         for (int k = 0; k < 3; k++) free(raw[r][k]);
+    { /* acc 0, a step's first write of the parameter gradients: dw and dbias are overwritten, so
+       * NaN in them before (a gradient never zeroed) must not reach the result */
+        float *nw = nans((int64_t)OC * K), *nb = nans(OC), *cw = nans((int64_t)OC * K), *cb = nans(OC);
+        void *dgw = up(c, nw, (int64_t)OC * K), *dgb = bias ? up(c, nb, OC) : NULL;
+        c->gpu->matmul_bwd(c->gpu, NULL, dgw, dgb, ddy, dx_, dw_, N, K, OC, 0);
+        gsync(c, "matmul_bwd acc 0");
+        c->cpu->matmul_bwd(c->cpu, NULL, cw, bias ? cb : NULL, dy, x, w, N, K, OC, 0);
+        float *g = down(c, dgw, (int64_t)OC * K);
+        compare(c, "matmul_bwd acc 0", "dw", g, cw, (int64_t)OC * K, tol_of(c, 5e-5, 1e-2, 5e-3));
+        free(g);
+        if (bias) {
+            g = down(c, dgb, OC);
+            compare(c, "matmul_bwd acc 0", "dbias", g, cb, OC, tol_of(c, 5e-5, 1e-2, 5e-3));
+            free(g);
+            dfree(c, dgb);
+        }
+        dfree(c, dgw);
+        free(nw), free(nb), free(cw), free(cb);
+    }
     free(x), free(w), free(bb), free(out), free(dy), free(gx), free(gw), free(gb);
     dfree(c, dx_), dfree(c, dw_), dfree(c, dout), dfree(c, ddy);
     if (db_) dfree(c, db_);
@@ -1158,23 +1177,23 @@ static void b_enc_b(bstate *s) { s->g->encoder_bwd(s->g, s->gwte, s->gwpe, s->dr
 static void b_ln_f(bstate *s) { s->g->layernorm_fwd(s->g, s->ln, s->mean, s->rstd, s->res, s->lnw, s->lnb, s->N, s->C); }
 static void b_ln_b(bstate *s) { s->g->layernorm_bwd(s->g, s->dres, s->glnw, s->glnb, s->dln, s->res, s->lnw, s->mean, s->rstd, s->N, s->C); }
 static void b_qkv_f(bstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, 3 * s->C); }
-static void b_qkv_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, 3 * s->C); }
+static void b_qkv_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, 3 * s->C, 1); }
 static void b_att_f(bstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
 static void b_att_b(bstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
 static void b_proj_f(bstate *s) { s->g->matmul_fwd_res(s->g, s->x, s->att, s->wproj, s->bproj, s->res, s->N, s->C, s->C); }
-static void b_proj_b(bstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwproj, s->gbproj, s->dres, s->att, s->wproj, s->N, s->C, s->C); }
+static void b_proj_b(bstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwproj, s->gbproj, s->dres, s->att, s->wproj, s->N, s->C, s->C, 1); }
 static void b_add(bstate *s) { s->g->add(s->g, s->res, s->res, s->x, s->N * s->C); }
 static void b_fc_f(bstate *s) { s->g->matmul_fwd(s->g, s->fch, s->ln, s->wfc, s->bfc, s->N, s->C, 4 * s->C); }
-static void b_fc_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwfc, s->gbfc, s->dfch, s->ln, s->wfc, s->N, s->C, 4 * s->C); }
+static void b_fc_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwfc, s->gbfc, s->dfch, s->ln, s->wfc, s->N, s->C, 4 * s->C, 1); }
 static void b_gelu_f(bstate *s) { s->g->gelu_fwd(s->g, s->fchg, s->fch, s->N * 4 * s->C); }
 static void b_gelu_b(bstate *s) { s->g->gelu_bwd(s->g, s->dfch, s->fch, s->dfchg, s->N * 4 * s->C); }
 static void b_fp_f(bstate *s) { s->g->matmul_fwd_res(s->g, s->res, s->fchg, s->wfp, s->bfp, s->x, s->N, 4 * s->C, s->C); }
-static void b_fp_b(bstate *s) { s->g->matmul_bwd(s->g, s->dfchg, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
+static void b_fp_b(bstate *s) { s->g->matmul_bwd(s->g, s->dfchg, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C, 1); }
 static void b_fcg_f(bstate *s) { s->g->matmul_gelu_fwd(s->g, s->fchg, s->fch, s->ln, s->wfc, s->bfc, s->N, s->C, 4 * s->C); }
-static void b_fp_bw(bstate *s) { s->g->matmul_bwd(s->g, NULL, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C); }
+static void b_fp_bw(bstate *s) { s->g->matmul_bwd(s->g, NULL, s->gwfp, s->gbfp, s->dres, s->fchg, s->wfp, s->N, 4 * s->C, s->C, 1); }
 static void b_dgelu_b(bstate *s) { s->g->matmul_dgelu_bwd(s->g, s->dfch, s->dres, s->wfp, s->fch, s->N, 4 * s->C, s->C); }
 static void b_head_f(bstate *s) { s->g->matmul_fwd(s->g, s->logits, s->ln, s->wte, NULL, s->N, s->C, s->Vp); }
-static void b_head_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp); }
+static void b_head_b(bstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp, 1); }
 static void b_xent_f(bstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 0.0f); }
 static void b_xent_b(bstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 1.0f / (float)s->N); }
 static void b_adamw(bstate *s)
@@ -1395,21 +1414,21 @@ static void l_enc_b(lstate *s) { s->g->encoder_bwd(s->g, s->gwte, NULL, s->dres,
 static void l_rms_f(lstate *s) { s->g->rmsnorm_fwd(s->g, s->ln, s->rstd, s->res, s->nw, s->N, 1, s->C, s->C, 1e-5f); }
 static void l_rms_b(lstate *s) { s->g->rmsnorm_bwd(s->g, s->dres, s->gnw, s->dln, s->res, s->nw, s->rstd, s->N, 1, s->C, s->C); }
 static void l_qkv_f(lstate *s) { s->g->matmul_fwd(s->g, s->qkv, s->ln, s->wqkv, s->bqkv, s->N, s->C, s->QKV); }
-static void l_qkv_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, s->QKV); }
+static void l_qkv_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwqkv, s->gbqkv, s->dqkv, s->ln, s->wqkv, s->N, s->C, s->QKV, 1); }
 static void l_rope_f(lstate *s) { s->g->rope(s->g, s->qkv, s->N, s->NH + s->NKV, s->hs, s->QKV, NULL, s->T, s->inv, 0); }
 static void l_rope_b(lstate *s) { s->g->rope(s->g, s->dqkv, s->N, s->NH + s->NKV, s->hs, s->QKV, NULL, s->T, s->inv, 1); }
 static void l_att_f(lstate *s) { s->g->attention_fwd(s->g, s->att, s->lse, s->qkv, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
 static void l_att_b(lstate *s) { s->g->attention_bwd(s->g, s->dqkv, s->datt, s->qkv, s->att, s->lse, s->B, s->T, s->NH, s->NKV, s->hs, NULL); }
 static void l_o_f(lstate *s) { s->g->matmul_fwd_res(s->g, s->x, s->att, s->wo, NULL, s->res, s->N, s->A, s->C); }
-static void l_o_b(lstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwo, NULL, s->dres, s->att, s->wo, s->N, s->A, s->C); }
+static void l_o_b(lstate *s) { s->g->matmul_bwd(s->g, s->datt, s->gwo, NULL, s->dres, s->att, s->wo, s->N, s->A, s->C, 1); }
 static void l_gu_f(lstate *s) { s->g->matmul_fwd(s->g, s->gu, s->ln, s->wgu, NULL, s->N, s->C, 2 * s->F); }
-static void l_gu_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwgu, NULL, s->dgu, s->ln, s->wgu, s->N, s->C, 2 * s->F); }
+static void l_gu_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwgu, NULL, s->dgu, s->ln, s->wgu, s->N, s->C, 2 * s->F, 1); }
 static void l_sw_f(lstate *s) { s->g->swiglu_fwd(s->g, s->h, s->gu, s->N, s->F); }
 static void l_sw_b(lstate *s) { s->g->swiglu_bwd(s->g, s->dgu, s->dh, s->gu, s->N, s->F); }
 static void l_d_f(lstate *s) { s->g->matmul_fwd_res(s->g, s->res, s->h, s->wd, NULL, s->x, s->N, s->F, s->C); }
-static void l_d_b(lstate *s) { s->g->matmul_bwd(s->g, s->dh, s->gwd, NULL, s->dres, s->h, s->wd, s->N, s->F, s->C); }
+static void l_d_b(lstate *s) { s->g->matmul_bwd(s->g, s->dh, s->gwd, NULL, s->dres, s->h, s->wd, s->N, s->F, s->C, 1); }
 static void l_head_f(lstate *s) { s->g->matmul_fwd(s->g, s->logits, s->ln, s->wte, NULL, s->N, s->C, s->Vp); }
-static void l_head_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp); }
+static void l_head_b(lstate *s) { s->g->matmul_bwd(s->g, s->dln, s->gwte, NULL, s->logits, s->ln, s->wte, s->N, s->C, s->Vp, 1); }
 static void l_xent_f(lstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 0.0f); }
 static void l_xent_b(lstate *s) { s->g->xent(s->g, s->losses, s->logits, s->tok, s->N, s->V, s->Vp, 1.0f / (float)s->N); }
 static void l_sumsq(lstate *s) { (void)zinf_sumsq1(s->g, s->gmaster, s->nparams); }

@@ -309,21 +309,28 @@ static void test_matmul(void)
     }
 
     float *dx = zerov(N * K), *dw = zerov(OC * K), *db = zerov(OC);
-    be.matmul_bwd(&be, dx, dw, db, c.R, c.x, c.w, N, K, OC);
+    be.matmul_bwd(&be, dx, dw, db, c.R, c.x, c.w, N, K, OC, 1);
     check_fd("matmul dx", mm_loss, &c, c.x, dx, N * K);
     check_fd("matmul dw", mm_loss, &c, c.w, dw, OC * K);
     check_fd("matmul dbias", mm_loss, &c, c.bias, db, OC);
     float *dx1 = dupv(dx, N * K), *dw1 = dupv(dw, OC * K), *db1 = dupv(db, OC);
     poison(dx, N * K); /* dx is overwritten */
-    be.matmul_bwd(&be, dx, dw, db, c.R, c.x, c.w, N, K, OC);
+    be.matmul_bwd(&be, dx, dw, db, c.R, c.x, c.w, N, K, OC, 1);
     check_vecf("overwrite matmul dx", dx, dx1, N * K, 0, 0);
     check_doubled("matmul dw", dw1, dw, OC * K);
     check_doubled("matmul dbias", db1, db, OC);
     /* NULL dx and dbias are skipped; dw still accumulates */
-    be.matmul_bwd(&be, NULL, dw, NULL, c.R, c.x, c.w, N, K, OC);
+    be.matmul_bwd(&be, NULL, dw, NULL, c.R, c.x, c.w, N, K, OC, 1);
     float *dw3 = dupv(dw1, OC * K);
     for (int i = 0; i < OC * K; i++) dw3[i] *= 3;
     check_vecf("matmul_bwd NULL dx/dbias", dw, dw3, OC * K, 1e-5, 1e-6);
+    /* acc 0 (a step's first write of the gradients): dw and dbias are overwritten, whatever they
+     * held, with the bits of the first accumulation from zeros */
+    poison(dw, OC * K);
+    poison(db, OC);
+    be.matmul_bwd(&be, NULL, dw, db, c.R, c.x, c.w, N, K, OC, 0);
+    check_vecf("matmul_bwd acc 0 dw", dw, dw1, OC * K, 0, 0);
+    check_vecf("matmul_bwd acc 0 dbias", db, db1, OC, 0, 0);
     free(c.x), free(c.w), free(c.bias), free(c.out), free(c.R), free(ref);
     free(dx), free(dw), free(db), free(dx1), free(dw1), free(db1), free(dw3);
 }
@@ -769,7 +776,7 @@ static void test_matmul_gelu(void)
     be.matmul_dgelu_bwd(&be, dpre, c.R, c.w2, c.pre, N, OC, C);
     /* the composition: dh = R @ w2 (matmul_bwd's dx), dpre = gelu_bwd(pre, dh), from zeros */
     float *dh = zerov(N * OC), *dw2 = zerov(C * OC), *comp = zerov(N * OC);
-    be.matmul_bwd(&be, dh, dw2, NULL, c.R, c.h, c.w2, N, OC, C);
+    be.matmul_bwd(&be, dh, dw2, NULL, c.R, c.h, c.w2, N, OC, C, 1);
     be.gelu_bwd(&be, comp, c.pre, dh, N * OC);
     check_vecf("matmul_dgelu_bwd == gelu_bwd(matmul_bwd dx)", dpre, comp, N * OC, 1e-5, 1e-6);
     float *dpre1 = dupv(dpre, N * OC);
@@ -782,7 +789,7 @@ static void test_matmul_gelu(void)
 
     /* the whole MLP's first layer as model.c differentiates it: dpre, then matmul_bwd(x, w1, b1) */
     float *dx = zerov(N * K), *dw1 = zerov(OC * K), *db1 = zerov(OC);
-    be.matmul_bwd(&be, dx, dw1, db1, dpre, c.x, c.w1, N, K, OC);
+    be.matmul_bwd(&be, dx, dw1, db1, dpre, c.x, c.w1, N, K, OC, 1);
     check_fd("matmul_gelu dx", mg_loss, &c, c.x, dx, N * K);
     check_fd("matmul_gelu dw", mg_loss, &c, c.w1, dw1, OC * K);
     check_fd("matmul_gelu dbias", mg_loss, &c, c.b1, db1, OC);
@@ -938,7 +945,7 @@ static void det_run(float *o, const float *qkv, const float *dout, const float *
     float *mean = zerov(DN), *rstd = zerov(DN), *lo = zerov(DN * DC);
     be.layernorm_fwd(&be, lo, mean, rstd, x, qkv, qkv + DC, DN, DC);
     be.layernorm_bwd(&be, dx, dw, db, dout, x, qkv, mean, rstd, DN, DC);
-    be.matmul_bwd(&be, mdx, mdw, mdb, dout, xk, x, DN, DK, DC);
+    be.matmul_bwd(&be, mdx, mdw, mdb, dout, xk, x, DN, DK, DC, 1);
     *ss = (float)zinf_sumsq1(&be, qkv, D_QKV);
     free(mean), free(rstd), free(lo);
 }
