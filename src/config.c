@@ -392,7 +392,11 @@ static const keydef KEYS_SCHED[] = {
     {"type", T_ENUM, F_REQ, CO(sched.type), .sdef = "", .en = &EN_SCHED,
      .note = "DeepSpeed builds no scheduler from a block without it (config.py get_scheduler_name gives None) "
              "and its params have no effect; give the type, or leave the block out"},
-    {"params", T_OBJ, 0, 0, .sub = &B_SCHED_PARAMS},
+    /* engine.py _scheduler_from_config: scheduler(optimizer, **scheduler_params()), which is None
+     * without the key: a TypeError there */
+    {"params", T_OBJ, F_REQ, 0, .sub = &B_SCHED_PARAMS,
+     .note = "DeepSpeed passes the missing params as keywords and fails with a TypeError; give \"params\": {} "
+             "for the schedule's defaults"},
 };
 
 static const keydef KEYS_OFF_PARAM[] = {
@@ -1252,6 +1256,7 @@ static int walk(ctx *c, const blockdef *b, json_t *obj, size_t base, const char 
 
         if (k->type == T_OBJ) {
             bool present = v != NULL;
+            if (!present && obj && (k->flags & F_REQ)) return cerr(c, path, "missing: %s", k->note);
             if (k->flags & F_PRESENT) *(bool *)((char *)c->cfg + k->off2) = present;
             bool child_auto = !present && (as_auto || (k->flags & F_ABSENT_AUTO));
             ZINF_TRY(walk(c, k->sub, v, base + k->off, path, child_auto));

@@ -292,7 +292,7 @@ static void test_defaults(void)
 
     /* scheduler defaults */
     rc = parse(&c, "{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\": "
-                   "{\"lr\": 0.02}}, \"scheduler\": {\"type\": \"WarmupLR\"}}",
+                   "{\"lr\": 0.02}}, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {}}}",
                1);
     CHECK_OK(rc);
     CHECK(c.sched.warmup_min_lr == 0 && c.sched.warmup_num_steps == 1000 &&
@@ -327,13 +327,17 @@ static void test_defaults(void)
                    "\"params\": {\"cycle_max_lr\": 0.01}}}",
                1);
     CHECK_ERR(rc, "scheduler.params.cycle_min_lr", "OneCycle");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"LRRangeTest\"}}", 1);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"LRRangeTest\", \"params\": {}}}", 1);
     CHECK_OK(rc);
     CHECK(c.sched.lr_range_test_min_lr == 1e-3 && c.sched.lr_range_test_step_size == 2000 &&
               c.sched.lr_range_test_step_rate == 1.0 && !c.sched.lr_range_test_staircase,
           "LRRangeTest defaults");
-    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\"}}", 1);
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {}}}", 1);
     CHECK_ERR(rc, "scheduler.params.total_num_steps", "WarmupDecayLR");
+    /* no params at all: engine.py's scheduler(optimizer, **None), a TypeError */
+    rc = parse(&c, "{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\"}}", 1);
+    CHECK_ERR(rc, "cfg.json: scheduler.params: missing: DeepSpeed passes the missing params as keywords and fails "
+                  "with a TypeError; give \"params\": {} for the schedule's defaults");
 
     /* other blocks */
     rc = parse(&c, "{\"train_batch_size\": 8, \"bfloat16\": {\"enabled\": true}, "
