@@ -643,7 +643,7 @@ int zinf_estimate_print_prec(FILE *out, const zinf_model_cfg *m, const zinf_conf
                  "gather buckets,\n"
                  "  gathered units%s); per node = %d GPU%s host and NVMe shares. "
                  "Activations are\n"
-                 "  not included (--micro-batch adds them). See zinf-estimate(1).\n",
+                 "  not included (--micro-batch, or --seq-len with --config, adds them). See zinf-estimate(1).\n",
             precision == ZINF_EST_MIXED ? ", fp32 gradient tile" : "", gpus_per_node, gpus_per_node > 1 ? "s'" : "'s");
     if (fflush(out) != 0 || ferror(out))
         return zinf_errc(ZINF_EIO, "estimate: writing the table failed: %s", strerror(errno));
@@ -830,8 +830,9 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
     }
     if (o->micro_batch_set) ZINF_TRY(check_count("--micro-batch", o->micro_batch));
     if (o->seq_len_set) ZINF_TRY(check_count("--seq-len", o->seq_len));
-    if (!o->micro_batch_set && (o->seq_len_set || o->recompute))
-        return zinf_err("estimate: --seq-len and --recompute describe activations; give --micro-batch too");
+    if (!o->micro_batch_set && !o->config && (o->seq_len_set || o->recompute))
+        return zinf_err("estimate: --seq-len and --recompute describe activations; give --micro-batch too (or a --config, "
+                        "whose micro-batch they then take)");
     zinf_model_cfg m;
     ZINF_TRY(zinf_model_cfg_load(&m, o->model));
     if (o->seq_len_set && o->seq_len > m.n_positions)
@@ -869,8 +870,13 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
         else if (!rc)
             rc = zinf_estimate_print_prec(out, &m, cfg, nodes, gpus, precision, -1);
     }
-    /* a config's activation_checkpointing block means full recomputation unless --recompute says */
-    if (!rc && o->micro_batch_set) {
+    /* the activations: of --micro-batch, or with --seq-len or --recompute of the config's micro-batch
+     * (its number, or what "auto" resolves to, as train runs it); a config's activation_checkpointing
+     * block means full recomputation unless --recompute says */
+    int64_t micro = o->micro_batch_set                        ? o->micro_batch
+                    : cfg && (o->seq_len_set || o->recompute) ? cfg->train_micro_batch_size_per_gpu
+                                                              : 0;
+    if (!rc && micro > 0) {
         /* the config's count of recomputed blocks; "auto" is chosen at run time from the GPU's free
          * memory, which is not known here: every block, and a note */
         int64_t nb = cfg && cfg->activation_checkpointing ? cfg->zinf_recompute_blocks : -1;
@@ -881,7 +887,7 @@ int zinf_estimate_run(const zinf_estimate_opts *o, FILE *out, FILE *notes)
             rc = zinf_err("estimate: activation_checkpointing.zinf_recompute_blocks %lld: the model has %d blocks",
                           (long long)nb, m.n_layer);
         if (!rc)
-            rc = zinf_estimate_print_acts(out, &m, precision, (int)o->micro_batch,
+            rc = zinf_estimate_print_acts(out, &m, precision, (int)micro,
                                           o->seq_len_set ? (int)o->seq_len : m.n_positions,
                                           recompute >= 0 ? recompute : cfg && cfg->activation_checkpointing ? 1 : 0,
                                           nb < 0 ? -1 : (int)nb, o->print_bytes);

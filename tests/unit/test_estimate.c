@@ -723,6 +723,29 @@ static void check_micro_fills_auto(void)
                                            "give one in the config, or --micro-batch"),
           "no batch key, no --micro-batch: %s", rc ? zinf_errmsg() : "accepted");
     CHECK(run_micro(none, 2, line, sizeof line) == 0, "no batch key, --micro-batch 2: %s", zinf_errmsg());
+    /* --seq-len with a config and no --micro-batch: the activations of the config's micro-batch (its
+     * 4), the same output as --micro-batch 4 gives; without a config it is still an error */
+    char *out[2];
+    for (int k = 0; k < 2; k++) {
+        FILE *f = tmpfile();
+        CHECK(f != NULL, "tmpfile");
+        if (!f) return;
+        zinf_estimate_opts o;
+        zinf_estimate_opts_defaults(&o);
+        o.model = "test-mini", o.config = fixed, o.print_bytes = true;
+        o.seq_len = 8, o.seq_len_set = true;
+        if (k) o.micro_batch = 4, o.micro_batch_set = true;
+        CHECK(zinf_estimate_run(&o, f, NULL) == 0, "config, --seq-len 8%s: %s", k ? ", --micro-batch 4" : "",
+              zinf_errmsg());
+        long n = ftell(f);
+        rewind(f);
+        out[k] = calloc((size_t)n + 1, 1);
+        if (out[k] && n > 0 && fread(out[k], 1, (size_t)n, f) != (size_t)n) out[k][0] = 0;
+        fclose(f);
+    }
+    CHECK(out[0] && out[1] && strstr(out[0], "\nact=") && !strcmp(out[0], out[1]),
+          "the config's micro-batch: '%s', --micro-batch 4: '%s'", out[0] ? out[0] : "", out[1] ? out[1] : "");
+    free(out[0]), free(out[1]);
     unlink(autop), unlink(fixed), unlink(none);
 }
 
