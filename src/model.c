@@ -576,12 +576,6 @@ int zinf_model_forward_layers(zinf_model *const *ms, int k, const zinf_batch *bs
     return forward_uses(ms, k, h);
 }
 
-void zinf_grad_zero_first(zinf_model *m, int u)
-{
-    if (zinf_grad_first(m, u))
-        m->be->memset0(m->be, m->grads[u], (size_t)m->units[u].numel * zinf_dtype_size(m->be->cdt), NULL);
-}
-
 bool zinf_grad_first_but(zinf_model *m, int u, const void *at, int64_t n)
 {
     if (!zinf_grad_first(m, u)) return false;
@@ -591,6 +585,8 @@ bool zinf_grad_first_but(zinf_model *m, int u, const void *at, int64_t n)
     if (a + (size_t)n * es < end) m->be->memset0(m->be, a + (size_t)n * es, (size_t)(end - (a + (size_t)n * es)), NULL);
     return true;
 }
+
+void zinf_grad_zero_first(zinf_model *m, int u) { (void)zinf_grad_first_but(m, u, m->grads[u], 0); }
 
 int zinf_model_forward_batch(zinf_model *m, const zinf_batch *b, const zinf_unit_hooks *h, float dloss_scale,
                              float *mean_loss)

@@ -1092,7 +1092,8 @@ int zinf_zero_init(zinf_zero **out, zinf_model *m, const zinf_config *cfg, zinf_
     z->caching = strcmp(be->name, "cpu") != 0;
     /* tests: a fresh gradient holds NaN instead of what it held, so that a read before its first
      * write shows (host-visible backends) */
-    z->poison = be->host_visible && getenv("ZINF_POISON_FRESH_GRADS") && *getenv("ZINF_POISON_FRESH_GRADS");
+    const char *poison = getenv("ZINF_POISON_FRESH_GRADS");
+    z->poison = be->host_visible && poison && *poison;
     z->f32 = be->cdt == ZINF_F32;
     z->g16 = zinf_zero_grads16(z->stage, z->f32, z->W, cfg->gradient_accumulation_steps);
     z->current = -1;
